@@ -1,0 +1,36 @@
+# tracediff developer entry points. `make demo` and `make test` are the README's two commands.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+NSYS_PREFIX ?= /opt/nsys-2024.2.3
+
+.PHONY: setup nsys demo test check lint typecheck bench
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+nsys:
+	@command -v nsys >/dev/null 2>&1 || [ -x "$(NSYS_PREFIX)/bin/nsys" ] || bash tools/install-nsys.sh "$(NSYS_PREFIX)"
+
+demo: setup
+	$(BIN)/tracediff compare samples/g_good.arrow samples/g_bad.arrow
+
+test: setup nsys
+	$(BIN)/pytest -q -p no:cacheprovider tests
+
+lint: setup
+	$(BIN)/ruff check tracediff capture tests bench
+	$(BIN)/ruff format --check tracediff capture
+
+typecheck: setup
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+bench: setup nsys
+	$(BIN)/python bench/ingest.py

@@ -1,0 +1,5 @@
+import sys
+
+from tracediff.cli import main
+
+sys.exit(main())

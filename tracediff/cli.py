@@ -1,0 +1,74 @@
+"""Command line: `tracediff SUBCOMMAND ...`.
+
+Stage: the only place that prints to the terminal and chooses exit codes. Each subcommand lives
+in `tracediff/commands/<name>.py` with `add_parser(subparsers)` and `run(args) -> int`; modules
+are imported only when their subcommand runs, so `--help` and `info` never load textual.
+Exit codes: 0 ok, 1 runtime error (bad input, failed tool), 2 usage; `compare --fail-above` uses 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tracediff import __version__
+from tracediff.errors import TracediffError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "parse": ("tracediff.commands.parse", "read a report/trace and write a run file (.arrow)"),
+    "info": ("tracediff.commands.info", "show what a run file or report holds"),
+    "compare": ("tracediff.commands.compare", "align two runs cycle by cycle and attribute the difference"),
+    "whatif": ("tracediff.commands.whatif", "replay HEAD with chosen durations taken from BASE"),
+    "export": ("tracediff.commands.export", "write run tables as a Parquet dataset"),
+    "capture": ("tracediff.commands.capture", "profile a workload at a git commit under nsys"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tracediff", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"tracediff {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name == module:
+                continue  # subcommand not built in this version
+            raise
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod.add_parser(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except TracediffError as e:
+        print(f"tracediff: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("tracediff: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except MemoryError:
+        print("tracediff: error: out of memory (the input is too large for this machine's memory)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""`tracediff parse REPORT -o RUN.arrow`: any supported input → one run file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", type=Path, help=".nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz]")
+    p.add_argument("-o", "--output", type=Path, required=True, help="run file to write (RUN.arrow)")
+    p.add_argument("--force", action="store_true", help="overwrite the output if it exists")
+    p.add_argument("--label", help="label stored in the run (default: file stem)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracediff.errors import OutputError
+    from tracediff.parse import load
+    from tracediff.runfile import write_run
+
+    out: Path = args.output
+    if out.exists() and not args.force:
+        raise OutputError(f"{out}: already exists", "pass --force to overwrite it")
+    run_ = load(args.report)
+    if args.label:
+        run_.metadata["label"] = args.label
+    for w in run_.warnings:
+        print(f"tracediff: warning: {w}", file=sys.stderr)
+    write_run(run_, out, force=args.force)
+    k = run_.table("kernels").num_rows
+    print(f"wrote {out} ({k} kernels, {run_.table('nvtx_ranges').num_rows} NVTX ranges)", file=sys.stderr)
+    return 0

@@ -1,0 +1,70 @@
+"""Input dispatch: run file, nsys report (.sqlite/.nsys-rep/.qdstrm/parquetdir) or Kineto trace.
+
+Stage: parse. Input: a path; output: a `Run`. Detection is by content (magic bytes), with the
+extension only as a tie-breaker, so a renamed file is still read correctly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracediff.errors import InputError
+from tracediff.runfile import MAGIC as RUN_MAGIC
+from tracediff.runfile import Run, read_run
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def detect(path: Path) -> str:
+    """Return one of: run, nsys-sqlite, nsys-rep, qdstrm, parquetdir, kineto."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file", "check the path")
+    if path.is_dir():
+        if any(path.glob("*.parquet")):
+            return "parquetdir"
+        raise InputError(f"{path}: is a directory, not a report",
+                         "give a report file, or an `nsys export --type parquetdir` folder")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}", "check the path and permissions") from None
+    if not head:
+        raise InputError(f"{path}: file is empty", "give a report or trace with data in it")
+    if head.startswith(RUN_MAGIC):
+        return "run"
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    name = path.name.lower()
+    if name.endswith(".nsys-rep") or name.endswith(".qdrep"):
+        return "nsys-rep"
+    if name.endswith(".qdstrm"):
+        return "qdstrm"
+    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        return "kineto"
+    if name.endswith((".json", ".json.gz")):
+        return "kineto"
+    raise InputError(f"{path}: unrecognised file type",
+                     "give a .nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz] or tracediff .arrow")
+
+
+def load(path: Path, *, progress: bool = False) -> Run:
+    """Read any supported input into a Run."""
+    path = Path(path)
+    kind = detect(path)
+    if kind == "run":
+        return read_run(path)
+    if kind == "nsys-sqlite":
+        from tracediff.parse.nsys_sqlite import read_nsys_sqlite
+
+        return read_nsys_sqlite(path)
+    if kind in ("nsys-rep", "qdstrm", "parquetdir"):
+        from tracediff.parse import nsys_cli
+
+        return nsys_cli.read_report(path, kind)
+    if kind == "kineto":
+        from tracediff.parse.kineto import read_kineto
+
+        return read_kineto(path)
+    raise AssertionError(kind)

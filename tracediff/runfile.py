@@ -1,0 +1,200 @@
+"""The run file: one self-describing file holding every table of one profiled run.
+
+Stage: storage between parse and analysis. Input: a `Run`; output: `RUN.arrow`, and back.
+
+Layout (little endian):
+
+    b"TRACEDIFF-RUN\\0\\0\\0"                    16-byte magic
+    one Arrow IPC file per table, back to back (lz4-compressed buffers)
+    footer: UTF-8 JSON {"format_version", "tables": {name: [offset, length]}, "metadata": {...}}
+    uint64 footer length, then b"TDRUNEND"
+
+The footer comes last so tables are streamed to disk one at a time; a file without the end magic
+is truncated. Reading memory-maps the file: opening a run reads the footer only, and each table
+is materialised on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from tracediff import schema
+from tracediff.errors import InputError, OutputError, UnsupportedVersionError
+
+MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
+END_MAGIC = b"TDRUNEND"
+_TAIL = struct.Struct("<Q")
+
+
+@dataclass
+class Run:
+    """One profiled run: its tables and metadata (source, tool versions, capture manifest)."""
+
+    tables: dict[str, pa.Table]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> pa.Table:
+        t = self.tables.get(name)
+        return schema.empty(name) if t is None else t
+
+    @property
+    def label(self) -> str:
+        return str(self.metadata.get("label") or Path(str(self.metadata.get("source", "run"))).stem)
+
+
+def write_run(run: Run, path: Path, *, force: bool = False) -> None:
+    """Write `run` to `path` atomically: a temp file in the same folder, then rename."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise OutputError(f"{path}: already exists", "pass --force to overwrite it")
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory", "give a file name such as run.arrow")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise OutputError(f"{path}: folder {parent} does not exist", "create it first")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write(run, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OutputError(f"{path}: cannot write run file: {e.strerror or e}", "check free space and permissions") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write(run: Run, f: Any) -> None:
+    f.write(MAGIC)
+    offsets: dict[str, list[int]] = {}
+    options = ipc.IpcWriteOptions(compression="lz4")
+    for name in schema.TABLES:
+        table = schema.conform(name, run.table(name))
+        start = f.tell()
+        with ipc.new_file(f, table.schema, options=options) as w:
+            w.write_table(table, max_chunksize=1 << 20)
+        offsets[name] = [start, f.tell() - start]
+    footer = orjson.dumps(
+        {
+            "format_version": schema.FORMAT_VERSION,
+            "tables": offsets,
+            "metadata": run.metadata,
+            "warnings": run.warnings,
+        },
+        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+    )
+    f.write(footer)
+    f.write(_TAIL.pack(len(footer)))
+    f.write(END_MAGIC)
+
+
+def is_run_file(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+class _LazyTables(dict[str, pa.Table]):
+    """Tables of a memory-mapped run file, read on first access."""
+
+    def __init__(self, buf: Any, offsets: dict[str, list[int]], source: str) -> None:
+        super().__init__()
+        self._buf = buf
+        self._offsets = offsets
+        self._source = source
+
+    def _load(self, name: str) -> pa.Table:
+        off, length = self._offsets[name]
+        try:
+            reader = ipc.open_file(pa.py_buffer(self._buf)[off : off + length])
+            table = reader.read_all()
+        except (pa.ArrowInvalid, OSError, ValueError) as e:
+            raise InputError(
+                f"{self._source}: table {name!r} is corrupt ({e})", "parse the report again"
+            ) from None
+        schema.validate(name, table, self._source)
+        dict.__setitem__(self, name, table)
+        return table
+
+    def __getitem__(self, name: str) -> pa.Table:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        if name in self._offsets:
+            return self._load(name)
+        raise KeyError(name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._offsets
+
+    def keys(self) -> Any:  # type: ignore[override]
+        return self._offsets.keys()
+
+    def items(self) -> Iterator[tuple[str, pa.Table]]:  # type: ignore[override]
+        for name in self._offsets:
+            yield name, self[name]
+
+
+def read_run(path: Path) -> Run:
+    """Open a run file. Raises InputError with a one-line message on anything wrong."""
+    path = Path(path)
+    src = str(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < len(MAGIC) + _TAIL.size + len(END_MAGIC):
+                raise InputError(f"{src}: too short to be a tracediff run file", "parse the report again")
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise InputError(f"{src}: cannot read: {e.strerror or e}", "check the path and permissions") from None
+    if buf[: len(MAGIC)] != MAGIC:
+        raise InputError(f"{src}: not a tracediff run file", "make one with `tracediff parse REPORT -o RUN.arrow`")
+    if buf[-len(END_MAGIC) :] != END_MAGIC:
+        raise InputError(f"{src}: run file is truncated (no end marker)", "copy it again or parse the report again")
+    (flen,) = _TAIL.unpack(buf[-len(END_MAGIC) - _TAIL.size : -len(END_MAGIC)])
+    fstart = size - len(END_MAGIC) - _TAIL.size - flen
+    if flen <= 0 or fstart < len(MAGIC):
+        raise InputError(f"{src}: run file footer is corrupt", "parse the report again")
+    try:
+        footer = orjson.loads(buf[fstart : fstart + flen])
+        version = int(footer["format_version"])
+        offsets = {str(k): [int(v[0]), int(v[1])] for k, v in footer["tables"].items()}
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError):
+        raise InputError(f"{src}: run file footer is corrupt", "parse the report again") from None
+    if version > schema.FORMAT_VERSION:
+        raise UnsupportedVersionError(
+            f"{src}: run file format {version} is newer than this tracediff reads ({schema.FORMAT_VERSION})",
+            "upgrade tracediff, or parse the report again with this version",
+        )
+    for name, (off, length) in offsets.items():
+        if off < len(MAGIC) or off + length > fstart:
+            raise InputError(f"{src}: table {name!r} lies outside the file", "parse the report again")
+    tables = _LazyTables(buf, {k: v for k, v in offsets.items() if k in schema.TABLES}, src)
+    metadata = dict(footer.get("metadata") or {})
+    metadata.setdefault("run_file", src)
+    return Run(tables=tables, metadata=metadata, warnings=list(footer.get("warnings") or []))

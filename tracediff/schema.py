@@ -1,0 +1,204 @@
+"""Every Arrow schema of a run file, defined once.
+
+Stage: the contract between readers (parse/*), the run file (runfile.py) and analysis (engine/*).
+Units are in the column names (`_ns`, `_bytes`); unknown is null, never -1. Names of kernels,
+APIs and ranges are dictionary-encoded strings (they repeat millions of times).
+
+Identity of a thread or process is the OS pid/tid. nsys packs them into globalTid; Kineto gives
+them as pid/tid. `device_id` is the GPU index the profiler reports (nsys deviceId, Kineto device).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tracediff.errors import InputError
+
+FORMAT_VERSION = 1
+"""Version of the run-file layout and these schemas. Bump on any incompatible change."""
+
+_name = pa.dictionary(pa.int32(), pa.string())
+
+KERNELS = pa.schema(
+    [
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("duration_ns", pa.int64()),
+        ("name", _name),  # demangled
+        ("short_name", _name),  # base name, without template arguments or parameters
+        ("grid_x", pa.int32()),
+        ("grid_y", pa.int32()),
+        ("grid_z", pa.int32()),
+        ("block_x", pa.int32()),
+        ("block_y", pa.int32()),
+        ("block_z", pa.int32()),
+        ("registers_per_thread", pa.int32()),
+        ("static_shared_memory_bytes", pa.int32()),
+        ("dynamic_shared_memory_bytes", pa.int32()),
+        ("correlation_id", pa.int64()),
+        ("graph_node_id", pa.int64()),  # CUDA-graph node; null when launched eagerly
+        ("launch_thread_id", pa.int64()),  # OS tid of the thread whose API call launched it
+        ("launch_api", _name),  # e.g. cudaLaunchKernel, cudaGraphLaunch (no _vNNNN suffix)
+        ("launch_start_ns", pa.int64()),
+        ("launch_end_ns", pa.int64()),
+    ]
+)
+
+MEMOPS = pa.schema(
+    [
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("duration_ns", pa.int64()),
+        ("kind", _name),  # "memcpy" | "memset"
+        ("copy_kind", _name),  # HtoD, DtoH, DtoD, HtoH, PtoP; null for memset
+        ("bytes", pa.int64()),
+        ("src_kind", _name),  # Device, Pageable, Pinned, Managed...
+        ("dst_kind", _name),
+        ("correlation_id", pa.int64()),
+        ("graph_node_id", pa.int64()),
+        ("launch_thread_id", pa.int64()),
+        ("launch_api", _name),
+        ("launch_start_ns", pa.int64()),
+        ("launch_end_ns", pa.int64()),
+    ]
+)
+
+API_CALLS = pa.schema(
+    [
+        ("process_id", pa.int64()),
+        ("thread_id", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("duration_ns", pa.int64()),
+        ("name", _name),  # without the _vNNNN suffix
+        ("api_kind", _name),  # "runtime" | "driver"
+        ("correlation_id", pa.int64()),
+        ("return_value", pa.int64()),
+    ]
+)
+
+NVTX_RANGES = pa.schema(
+    [
+        ("process_id", pa.int64()),
+        ("thread_id", pa.int64()),
+        ("end_thread_id", pa.int64()),  # start/end ranges may end on another thread
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),  # null: never closed in the capture
+        ("duration_ns", pa.int64()),
+        ("domain", _name),  # null for the default domain
+        ("name", _name),
+        ("depth", pa.int32()),  # nesting depth among ranges of the same thread, 0 = outermost
+        ("range_kind", _name),  # "push_pop" | "start_end" | "mark" | "annotation"
+        ("category", pa.int64()),
+        ("payload_int", pa.int64()),
+        ("payload_double", pa.float64()),
+        ("device_id", pa.int32()),  # set for GPU-side annotations (Kineto gpu_user_annotation)
+    ]
+)
+
+COLLECTIVES = pa.schema(
+    [
+        ("source", _name),  # "kernel" (the NCCL kernel on the GPU) | "nvtx" (host NCCL range)
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("thread_id", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("duration_ns", pa.int64()),
+        ("name", _name),  # kernel name, or NVTX range text (ncclAllReduce)
+        ("op", _name),  # AllReduce, AllGather, ReduceScatter, SendRecv, Broadcast, ...
+        ("reduce_op", _name),  # Sum, Prod, Max, ... as named in the kernel name
+        ("dtype", _name),  # as named: bf16, f32, float, half...
+        ("algorithm", _name),  # RING, TREE... as named; NCCL >= 2.19 names the entry point only
+        ("protocol", _name),  # LL, LL128, SIMPLE as named
+        ("bytes", pa.int64()),  # message bytes where the report has them
+        ("correlation_id", pa.int64()),
+        ("rank", pa.int32()),
+        ("group_size", pa.int32()),
+        ("comm_id", pa.string()),
+    ]
+)
+
+DEVICES = pa.schema(
+    [
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),  # Kineto: the process (rank) that saw it; nsys: null
+        ("name", pa.string()),
+        ("sm_count", pa.int32()),
+        ("memory_bytes", pa.int64()),
+        ("bus_location", pa.string()),
+        ("uuid", pa.string()),
+        ("compute_capability", pa.string()),
+        ("clock_hz", pa.int64()),
+    ]
+)
+
+SYNCS = pa.schema(
+    [
+        # CUDA synchronization records: event sync / stream wait / stream sync / context sync.
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),
+        ("stream_id", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("sync_kind", _name),  # "event" | "stream_wait" | "stream" | "context"
+        ("event_id", pa.int64()),
+        ("correlation_id", pa.int64()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "kernels": KERNELS,
+    "memops": MEMOPS,
+    "api_calls": API_CALLS,
+    "nvtx_ranges": NVTX_RANGES,
+    "collectives": COLLECTIVES,
+    "devices": DEVICES,
+    "syncs": SYNCS,
+}
+
+
+def empty(table: str) -> pa.Table:
+    """An empty table of the given kind."""
+    return TABLES[table].empty_table()
+
+
+def conform(table: str, data: pa.Table) -> pa.Table:
+    """Return `data` with exactly the columns, order and types of schema `table`.
+
+    Missing columns become null columns; extra columns are an error (a reader bug).
+    """
+    schema = TABLES[table]
+    extra = set(data.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"table {table!r} has unknown columns {sorted(extra)}")
+    cols = []
+    for field in schema:
+        if field.name in data.column_names:
+            col = data.column(field.name)
+            if col.type != field.type:
+                if pa.types.is_dictionary(field.type) and pa.types.is_dictionary(col.type):
+                    col = col.cast(field.type.value_type).cast(field.type)
+                else:
+                    col = col.cast(field.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(data.num_rows, field.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def validate(table: str, data: pa.Table, source: str) -> None:
+    """Check that a table read from a run file matches its schema exactly."""
+    schema = TABLES[table]
+    if not data.schema.remove_metadata().equals(schema):
+        raise InputError(
+            f"{source}: table {table!r} does not match tracediff's schema",
+            "the run file is corrupt or was written by an incompatible tracediff; parse the report again",
+        )
