@@ -87,4 +87,8 @@ class Comparison:
     bytes, device_id, base_ms_per_cycle, head_ms_per_cycle, base_wait_ms_per_cycle,
     head_wait_ms_per_cycle, base_transfer_ms_per_cycle, head_transfer_ms_per_cycle, delta_ms_per_cycle."""
 
+    totals: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """GPU time over all GPUs and all cycles (not per cycle), per kind and name: kind, name, base_ms,
+    head_ms, delta_ms, base_count, head_count. What `nsys stats` totals show, for cross-checks."""
+
     warnings: list[str] = field(default_factory=list)

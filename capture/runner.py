@@ -1,0 +1,342 @@
+"""One capture: a workload at a git commit, run under `nsys profile`, parsed into a run file.
+
+Stage: capture. Input: a `CaptureSpec` (repo, ref, command, nsys options); output: OUTDIR with
+`report.nsys-rep` (or `report.qdstrm` when no importer is installed), `run.arrow`,
+`manifest.json` and `workload.log`. OUTDIR is built in a sibling temp folder and renamed into place
+at the end, so a crash never leaves half an OUTDIR, and an existing OUTDIR needs `force`.
+
+Faults keep whatever report exists: a workload that exits non-zero, a Ctrl-C (nsys is sent one
+SIGINT, finalises, and the run is marked partial) and a report that cannot be imported or parsed
+all still publish OUTDIR, with the reason in the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from capture import manifest as mf
+from capture import worktree as wt
+from tracediff.errors import OutputError, ToolError, TracediffError, UsageError
+
+NSYS_INSTALL_HINT = "install Nsight Systems with `make nsys` (tools/install-nsys.sh), or set $TRACEDIFF_NSYS"
+SHIM_DIR = Path(__file__).parent / "shim"
+
+
+@dataclass
+class CaptureSpec:
+    """Everything one capture needs. `command` runs with cwd = the worktree root."""
+
+    repo: Path
+    ref: str
+    outdir: Path
+    command: list[str]
+    label: str | None = None
+    preset: str | None = None
+    pythonpath: list[str] = field(default_factory=lambda: ["."])  # worktree subpaths, first wins
+    nvtx_shim: str | None = None  # target set for capture/shim (e.g. "sglang-eagle")
+    env: dict[str, str] = field(default_factory=dict)
+    python: str | None = None  # the workload's interpreter, probed for torch/NCCL versions
+    trace: str = "auto"  # nsys -t; auto: cuda,nvtx with a GPU, nvtx without
+    capture_range: list[str] = field(default_factory=list)  # nsys options, e.g. --delay=5
+    extra_nsys_args: list[str] = field(default_factory=list)
+    force: bool = False
+    nsys: str | None = None
+
+
+@dataclass
+class CaptureResult:
+    outdir: Path
+    run_file: Path | None
+    report: Path | None
+    manifest: dict[str, Any]
+    exit_code: int  # what `tracediff capture` should exit with
+    problem: str | None = None  # one line for the user when exit_code != 0 or no run file
+
+
+def find_nsys(explicit: str | None = None) -> str:
+    """The nsys binary: explicit, tracediff.nsys_tool when present, $TRACEDIFF_NSYS, PATH, /opt."""
+    if explicit:
+        if Path(explicit).is_file():
+            return explicit
+        raise ToolError(f"{explicit}: nsys not found", NSYS_INSTALL_HINT)
+    try:  # the project-wide locator, when this checkout has it
+        from tracediff import nsys_tool  # type: ignore[attr-defined]
+
+        for name in ("find_nsys", "locate_nsys", "nsys_path", "locate"):
+            fn = getattr(nsys_tool, name, None)
+            if callable(fn):
+                with contextlib.suppress(TracediffError):
+                    found = fn()
+                    if found:
+                        return str(found)
+    except ImportError:
+        pass
+    for cand in (os.environ.get("TRACEDIFF_NSYS"), shutil.which("nsys"), "/opt/nsys-2024.2.3/bin/nsys"):
+        if cand and Path(cand).is_file():
+            return cand
+    raise ToolError("nsys (Nsight Systems CLI) not found", NSYS_INSTALL_HINT)
+
+
+def find_importer(nsys: str) -> str | None:
+    """QdstrmImporter of the same install as `nsys`, if any (the target-only deb has none)."""
+    base = Path(nsys).resolve().parent
+    for cand in (base / "QdstrmImporter", base.parent / "host-linux-x64" / "QdstrmImporter",
+                 base / "host-linux-x64" / "QdstrmImporter"):
+        if cand.is_file():
+            return str(cand)
+    found = shutil.which("QdstrmImporter")
+    return found
+
+
+def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
+    if trace != "auto":
+        return trace
+    # Without a GPU there is no CUDA activity to trace, and some nsys builds refuse -t cuda there.
+    return "cuda,nvtx" if gpus else "nvtx"
+
+
+def nsys_command(nsys: str, spec: CaptureSpec, trace: str, report_base: Path) -> list[str]:
+    cmd = [nsys, "profile", f"--trace={trace}", "--sample=none", "--cpuctxsw=none",
+           "--trace-fork-before-exec=true", f"--output={report_base}", "--force-overwrite=true"]
+    if "cuda" in trace.split(","):
+        cmd.append("--cuda-graph-trace=node")
+    return cmd + spec.capture_range + spec.extra_nsys_args + list(spec.command)
+
+
+def _python_of(command: list[str], fallback: str | None) -> str | None:
+    if fallback:
+        return fallback
+    exe = Path(command[0]).name if command else ""
+    if exe.startswith("python"):
+        return shutil.which(command[0]) or command[0]
+    return None
+
+
+def _pump(stream: IO[bytes], log: IO[bytes], echo: IO[str] | None) -> None:
+    """Copy the workload's output to workload.log and to `echo` (the CLI's stderr)."""
+    for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+        log.write(chunk)
+        log.flush()
+        if echo is not None:
+            with contextlib.suppress(OSError, ValueError):
+                echo.write(chunk.decode(errors="replace"))
+                echo.flush()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM to tracediff behaves like Ctrl-C, so nsys still finalises the report."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def run_nsys(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path,
+             echo: IO[str] | None) -> tuple[int, bool]:
+    """Run nsys to completion; (exit code, interrupted). Ctrl-C/SIGTERM → one SIGINT to nsys."""
+    interrupted = False
+    with open(log_path, "wb") as log, _sigterm_as_interrupt():
+        # own session: the terminal's Ctrl-C reaches only us, and we forward exactly one SIGINT
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        assert proc.stdout is not None
+        pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
+        pump.start()
+        signals = 0
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+                signals += 1
+                # 1st: SIGINT (nsys stops the app and writes the report); 2nd: again; 3rd: kill
+                sig = signal.SIGINT if signals < 3 else signal.SIGKILL
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+        pump.join(timeout=10)
+    return rc, interrupted
+
+
+def import_qdstrm(qdstrm: Path, nsys: str) -> Path | None:
+    """report.qdstrm → report.nsys-rep with QdstrmImporter; None when there is no importer."""
+    importer = find_importer(nsys)
+    if importer is None:
+        return None
+    proc = subprocess.run([importer, "-i", str(qdstrm)], capture_output=True, text=True, check=False)
+    rep = qdstrm.with_suffix(".nsys-rep")
+    if proc.returncode != 0 or not rep.exists():
+        last = (proc.stdout + proc.stderr).strip().splitlines()
+        raise ToolError(f"{qdstrm}: QdstrmImporter failed: {last[-1] if last else proc.returncode}",
+                        "import it later with `tracediff parse` on a machine with the same nsys version")
+    qdstrm.unlink()
+    return rep
+
+
+def parse_report(report: Path, nsys: str) -> Any:
+    """Report → Run through tracediff.parse.load; exports SQLite here if parse/nsys_cli is absent."""
+    from tracediff.parse import load
+
+    try:
+        from tracediff.parse import nsys_cli  # noqa: F401
+    except ImportError:
+        sqlite = report.with_suffix(".sqlite")
+        proc = subprocess.run([nsys, "export", "--type=sqlite", "--force-overwrite=true",
+                               f"--output={sqlite}", str(report)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not sqlite.exists():
+            last = (proc.stdout + proc.stderr).strip().splitlines()
+            raise ToolError(f"{report}: nsys export failed: {last[-1] if last else proc.returncode}",
+                            "run `tracediff parse` on it with a working nsys") from None
+        try:
+            return load(sqlite)
+        finally:
+            sqlite.unlink(missing_ok=True)
+    return load(report)
+
+
+def _publish(staging: Path, outdir: Path, force: bool) -> None:
+    """Rename the finished staging folder to OUTDIR (replacing it only with force)."""
+    old = None
+    if outdir.exists():
+        if not force:
+            raise OutputError(f"{outdir}: appeared during the capture", f"results left in {staging}")
+        old = outdir.with_name(f".{outdir.name}.old-{os.getpid()}")
+        os.replace(outdir, old)
+    os.replace(staging, outdir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def check_outdir(outdir: Path, force: bool) -> None:
+    if outdir.exists() and not force:
+        raise OutputError(f"{outdir}: already exists", "pass --force to replace it, or choose another -o")
+    if outdir.exists() and not outdir.is_dir():
+        raise OutputError(f"{outdir}: exists and is not a folder", "choose another -o")
+    parent = outdir.parent
+    if not parent.is_dir():
+        raise OutputError(f"{outdir}: folder {parent} does not exist", "create it first")
+
+
+def capture(spec: CaptureSpec, echo: IO[str] | None = None) -> CaptureResult:
+    """Run one capture end to end. Raises TracediffError before the workload starts; after it
+    starts, problems are reported in the result (the report is kept)."""
+    from tracediff import __version__
+
+    outdir = Path(spec.outdir)
+    if not spec.command:
+        raise UsageError("no workload to run", "give --preset NAME or `-- COMMAND ARGS...`")
+    check_outdir(outdir, spec.force)
+    nsys = find_nsys(spec.nsys)
+    repo = wt.toplevel(spec.repo)
+    sha = wt.resolve(repo, spec.ref)
+    git = {"ref": spec.ref, "commit": sha, **wt.user_tree_state(repo)}
+
+    m = mf.new_manifest(label=spec.label or spec.ref, preset=spec.preset, command=list(spec.command),
+                        git=git, host=mf.host_info(), tracediff_version=__version__)
+    mf.fill_gpus(m)
+    m["nsys_version"] = mf.nsys_version(nsys)
+    trace = resolve_trace(spec.trace, m["gpus"])
+    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.capture-", dir=outdir.parent))
+    report_base = staging / "report"
+    try:
+        with wt.worktree(repo, sha) as tree:
+            env = dict(os.environ)
+            paths = [str(tree / p) for p in spec.pythonpath]
+            if spec.nvtx_shim:
+                paths.insert(0, str(SHIM_DIR))
+                env["TRACEDIFF_NVTX_SHIM"] = spec.nvtx_shim
+            env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
+            env.update(spec.env)
+            env["TRACEDIFF_CAPTURE_COMMIT"] = sha
+            m["env"] = mf.env_subset(env)
+            m["cwd"] = str(tree)
+            py, why = mf.python_info(_python_of(spec.command, spec.python), env, str(tree))
+            m["workload_python"] = py
+            m["reasons"].update(why)
+            cmd = nsys_command(nsys, spec, trace, report_base)
+            m["nsys_command"] = cmd
+            m["start_utc"] = mf.now_utc()
+            t0 = time.monotonic()
+            rc, interrupted = run_nsys(cmd, tree, env, staging / "workload.log", echo)
+            m["duration_s"] = round(time.monotonic() - t0, 3)
+            m["end_utc"] = mf.now_utc()
+        return _finish(spec, m, staging, outdir, nsys, rc, interrupted)
+    except BaseException:
+        if staging.exists() and not any(staging.glob("report.*")):
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _finish(spec: CaptureSpec, m: dict[str, Any], staging: Path, outdir: Path, nsys: str,
+            rc: int, interrupted: bool) -> CaptureResult:
+    rep, qd = staging / "report.nsys-rep", staging / "report.qdstrm"
+    m["nsys_exit_code"] = rc
+    m["interrupted"] = interrupted
+    m["partial"] = interrupted
+    if not rep.exists() and not qd.exists():
+        log = (staging / "workload.log").read_text(errors="replace").strip().splitlines()
+        shutil.rmtree(staging, ignore_errors=True)
+        if interrupted:
+            raise KeyboardInterrupt
+        raise ToolError(f"nsys produced no report (exit {rc}): {log[-1] if log else 'no output'}",
+                        "check the command runs on its own; the workload output is above")
+    # nsys exits with the application's exit code once it has written a report
+    m["workload_exit_code"] = rc
+    problem = None
+    exit_code = 0
+    if interrupted:
+        problem, exit_code = "interrupted: the capture is partial (metadata partial=true)", 130
+    elif rc != 0:
+        problem, exit_code = f"the workload exited with code {rc}; the report is kept", 1
+    run_file = None
+    if not rep.exists():
+        try:
+            rep = import_qdstrm(qd, nsys) or rep
+        except ToolError as e:
+            m["reasons"]["report"] = str(e)
+    if rep.exists():
+        m["report"] = rep.name
+        try:
+            run = parse_report(rep, nsys)
+            run.metadata.update(label=m["label"], manifest=m, partial=m["partial"],
+                                commit=m["git"]["commit"])
+            run.metadata.setdefault("source", str(outdir / rep.name))
+            from tracediff.runfile import write_run
+
+            write_run(run, staging / "run.arrow")
+            run_file = outdir / "run.arrow"
+        except TracediffError as e:
+            m["reasons"]["run_file"] = str(e)
+            problem, exit_code = problem or f"the report could not be parsed: {e}", exit_code or 1
+    else:
+        m["report"] = qd.name
+        m["reasons"]["run_file"] = "no QdstrmImporter next to nsys: the .qdstrm was not imported"
+        problem = problem or (f"no QdstrmImporter here: import later with "
+                              f"`tracediff parse {outdir / qd.name} -o {outdir / 'run.arrow'}`")
+    (staging / "manifest.json").write_bytes(orjson.dumps(m, option=orjson.OPT_INDENT_2))
+    _publish(staging, outdir, spec.force)
+    return CaptureResult(outdir=outdir, run_file=run_file, report=outdir / m["report"], manifest=m,
+                         exit_code=exit_code, problem=problem)

@@ -1,0 +1,1 @@
+"""Workloads shipped for trying the pipeline (run inside the profiled process: torch only)."""

@@ -1,0 +1,85 @@
+"""The code under test: a detached git worktree of one commit, made and removed around a capture.
+
+Stage: capture, before the workload. Input: a repository and a ref; output: a temporary folder
+holding that commit's tree, plus the state of the user's own checkout (HEAD, dirty flag, a hash of
+`git diff HEAD`). The user's working tree and index are never touched: `git worktree add` only
+writes under .git/worktrees/, and that entry is pruned when the capture ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracediff.errors import ToolError, UsageError
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    git = shutil.which("git")
+    if git is None:
+        raise ToolError("git is not installed", "install git (apt-get install git)")
+    proc = subprocess.run([git, "-C", str(repo), *args], capture_output=True, check=False)
+    if check and proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise ToolError(f"git {' '.join(args)} failed in {repo}: {err[-1] if err else proc.returncode}")
+    return proc
+
+
+def toplevel(repo: Path) -> Path:
+    """The repository root containing `repo`; UsageError when it is not a git checkout."""
+    if not Path(repo).is_dir():
+        raise UsageError(f"{repo}: no such folder", "give --repo the checkout of the code to profile")
+    proc = _git(repo, "rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"{repo}: not a git repository", "give --repo the checkout of the code to profile")
+    return Path(proc.stdout.decode().strip())
+
+
+def resolve(repo: Path, ref: str) -> str:
+    """Full commit sha of `ref`; UsageError naming the ref when git does not know it."""
+    proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"{repo}: no commit {ref!r}", "give --commit a branch, tag or sha that exists (git fetch?)")
+    return proc.stdout.decode().strip()
+
+
+def user_tree_state(repo: Path) -> dict[str, Any]:
+    """HEAD, branch and dirtiness of the user's checkout (recorded, never changed)."""
+    head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False)
+    branch = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    status = _git(repo, "status", "--porcelain", "--untracked-files=normal").stdout.decode()
+    lines = [ln for ln in status.splitlines() if ln]
+    untracked = sum(1 for ln in lines if ln.startswith("??"))
+    diff = _git(repo, "diff", "HEAD", "--binary", check=False).stdout if head.returncode == 0 else b""
+    return {
+        "repo": str(repo),
+        "user_head": head.stdout.decode().strip() or None,
+        "user_branch": branch.stdout.decode().strip() or None,
+        # dirty: tracked files differ from HEAD; untracked files are counted apart
+        "dirty": len(lines) - untracked > 0,
+        "untracked_files": untracked,
+        "diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None,
+        "diff_bytes": len(diff),
+    }
+
+
+@contextlib.contextmanager
+def worktree(repo: Path, sha: str) -> Iterator[Path]:
+    """A detached worktree of `sha` in a temp folder, removed (and pruned) on exit."""
+    parent = Path(tempfile.mkdtemp(prefix="tracediff-wt-"))
+    path = parent / sha[:12]
+    try:
+        _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+        if (path / ".gitmodules").exists():
+            _git(path, "submodule", "update", "--init", "--recursive", "--quiet")
+        yield path
+    finally:
+        _git(repo, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(parent, ignore_errors=True)
+        _git(repo, "worktree", "prune", check=False)

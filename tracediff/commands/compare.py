@@ -1,0 +1,61 @@
+"""`tracediff compare BASE HEAD`: the TUI on a terminal, a report otherwise.
+
+Exit codes: 0 ok; 1 error; 2 usage; 3 `--fail-above PCT` tripped (a significant regression above PCT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+FAIL_EXIT = 3
+
+
+def add_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("base", type=Path, help="the good run: run file (.arrow) or any report tracediff parses")
+    p.add_argument("head", type=Path, help="the run to explain")
+    p.add_argument("--cycle", help="NVTX range (or Kineto annotation) that delimits a cycle: NAME or DOMAIN:NAME; "
+                                   "'whole' compares whole runs; default: found automatically")
+    p.add_argument("--format", choices=["table", "markdown", "json", "csv"],
+                   help="print a report (default: the TUI on a terminal, a table otherwise)")
+    p.add_argument("--top", type=int, default=15, help="contributors shown in table/markdown (default 15)")
+    p.add_argument("--fail-above", type=float, metavar="PCT",
+                   help=f"exit {FAIL_EXIT} when the mean cycle time grew significantly by more than PCT percent")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)")
+    p.add_argument("--no-tui", action="store_true", help="print the report even on a terminal")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracediff.engine.compare import compare
+    from tracediff.errors import UsageError
+    from tracediff.parse import load
+    from tracediff.report import render
+
+    if args.top < 1 or args.bootstrap < 10:
+        raise UsageError("--top must be >= 1 and --bootstrap >= 10")
+    tty = sys.stdout.isatty() and sys.stdin.isatty()
+    use_tui = tty and args.format is None and not args.no_tui
+
+    def say(msg: str) -> None:
+        if sys.stderr.isatty():
+            print(f"tracediff: {msg}…", file=sys.stderr)
+
+    say(f"reading {args.base}")
+    base = load(args.base)
+    say(f"reading {args.head}")
+    head = load(args.head)
+    result = compare(base, head, cycle=args.cycle, n_boot=args.bootstrap, progress=say)
+    if use_tui:
+        try:
+            from tracediff.tui.app import run_app
+        except ModuleNotFoundError:
+            use_tui = False
+        else:
+            run_app(result)
+    if not use_tui:
+        sys.stdout.write(render(result, args.format or "table", args.top))
+    if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
+        print(f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant", file=sys.stderr)
+        return FAIL_EXIT
+    return 0

@@ -1,0 +1,271 @@
+"""`compare(base, head)`: segment both runs into cycles, align them, attribute the change.
+
+Stage: engine front door. Input: two `Run`s; output: a `Comparison` (engine/result.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tracediff.engine import align as al
+from tracediff.engine import attribute as at
+from tracediff.engine.cycles import Segmentation, segment
+from tracediff.engine.ops import gpu_ops
+from tracediff.engine.result import Comparison, EnvDiff, SideSummary
+from tracediff.errors import AnalysisError
+from tracediff.runfile import Run
+
+MIN_EFFECT_MS = 0.001
+"""Changes below 1 µs per cycle are never called significant, whatever their CI."""
+REL_EFFECT = 0.01
+"""...nor changes below 1 % of the contributor's own base time per cycle (clock jitter)."""
+
+# Manifest keys that differ between any two captures and say nothing about the environment.
+_VOLATILE = ("time", "start", "end", "output", "label", "pid", "report", "duration", "argv", "command", "outdir")
+
+
+def _side_summary(run: Run, seg: Segmentation, spans_ms: np.ndarray, wall_ms: np.ndarray | None, devices: list[int]) -> SideSummary:
+    q = np.percentile(spans_ms, [50, 90, 99]) if len(spans_ms) else [float("nan")] * 3
+    return SideSummary(
+        label=run.label, source=str(run.metadata.get("source", "")), cycles=len(spans_ms), cycle_method=seg.method,
+        mean_ms=float(spans_ms.mean()), p50_ms=float(q[0]), p90_ms=float(q[1]), p99_ms=float(q[2]),
+        min_ms=float(spans_ms.min()), max_ms=float(spans_ms.max()),
+        std_ms=float(spans_ms.std(ddof=1)) if len(spans_ms) > 1 else 0.0,
+        wall_mean_ms=float(wall_ms.mean()) if wall_ms is not None and len(wall_ms) else None,
+        devices=devices,
+    )
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
+        for i, v in enumerate(d):
+            out.update(_flatten(v, f"{prefix}{i}."))
+    else:
+        out[prefix.rstrip(".")] = d
+    return out
+
+
+def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
+    """Environment differences: capture manifests, tool versions, GPUs."""
+    def env(run: Run) -> dict[str, Any]:
+        e = {f"manifest.{k}": v for k, v in _flatten(run.metadata.get("manifest") or {}).items()}
+        e["nsys_version"] = run.metadata.get("nsys_version")
+        devs = pl.from_arrow(run.table("devices"))
+        assert isinstance(devs, pl.DataFrame)
+        e["gpus"] = ", ".join(sorted(str(x) for x in devs["name"].to_list())) if devs.height else None
+        return e
+    b, h = env(base), env(head)
+    diffs = []
+    for k in sorted(set(b) | set(h)):
+        leaf = k.rsplit(".", 1)[-1].lower()
+        if any(v in leaf for v in _VOLATILE):
+            continue
+        if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
+            diffs.append(EnvDiff(k, b.get(k), h.get(k)))
+        elif (b.get(k) is None) != (h.get(k) is None) and k.startswith("manifest."):
+            diffs.append(EnvDiff(k, b.get(k), h.get(k)))
+    return diffs
+
+
+def _host(segs: dict[str, Segmentation], n_boot: int) -> tuple[dict[str, np.ndarray | None], pl.DataFrame]:
+    """Host wall time per cycle and its split into nested phases."""
+    walls: dict[str, np.ndarray | None] = {}
+    rows = []
+    for side, seg in segs.items():
+        if seg.ranges.height == 0:
+            walls[side] = None
+            continue
+        w = seg.ranges.group_by("cycle").agg(pl.col("wall_ns").max()).sort("cycle")
+        walls[side] = w["wall_ns"].to_numpy() / 1e6
+        # phases of the first process (ranks run the same code)
+        p0 = seg.ranges["process_id"].min()
+        ph = seg.phases.filter(pl.col("process_id") == p0)
+        inside = ph.group_by("cycle").agg(pl.col("duration_ns").sum().alias("_in"))
+        rw = seg.ranges.filter(pl.col("process_id") == p0).select("cycle", "wall_ns")
+        outside = rw.join(inside, on="cycle", how="left").select(
+            "cycle", pl.lit("(outside phases)").alias("phase"), (pl.col("wall_ns") - pl.col("_in").fill_null(0)).alias("duration_ns"))
+        rows.append(pl.concat([ph.select("cycle", "phase", "duration_ns"), outside]).with_columns(pl.lit(side).alias("side")))
+    if len(rows) < 2:
+        return walls, pl.DataFrame()
+    long = pl.concat(rows).rename({"duration_ns": "value_ns"})
+    keys = long.select("phase").unique().sort("phase").with_row_index("_k").with_columns(pl.col("_k").cast(pl.Int64))
+    cb = sorted(segs["base"].ranges["cycle"].unique().to_list())
+    ch = sorted(segs["head"].ranges["cycle"].unique().to_list())
+    mb = at.matrix(long, "base", ["phase"], cb, keys)
+    mh = at.matrix(long, "head", ["phase"], ch, keys)
+    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
+    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
+    d = hm - bm
+    host = keys.with_columns(
+        pl.Series("base_ms_per_cycle", bm), pl.Series("head_ms_per_cycle", hm), pl.Series("delta_ms_per_cycle", d),
+        pl.Series("ci95_low", lo / 1e6), pl.Series("ci95_high", hi / 1e6),
+    ).with_columns(_significant()).drop("_k").sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+    return walls, host
+
+
+def _significant() -> pl.Expr:
+    excl = (pl.col("ci95_low") > 0) | (pl.col("ci95_high") < 0)
+    big = pl.col("delta_ms_per_cycle").abs() >= pl.max_horizontal(
+        pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs())
+    return (excl & big).alias("significant")
+
+
+def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 1000,
+            progress: Callable[[str], None] | None = None) -> Comparison:
+    """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared."""
+    say = progress or (lambda _msg: None)
+    say("collecting GPU operations")
+    ops_b, ops_h = gpu_ops(base), gpu_ops(head)
+    say("finding cycles")
+    seg_b = segment(base, ops_b, cycle)
+    spec = cycle
+    if spec is None and seg_b.method.startswith("nvtx:"):
+        spec = seg_b.method[len("nvtx:"):]
+    try:
+        seg_h = segment(head, ops_h, spec, method=None if spec else seg_b.method)
+    except AnalysisError as e:
+        raise AnalysisError(f"head {e.message}", f"base cycles are {seg_b.method}; {e.hint or ''}".strip()) from None
+    if seg_b.method.split(":")[0] != seg_h.method.split(":")[0]:
+        raise AnalysisError(f"cycles found differently: base {seg_b.method}, head {seg_h.method}",
+                            "pass --cycle NAME with a range both runs have")
+    warnings = [f"base: {w}" for w in seg_b.warnings + base.warnings] + [f"head: {w}" for w in seg_h.warnings + head.warnings]
+    ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
+    if ndev_b != ndev_h:
+        warnings.append(f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one")
+    ops = pl.concat([
+        seg_b.ops.with_columns(pl.lit("base").alias("side")),
+        seg_h.ops.with_columns(pl.lit("head").alias("side")),
+    ], how="diagonal_relaxed")
+    say(f"aligning {ops.height} operations")
+    ops, templates = al.align(ops)
+    say("attributing")
+    ops, cyc = at.per_device_cycles(ops)
+    ops = at.collective_split(ops)
+    # drop cycles that span only part of the devices? keep all; critical device per cycle
+    crit = cyc.filter(pl.col("critical"))
+    span = {s: crit.filter(pl.col("side") == s).sort("cycle") for s in ("base", "head")}
+    if span["base"].height == 0 or span["head"].height == 0:
+        raise AnalysisError("no complete cycles in one of the runs", "check --cycle")
+    sb, sh = span["base"]["span_ns"].to_numpy() / 1e6, span["head"]["span_ns"].to_numpy() / 1e6
+    long = at.contributions(ops, cyc)
+    keys = ["kind", "name", "phase", "device_id"]
+    key_order = long.select(keys).unique().sort(keys).with_row_index("_k").with_columns(pl.col("_k").cast(pl.Int64))
+    cb, chh = span["base"]["cycle"].to_list(), span["head"]["cycle"].to_list()
+    mb = at.matrix(long, "base", keys, cb, key_order)
+    mh = at.matrix(long, "head", keys, chh, key_order)
+    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
+    tot_lo, tot_hi = at.bootstrap_delta(sb[None, :], sh[None, :], n_boot)
+    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
+    delta = float(sh.mean() - sb.mean())
+    counts = long.group_by("side", *keys).agg(pl.col("count").sum())
+    cnt = key_order.join(counts.filter(pl.col("side") == "base").drop("side").rename({"count": "_cb"}), on=keys, how="left", nulls_equal=True)
+    cnt = cnt.join(counts.filter(pl.col("side") == "head").drop("side").rename({"count": "_ch"}), on=keys, how="left", nulls_equal=True).sort("_k")
+    d = hm - bm
+    attribution = cnt.with_columns(
+        pl.Series("base_ms_per_cycle", bm), pl.Series("head_ms_per_cycle", hm), pl.Series("delta_ms_per_cycle", d),
+        pl.Series("ci95_low", lo / 1e6), pl.Series("ci95_high", hi / 1e6),
+        (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
+        (pl.col("_ch").fill_null(0) / len(chh)).alias("head_count_per_cycle"),
+    ).with_columns(
+        _significant(),
+        (pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)).alias("share"),
+        pl.when(pl.col("kind").is_in(["gap", "overlap"])).then(pl.lit("-"))
+        .when(pl.col("base_count_per_cycle") == 0).then(pl.lit("added"))
+        .when(pl.col("head_count_per_cycle") == 0).then(pl.lit("removed"))
+        .when(pl.col("base_count_per_cycle") != pl.col("head_count_per_cycle")).then(pl.lit("mixed"))
+        .otherwise(pl.lit("matched")).alias("status"),
+    ).filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
+    attribution = attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True).with_row_index("_r").with_columns(
+        pl.concat_str([pl.lit("c"), pl.col("_r").cast(pl.String)]).alias("contributor_id")
+    ).select("contributor_id", "kind", "name", "phase", pl.col("device_id").cast(pl.Int32), "base_ms_per_cycle", "head_ms_per_cycle",
+             "delta_ms_per_cycle", "ci95_low", "ci95_high", "significant", "share", "base_count_per_cycle",
+             "head_count_per_cycle", "status")
+    residual = delta - float(attribution["delta_ms_per_cycle"].sum())
+    walls, host = _host({"base": seg_b, "head": seg_h}, n_boot)
+    pooled = float(np.sqrt(((len(sb) - 1) * sb.var(ddof=1) + (len(sh) - 1) * sh.var(ddof=1)) / max(len(sb) + len(sh) - 2, 1))) if len(sb) > 1 and len(sh) > 1 else 0.0
+    crit_dev = crit.filter(pl.col("side") == "head")["device_id"].mode().sort()
+    significant = bool((tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS)  # NaN CI: False
+    if len(sb) < 2 or len(sh) < 2:
+        warnings.append("fewer than 2 cycles on a side: no confidence intervals, nothing is called significant")
+    events = _events(ops, cyc, attribution)
+    wall = {s: walls.get(s) for s in ("base", "head")}
+    # cycles table
+    if seg_b.ranges.height and seg_h.ranges.height:
+        wall_df = pl.concat([
+            s.ranges.group_by("cycle").agg(pl.col("wall_ns").max()).with_columns(pl.lit(side).alias("side"))
+            for side, s in (("base", seg_b), ("head", seg_h))
+        ])
+        cyc = cyc.join(wall_df, on=["side", "cycle"], how="left")
+    else:
+        cyc = cyc.with_columns(pl.lit(None, pl.Int64).alias("wall_ns"))
+    cyc_out = cyc.select("side", "cycle", pl.col("device_id").cast(pl.Int32), "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "wall_ns", "critical")
+    del templates
+    return Comparison(
+        base=_side_summary(base, seg_b, sb, wall["base"], sorted(seg_b.ops["device_id"].unique().to_list())),
+        head=_side_summary(head, seg_h, sh, wall["head"], sorted(seg_h.ops["device_id"].unique().to_list())),
+        delta_ms_per_cycle=delta,
+        delta_ci95=(float(tot_lo[0]), float(tot_hi[0])),
+        delta_pct=100.0 * delta / float(sb.mean()) if sb.mean() else float("nan"),
+        significant=significant,
+        noise_floor_ms=pooled,
+        residual_ms_per_cycle=residual,
+        critical_device=int(crit_dev[0]) if len(crit_dev) else None,
+        env_diffs=env_diffs(base, head),
+        attribution=attribution,
+        cycles=cyc_out,
+        events=events,
+        host=host,
+        collectives=_collectives(ops, len(cb), len(chh)),
+        totals=_totals(ops),
+        warnings=warnings,
+    )
+
+
+def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
+    starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
+    ids = attribution.select("kind", "name", "phase", "device_id", "contributor_id")
+    e = ops.join(starts, on=["side", "cycle", "device_id"], how="left").join(
+        ids, left_on=["kind", "contributor", "phase", "device_id"], right_on=["kind", "name", "phase", "device_id"], how="left")
+    return e.select(
+        "side", "cycle", pl.col("device_id").cast(pl.Int32), "stream_id", "kind", "name",
+        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"), (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
+        "duration_ns", "slot", "contributor_id", "status", "grid", "block",
+    ).sort("side", "cycle", "device_id", "rel_start_ns")
+
+
+def _totals(ops: pl.DataFrame) -> pl.DataFrame:
+    """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
+    g = ops.group_by("side", "kind", "name").agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
+    b = g.filter(pl.col("side") == "base").select("kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count"))
+    h = g.filter(pl.col("side") == "head").select("kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count"))
+    j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
+    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(pl.col("delta_ms").abs(), descending=True)
+
+
+def _collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
+    c = ops.filter(pl.col("kind") == "collective")
+    if c.height == 0:
+        return pl.DataFrame()
+    from tracediff.parse.nccl import decode
+
+    c = pl.concat([c, decode(c["name"]).select("op", "dtype")], how="horizontal")
+    g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
+        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
+    n = pl.when(pl.col("side") == "base").then(pl.lit(nb)).otherwise(pl.lit(nh))
+    g = g.with_columns((pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms"))
+    b = g.filter(pl.col("side") == "base").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("base_ms_per_cycle"), pl.col("wait_ms").alias("base_wait_ms_per_cycle"))
+    h = g.filter(pl.col("side") == "head").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("head_ms_per_cycle"), pl.col("wait_ms").alias("head_wait_ms_per_cycle"))
+    j = b.join(h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True).fill_null(0.0)
+    return j.with_columns(
+        (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias("base_transfer_ms_per_cycle"),
+        (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias("head_transfer_ms_per_cycle"),
+        (pl.col("head_ms_per_cycle") - pl.col("base_ms_per_cycle")).alias("delta_ms_per_cycle"),
+    ).sort(pl.col("delta_ms_per_cycle").abs(), descending=True)

@@ -1,0 +1,255 @@
+"""Cycle segmentation: which GPU operations belong to which repetition of the workload's loop.
+
+Stage: engine. Input: a `Run` and its GPU ops (engine/ops.py); output: `Segmentation` with each op
+tagged by cycle (and phase), plus per-cycle host ranges.
+
+Two methods:
+- NVTX (or Kineto annotation) ranges named by `--cycle` or found automatically: a cycle's GPU work
+  is what its host range launched: the launch API call lies inside the range on the same thread,
+  and the op carries that call's correlation (CUDA-graph node kernels carry their cudaGraphLaunch).
+- Kernel period, when the run has no markers: the shortest period P with
+  name[i] == name[i + P] for nearly all i of a device's op sequence; cycles are cut where the GPU
+  idles longest within the period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from tracediff.errors import AnalysisError
+from tracediff.runfile import Run
+
+MIN_COVERAGE = 0.3
+"""An automatically found cycle range must have launched at least this share of the GPU ops."""
+WHOLE = ("whole", "all")
+"""`--cycle whole`: the whole run is one cycle (totals; no per-cycle statistics)."""
+PREFERRED = ("cycle", "verify", "decode", "step", "ProfilerStep", "iteration", "forward")
+
+
+@dataclass
+class Segmentation:
+    ops: pl.DataFrame  # gpu ops with `cycle` (i64) and `phase` (str) columns, only ops inside cycles
+    ranges: pl.DataFrame  # process_id, cycle, start_ns, end_ns, wall_ns (host range; empty for kernel-period)
+    phases: pl.DataFrame  # process_id, cycle, phase, duration_ns (host time of nested ranges)
+    method: str
+    warnings: list[str]
+
+
+def _ranges(run: Run) -> pl.DataFrame:
+    df = pl.from_arrow(run.table("nvtx_ranges"))
+    assert isinstance(df, pl.DataFrame)
+    return df.filter(
+        (pl.col("range_kind").cast(pl.String) != "mark") & pl.col("end_ns").is_not_null()
+        & (pl.col("domain").cast(pl.String).fill_null("") != "NCCL") & pl.col("device_id").is_null()
+        # NCCL's own ranges (ncclAllReduce, ncclGroupEnd) even where the domain was not resolved
+        & ~pl.col("name").cast(pl.String).fill_null("").str.contains(r"^nccl[A-Z]")
+    ).with_columns(
+        pl.col("domain").cast(pl.String),
+        pl.col("name").cast(pl.String).fill_null("").str.replace(r"#\d+$", "").alias("key"),
+    )
+
+
+def _match(ranges: pl.DataFrame, spec: str) -> pl.DataFrame:
+    domain, _, name = spec.rpartition(":")
+    sel = ranges.filter(pl.col("key") == name)
+    if domain:
+        sel = sel.filter(pl.col("domain") == domain)
+    return sel
+
+
+def _outermost(sel: pl.DataFrame) -> pl.DataFrame:
+    """Same-named ranges nested in each other (recursion): keep the outermost of each thread."""
+    min_depth = sel.group_by("process_id", "thread_id").agg(pl.col("depth").min().alias("_d"))
+    return sel.join(min_depth, on=["process_id", "thread_id"]).filter(pl.col("depth") == pl.col("_d")).drop("_d")
+
+
+def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
+    """Tag ops with the cycle range whose host interval contains the op's launch call."""
+    r = cyc.select(
+        "process_id", pl.col("thread_id").alias("launch_thread_id"),
+        pl.col("start_ns").alias("_rs"), pl.col("end_ns").alias("_re"), "cycle",
+    ).sort("_rs")
+    o = ops.filter(pl.col("launch_start_ns").is_not_null()).sort("launch_start_ns")
+    j = o.join_asof(r, left_on="launch_start_ns", right_on="_rs", by=["process_id", "launch_thread_id"],
+                    strategy="backward", check_sortedness=False)
+    return j.filter(pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))).drop("_rs", "_re")
+
+
+def _number(sel: pl.DataFrame) -> pl.DataFrame:
+    return sel.sort("start_ns").with_columns(
+        pl.col("start_ns").rank("ordinal").over("process_id").cast(pl.Int64).sub(1).alias("cycle")
+    )
+
+
+def _phases(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
+    """Host ranges nested one level inside each cycle range, on the same thread."""
+    depth = cyc.select("process_id", "thread_id", (pl.col("depth") + 1).alias("depth")).unique()
+    inner = ranges.join(depth, on=["process_id", "thread_id", "depth"])
+    if inner.height == 0:
+        return pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String,
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64})
+    r = cyc.select("process_id", "thread_id", pl.col("start_ns").alias("_rs"), pl.col("end_ns").alias("_re"), "cycle").sort("_rs")
+    j = inner.sort("start_ns").join_asof(r, left_on="start_ns", right_on="_rs", by=["process_id", "thread_id"], strategy="backward", check_sortedness=False)
+    j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
+    return j.select("process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns")
+
+
+def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    if phases.height == 0:
+        return ops.with_columns(pl.lit("(cycle)").alias("phase"))
+    p = phases.select("process_id", pl.col("thread_id").alias("launch_thread_id"),
+                      pl.col("start_ns").alias("_ps"), pl.col("end_ns").alias("_pe"), pl.col("phase").alias("_ph")).sort("_ps")
+    j = ops.sort("launch_start_ns").join_asof(p, left_on="launch_start_ns", right_on="_ps",
+                                              by=["process_id", "launch_thread_id"], strategy="backward", check_sortedness=False)
+    inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
+    return j.with_columns(pl.when(inside).then(pl.col("_ph")).otherwise(pl.lit("(between phases)")).alias("phase")).drop("_ps", "_pe", "_ph")
+
+
+def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | None:
+    """Cycles from host ranges. `spec` is NAME or DOMAIN:NAME; None finds one. None if no ranges fit."""
+    ranges = _ranges(run)
+    if ranges.height == 0:
+        if spec:
+            raise AnalysisError(f"{run.metadata.get('source', 'run')}: no NVTX ranges or annotations to cut cycles at",
+                                "drop --cycle to cut cycles from the kernel sequence")
+        return None
+    if spec:
+        sel = _match(ranges, spec)
+        if sel.height == 0:
+            names = ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
+            raise AnalysisError(f"{run.metadata.get('source', 'run')}: no range named {spec!r}",
+                                f"ranges present: {', '.join(names)}")
+        cyc = _number(_outermost(sel))
+        chosen = spec
+    else:
+        best = None
+        cands = ranges.group_by("domain", "key").agg(pl.len().alias("n"), pl.col("depth").min().alias("depth"))
+        cands = cands.filter(pl.col("n") >= 3)
+        for row in cands.iter_rows(named=True):
+            sel = ranges.filter((pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"])))
+            cyc = _number(_outermost(sel))
+            covered = _assign(ops, cyc).height
+            if covered < MIN_COVERAGE * ops.height:
+                continue
+            starts = cyc.filter(pl.col("process_id") == cyc["process_id"][0])["start_ns"].to_numpy()
+            periods = np.diff(np.sort(starts))
+            steady = len(periods) == 0 or (periods.std() <= periods.mean())
+            pref = next((i for i, p in enumerate(PREFERRED) if row["key"].lower() == p.lower()), len(PREFERRED))
+            score = (steady, covered, -row["depth"], -pref)
+            if best is None or score > best[0]:
+                name = row["key"] if row["domain"] is None else f"{row['domain']}:{row['key']}"
+                best = (score, cyc, name)
+        if best is None:
+            return None
+        _, cyc, chosen = best
+    tagged = _assign(ops, cyc)
+    phases = _phases(ranges, cyc)
+    tagged = _tag_phase(tagged, phases)
+    warnings = []
+    outside = ops.height - tagged.height
+    if tagged.height == 0:
+        raise AnalysisError(f"{run.metadata.get('source', 'run')}: the {chosen!r} ranges launched no GPU work",
+                            "pick another range with --cycle, or none to cut cycles from the kernel sequence")
+    if outside:
+        warnings.append(f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared")
+    rng = cyc.select("process_id", "thread_id", "cycle", "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"))
+    ph = phases.group_by("process_id", "cycle", "phase").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns"))
+    return Segmentation(ops=tagged, ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=warnings)
+
+
+def _period(names: np.ndarray) -> int | None:
+    """Shortest period P (>= 2 ops) such that names repeat with period P for >= 90 % of positions."""
+    n = len(names)
+    if n < 6:
+        return None
+    s = pl.DataFrame({"n": names, "i": np.arange(n)})
+    diffs = (
+        s.with_columns(pl.col("i").diff().over("n").alias("d"))
+        .drop_nulls("d").group_by("d").len().sort("len", descending=True).head(64)["d"].to_list()
+    )
+    best = None
+    for p in sorted(int(d) for d in diffs if 2 <= d <= n // 3):
+        match = float(np.mean(names[:-p] == names[p:]))
+        if match >= 0.9:
+            return p
+        if best is None or match > best[1]:
+            best = (p, match)
+    if best and best[1] >= 0.75:
+        return best[0]
+    return None
+
+
+def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
+    """Cycles from the repeating op sequence of each device."""
+    parts = []
+    anchors = []
+    warnings = []
+    for dev in ops["device_id"].unique().sort().to_list():
+        d = ops.filter(pl.col("device_id") == dev).sort("start_ns")
+        codes = d["name"].cast(pl.Categorical).to_physical().to_numpy()
+        p = _period(codes)
+        if p is None:
+            warnings.append(f"GPU {dev}: no repeating op sequence found; its ops are not compared")
+            continue
+        # idle gap before each op; cut the period where the GPU idles longest
+        prev_end = d["end_ns"].cum_max().shift(1)
+        gap = (d["start_ns"] - prev_end).fill_null(0).clip(lower_bound=0).to_numpy()
+        idx = np.arange(d.height)
+        resid = pl.DataFrame({"r": idx % p, "g": gap}).group_by("r").agg(pl.col("g").median()).sort("g", descending=True)
+        r0 = int(resid["r"][0])
+        anchor = codes[r0]
+        occ = np.flatnonzero(codes == anchor)
+        starts = []
+        for o in occ:  # loop over anchor occurrences (one per cycle), not over events
+            if not starts or o - starts[-1] >= p // 2 + 1:
+                starts.append(int(o))
+        starts_a = np.asarray(starts)
+        if len(starts_a) < 2:
+            continue
+        cyc = np.full(d.height, -1, dtype=np.int64)
+        seg = np.searchsorted(starts_a, idx, side="right") - 1
+        cyc[idx >= starts_a[0]] = seg[idx >= starts_a[0]]
+        lengths = np.diff(np.append(starts_a, d.height))
+        # drop a trailing partial cycle
+        if lengths[-1] < 0.9 * np.median(lengths[:-1] if len(lengths) > 1 else lengths):
+            cyc[cyc == len(starts_a) - 1] = -1
+        parts.append(d.with_columns(pl.Series("cycle", cyc)).filter(pl.col("cycle") >= 0))
+        anchors.append(str(d["name"][int(starts_a[0])]))
+    if not parts:
+        raise AnalysisError(f"{source}: no cycle markers and no repeating kernel sequence",
+                            "capture with NVTX ranges around each cycle and pass --cycle NAME")
+    tagged = pl.concat(parts).with_columns(pl.lit("(cycle)").alias("phase"))
+    empty_r = pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "wall_ns": pl.Int64})
+    empty_p = pl.DataFrame(schema={"process_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String, "duration_ns": pl.Int64})
+    short = anchors[0].split("(")[0][:60]
+    return Segmentation(ops=tagged, ranges=empty_r, phases=empty_p, method=f"kernel-period:{short}", warnings=warnings)
+
+
+def whole(ops: pl.DataFrame) -> Segmentation:
+    """The whole run as a single cycle."""
+    empty_r = pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "wall_ns": pl.Int64})
+    empty_p = pl.DataFrame(schema={"process_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String, "duration_ns": pl.Int64})
+    tagged = ops.with_columns(pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)").alias("phase"))
+    return Segmentation(ops=tagged, ranges=empty_r, phases=empty_p, method="whole-run", warnings=[])
+
+
+def segment(run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None = None) -> Segmentation:
+    """Cut cycles: by `spec` (range name, or "whole"), else as `method` says (the other side's), else found."""
+    src = str(run.metadata.get("source", "run"))
+    if ops.height == 0:
+        raise AnalysisError(f"{src}: the run has no GPU operations", "profile with CUDA tracing on (nsys -t cuda,nvtx)")
+    if (spec or "").lower() in WHOLE or method == "whole-run":
+        return whole(ops)
+    if method and method.startswith("kernel-period"):
+        return by_kernel_period(ops, src)
+    seg = by_ranges(run, ops, spec)
+    if seg is None:
+        try:
+            seg = by_kernel_period(ops, src)
+        except AnalysisError:
+            seg = whole(ops)
+            seg.warnings.append("no cycle markers and no repeating kernel sequence: compared the whole run as one cycle")
+    return seg

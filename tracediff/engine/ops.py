@@ -1,0 +1,48 @@
+"""GPU operations of a run as one polars frame: kernels, copies, sets and collectives.
+
+Stage: engine input. Input: a `Run`; output: a DataFrame with one row per GPU operation:
+device_id, process_id, stream_id, start_ns, end_ns, duration_ns, kind (kernel | collective |
+memcpy | memset), name (str), launch_thread_id, launch_start_ns, launch_end_ns, graph_node_id,
+config (grid/block as text, the tie-breaker for alignment), bytes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracediff.parse.nccl import is_comm
+from tracediff.runfile import Run
+
+
+def _frame(run: Run, table: str) -> pl.DataFrame:
+    df = pl.from_arrow(run.table(table))
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+def gpu_ops(run: Run) -> pl.DataFrame:
+    k = _frame(run, "kernels")
+    m = _frame(run, "memops")
+    common = ["device_id", "process_id", "stream_id", "start_ns", "end_ns", "duration_ns",
+              "launch_thread_id", "launch_start_ns", "launch_end_ns", "graph_node_id"]
+    kernels = k.select(
+        *common,
+        pl.col("name").cast(pl.String).fill_null("<unnamed kernel>"),
+        pl.concat_str([pl.col("grid_x"), pl.col("grid_y"), pl.col("grid_z")], separator="x", ignore_nulls=True).alias("grid"),
+        pl.concat_str([pl.col("block_x"), pl.col("block_y"), pl.col("block_z")], separator="x", ignore_nulls=True).alias("block"),
+        pl.lit(None, pl.Int64).alias("bytes"),
+    ).with_columns(
+        pl.when(is_comm(pl.col("name"))).then(pl.lit("collective")).otherwise(pl.lit("kernel")).alias("kind"),
+    )
+    memops = m.select(
+        *common,
+        pl.when(pl.col("kind").cast(pl.String) == "memcpy")
+        .then(pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String).fill_null("?")]))
+        .otherwise(pl.lit("Memset")).alias("name"),
+        pl.lit(None, pl.String).alias("grid"),
+        pl.lit(None, pl.String).alias("block"),
+        "bytes",
+        pl.col("kind").cast(pl.String),
+    )
+    ops = pl.concat([kernels, memops], how="diagonal_relaxed")
+    return ops.filter(pl.col("end_ns") >= pl.col("start_ns")).sort("device_id", "start_ns", "end_ns")

@@ -1,0 +1,158 @@
+"""Render a `Comparison` as text table, markdown, JSON or CSV.
+
+Stage: output. Input: a Comparison; output: a string for stdout.
+
+JSON schema (stable; `format_version` bumps on incompatible change):
+  {"format_version": 1,
+   "base"/"head": {"label", "source", "cycles", "cycle_method", "mean_ms", "p50_ms", "p90_ms", "p99_ms",
+                   "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices"},
+   "delta_ms_per_cycle": {"mean", "ci95": [lo, hi], "pct", "significant"},
+   "noise_floor_ms", "residual_ms_per_cycle", "critical_device",
+   "environment": [{"key", "base", "head"}],
+   "attribution": [{"id", "kind", "name", "phase", "device", "base_ms_per_cycle", "head_ms_per_cycle",
+                    "delta_ms_per_cycle", "ci95": [lo, hi], "significant", "share", "status",
+                    "base_count_per_cycle", "head_count_per_cycle"}],   # sorted by |delta|
+   "phases": [{"phase", "delta_ms_per_cycle"}],            # GPU attribution summed per host phase
+   "host": [{"phase", "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95", "significant"}],
+   "collectives": [{"op", "dtype", "bytes", "device", "base_ms_per_cycle", "head_ms_per_cycle", ...}],
+   "warnings": [str]}
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+import orjson
+import polars as pl
+
+from tracediff.engine.result import Comparison
+
+FORMATS = ("table", "markdown", "json", "csv")
+
+
+def _f(x: Any) -> Any:
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    return x
+
+
+def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
+    att = c.attribution if top is None else c.attribution.head(top)
+    return {
+        "format_version": 1,
+        "base": {k: _f(v) for k, v in asdict(c.base).items()},
+        "head": {k: _f(v) for k, v in asdict(c.head).items()},
+        "delta_ms_per_cycle": {"mean": c.delta_ms_per_cycle, "ci95": list(c.delta_ci95), "pct": _f(c.delta_pct),
+                               "significant": c.significant},
+        "noise_floor_ms": c.noise_floor_ms,
+        "residual_ms_per_cycle": c.residual_ms_per_cycle,
+        "critical_device": c.critical_device,
+        "environment": [{"key": d.key, "base": d.base, "head": d.head} for d in c.env_diffs],
+        "attribution": [
+            {"id": r["contributor_id"], "kind": r["kind"], "name": r["name"], "phase": r["phase"], "device": r["device_id"],
+             "base_ms_per_cycle": r["base_ms_per_cycle"], "head_ms_per_cycle": r["head_ms_per_cycle"],
+             "delta_ms_per_cycle": r["delta_ms_per_cycle"], "ci95": [r["ci95_low"], r["ci95_high"]],
+             "significant": r["significant"], "share": _f(r["share"]), "status": r["status"],
+             "base_count_per_cycle": r["base_count_per_cycle"], "head_count_per_cycle": r["head_count_per_cycle"]}
+            for r in att.iter_rows(named=True)
+        ],
+        "phases": phase_rollup(c).to_dicts(),
+        "host": [
+            {"phase": r["phase"], "base_ms_per_cycle": r["base_ms_per_cycle"], "head_ms_per_cycle": r["head_ms_per_cycle"],
+             "delta_ms_per_cycle": r["delta_ms_per_cycle"], "ci95": [r["ci95_low"], r["ci95_high"]], "significant": r["significant"]}
+            for r in c.host.iter_rows(named=True)
+        ] if c.host.height else [],
+        "collectives": c.collectives.rename({"device_id": "device"}).to_dicts() if c.collectives.height else [],
+        "warnings": c.warnings,
+    }
+
+
+def phase_rollup(c: Comparison) -> pl.DataFrame:
+    if c.attribution.height == 0:
+        return pl.DataFrame(schema={"phase": pl.String, "delta_ms_per_cycle": pl.Float64})
+    return (c.attribution.group_by("phase").agg(pl.col("delta_ms_per_cycle").sum())
+            .sort(pl.col("delta_ms_per_cycle").abs(), descending=True))
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    b, h = c.base, c.head
+    sig = "significant" if c.significant else "not significant (within noise)"
+    lines = [
+        f"base  {b.label}: {b.cycles} cycles ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
+        f"head  {h.label}: {h.cycles} cycles ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
+        f"change {c.delta_ms_per_cycle:+.3f} ms/cycle ({c.delta_pct:+.1f} %), 95% CI [{c.delta_ci95[0]:+.3f}, {c.delta_ci95[1]:+.3f}]: {sig}; "
+        f"noise floor {c.noise_floor_ms:.3f} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
+    ]
+    if c.critical_device is not None and len(h.devices) > 1:
+        lines.append(f"critical GPU (finishes last in most head cycles): {c.critical_device}")
+    return lines
+
+
+def _short(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def render_table(c: Comparison, top: int = 15) -> str:
+    out = []
+    if c.env_diffs:
+        out.append("ENVIRONMENT DIFFERS (check before trusting the diff):")
+        out += [f"  {d.key}: {d.base!r} -> {d.head!r}" for d in c.env_diffs]
+        out.append("")
+    out += verdict_lines(c)
+    out.append("")
+    out.append(f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name")
+    for r in c.attribution.head(top).iter_rows(named=True):
+        mark = "*" if r["significant"] else " "
+        share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
+        ci = f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
+        dev = "-" if r["device_id"] is None else str(r["device_id"])
+        name = r["name"] if r["status"] in ("matched", "-") else f"{r['name']} ({r['status']})"
+        out.append(f"{r['kind']:<10} {dev:>3} {_short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
+                   f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {_short(name, 70)}")
+    if c.attribution.height > top:
+        rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
+        out.append(f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle")
+    out.append("* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time")
+    roll = phase_rollup(c)
+    if roll.height > 1:
+        out.append("")
+        out.append("GPU change by phase: " + ", ".join(f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms" for r in roll.iter_rows(named=True)))
+    if c.host.height:
+        out.append("host wall time by phase: " + ", ".join(
+            f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms{'*' if r['significant'] else ''}" for r in c.host.iter_rows(named=True)))
+    for w in c.warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(c: Comparison, top: int = 20) -> str:
+    out = ["## tracediff", ""]
+    if c.env_diffs:
+        out += ["**Environment differs:**", ""] + [f"- `{d.key}`: `{d.base}` → `{d.head}`" for d in c.env_diffs] + [""]
+    out += [f"- {line}" for line in verdict_lines(c)] + [""]
+    out += ["| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
+            "|---|---|---|---:|---:|---:|---|---|---:|---|---|"]
+    for r in c.attribution.head(top).iter_rows(named=True):
+        share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
+        name = r["name"].replace("|", "\\|")
+        out.append(f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+                   f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
+                   f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{_short(name, 90)}` |")
+    out += [""] + [f"> warning: {w}" for w in c.warnings]
+    return "\n".join(out) + "\n"
+
+
+def render_csv(c: Comparison) -> str:
+    return c.attribution.write_csv()
+
+
+def render(c: Comparison, fmt: str, top: int = 15) -> str:
+    if fmt == "json":
+        return orjson.dumps(to_dict(c), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+    if fmt == "markdown":
+        return render_markdown(c, top)
+    if fmt == "csv":
+        return render_csv(c)
+    return render_table(c, top)
