@@ -1,6 +1,10 @@
-"""Build a large nsys-schema SQLite export by replicating a real report's timeline N times.
+"""Build a large nsys export by replicating a real report's timeline N times.
 
     bench/replicate.py [--src tests/data/h200/g_good.sqlite] [--times N | --kernels K] -o OUT.sqlite
+    bench/replicate.py --src G_GOOD_PQTDIR [--times N | --kernels K] -o OUT_DIR   (parquetdir)
+
+A folder as --src (an `nsys export --type parquetdir` of a real report) gives a parquetdir
+output with nsys's own column types; a .sqlite gives an SQLite export.
 
 Copy k (0..N-1) of every event table is shifted by k x (report span + 1 ms), and its
 correlationIds (and NVTX rangeIds) are offset by k x (max id + 1), so every launch still joins
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -37,6 +42,17 @@ EVENT_TABLES = {
 NVTX_ONCE = "eventType IN (33, 39, 75, 76)"
 
 
+def kernel_count(src: Path) -> int:
+    if src.is_dir():
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(src / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").num_rows)
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    (n,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.close()
+    return int(n)
+
+
 def replicate(src: Path, out: Path, times: int) -> dict[str, int]:
     if out.exists():
         out.unlink()
@@ -51,7 +67,7 @@ def replicate(src: Path, out: Path, times: int) -> dict[str, int]:
         (n, sql)
         for n, sql in con.execute("SELECT name, sql FROM src.sqlite_master WHERE type='table'")
     ]
-    for name, sql in tables:
+    for _name, sql in tables:
         con.execute(sql)
     span_lo, span_hi, max_corr = 1 << 62, 0, 0
     for name in EVENT_TABLES:
@@ -59,7 +75,9 @@ def replicate(src: Path, out: Path, times: int) -> dict[str, int]:
             continue
         cols = {r[1] for r in con.execute(f"PRAGMA src.table_info({name})")}
         if "start" in cols:
-            lo, hi = con.execute(f"SELECT min(start), max(coalesce(end, start)) FROM src.{name}").fetchone()
+            lo, hi = con.execute(
+                f"SELECT min(start), max(coalesce(end, start)) FROM src.{name}"
+            ).fetchone()
             if lo is not None:
                 span_lo, span_hi = min(span_lo, lo), max(span_hi, hi)
         if "correlationId" in cols:
@@ -80,7 +98,9 @@ def replicate(src: Path, out: Path, times: int) -> dict[str, int]:
         shift, ids = EVENT_TABLES[name]
         where = ""
         if name == "NVTX_EVENTS":
-            con.execute(f"INSERT INTO main.{name} SELECT {col_list} FROM src.{name} WHERE {NVTX_ONCE}")
+            con.execute(
+                f"INSERT INTO main.{name} SELECT {col_list} FROM src.{name} WHERE {NVTX_ONCE}"
+            )
             where = f"WHERE NOT ({NVTX_ONCE})"
         exprs = []
         for c in cols:
@@ -105,6 +125,61 @@ def replicate(src: Path, out: Path, times: int) -> dict[str, int]:
     return counts
 
 
+def replicate_parquetdir(src: Path, out: Path, times: int) -> dict[str, int]:
+    """The same replication on an `nsys export --type parquetdir` folder, in polars."""
+    import polars as pl
+
+    frames = {p.name[: -len(".parquet")]: pl.read_parquet(p) for p in sorted(src.glob("*.parquet"))}
+    lo, hi, max_id = 1 << 62, 0, 0
+    for name in EVENT_TABLES:
+        df = frames.get(name)
+        if df is None or df.is_empty():
+            continue
+        if "start" in df.columns:
+            lo = min(lo, int(df["start"].min()))  # type: ignore[arg-type]
+            hi = max(hi, int(df.select(pl.coalesce("end", "start").max()).item()))
+        for c in ("correlationId", "rangeId"):
+            if c in df.columns and df[c].max() is not None:
+                max_id = max(max_id, int(df[c].max()))  # type: ignore[arg-type]
+    period, id_step = hi - lo + 1_000_000, max_id + 1
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.mkdir(parents=True)
+    counts = {}
+    for name, df in frames.items():
+        if name in EVENT_TABLES:
+            shift, ids = EVENT_TABLES[name]
+            once = (
+                df.filter(pl.col("eventType").is_in([33, 39, 75, 76]))
+                if name == "NVTX_EVENTS"
+                else df.clear()
+            )
+            body = (
+                df.filter(~pl.col("eventType").is_in([33, 39, 75, 76]))
+                if name == "NVTX_EVENTS"
+                else df
+            )
+            copies = [
+                body.with_columns(
+                    *[
+                        (pl.col(c) + pl.lit(k * period).cast(df.schema[c]))
+                        for c in shift
+                        if c in df.columns
+                    ],
+                    *[
+                        (pl.col(c) + pl.lit(k * id_step).cast(df.schema[c]))
+                        for c in ids
+                        if c in df.columns
+                    ],
+                )
+                for k in range(times)
+            ]
+            df = pl.concat([once, *copies])
+            counts[name] = df.height
+        df.write_parquet(tmp / f"{name}.parquet", statistics=False)
+    tmp.rename(out)
+    return counts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", type=Path, default=DEFAULT_SRC)
@@ -119,17 +194,20 @@ def main() -> int:
         return 1
     times = args.times
     if times is None:
-        con = sqlite3.connect(f"file:{args.src}?mode=ro", uri=True)
-        (n,) = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
-        con.close()
-        times = -(-args.kernels // n)
+        times = -(-args.kernels // kernel_count(args.src))
     t0 = time.perf_counter()
-    counts = replicate(args.src, args.output, times)
+    if args.src.is_dir():
+        if args.output.exists():
+            shutil.rmtree(args.output)
+        counts = replicate_parquetdir(args.src, args.output, times)
+    else:
+        counts = replicate(args.src, args.output, times)
     dt = time.perf_counter() - t0
     print(f"{'table':<40} {'rows':>12}")
     for name, n in counts.items():
         print(f"{name:<40} {n:>12,}")
-    size = args.output.stat().st_size
+    files = list(args.output.glob("*")) if args.output.is_dir() else [args.output]
+    size = sum(f.stat().st_size for f in files)
     print(f"x{times} of {args.src.name} -> {args.output} ({size / 2**20:.0f} MiB) in {dt:.1f} s")
     return 0
 

@@ -7,7 +7,8 @@ nsys binary, the environment and the git state; output: a JSON-able dict stored 
 Unknown is null, never missing: every key below is always present. When a value is null because it
 could not be read, `reasons` says why, keyed by the field's dotted path, e.g.
 `{"gpus": "nvidia-smi not found", "workload_python.torch_version": "torch not importable"}`.
-Per-GPU fields nvidia-smi reports as "[N/A]" are null with reason `gpus.<i>.<field>`.
+Per-GPU fields nvidia-smi reports as "[N/A]" are null with reason `gpus.<i>.<field>`. `gpus` is read
+before the workload starts, `gpus_end` right after it ends (null, without a reason, when `gpus` is).
 """
 
 from __future__ import annotations
@@ -68,32 +69,47 @@ try:
         v = torch.cuda.nccl.version()
         out["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     except Exception as e:
-        out["nccl_version"] = None; why["nccl_version"] = "torch.cuda.nccl.version() failed: " + type(e).__name__
+        out["nccl_version"] = None
+        why["nccl_version"] = "torch.cuda.nccl.version() failed: " + type(e).__name__
 except Exception as e:
     out["torch_cuda_version"] = None; out["nccl_version"] = None
     why["torch_cuda_version"] = why["nccl_version"] = "torch not importable: " + type(e).__name__
 print(json.dumps({"values": out, "reasons": why}))
 """
-PYTHON_KEYS = ("executable", "python_version", "torch_version", "torch_cuda_version", "nccl_version",
-               "sglang_version", "nvtx_version")
+PYTHON_KEYS = (
+    "executable",
+    "python_version",
+    "torch_version",
+    "torch_cuda_version",
+    "nccl_version",
+    "sglang_version",
+    "nvtx_version",
+)
 
 
 def now_utc() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_nvidia_smi_csv(text: str, fields: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def parse_nvidia_smi_csv(
+    text: str, fields: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Rows of `nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits` as manifest dicts."""
     gpus: list[dict[str, Any]] = []
     reasons: dict[str, str] = {}
     for i, line in enumerate(ln for ln in text.splitlines() if ln.strip()):
         cells = [c.strip() for c in line.split(", ")]
         if len(cells) != len(fields):
-            raise ValueError(f"nvidia-smi row has {len(cells)} cells, expected {len(fields)}: {line!r}")
+            raise ValueError(
+                f"nvidia-smi row has {len(cells)} cells, expected {len(fields)}: {line!r}"
+            )
         gpu: dict[str, Any] = {}
         for field, cell in zip(fields, cells, strict=True):
             key = GPU_FIELDS[field]
-            if cell.startswith("[") or cell in ("", "N/A"):  # [N/A], [Not Supported], [Unknown Error]
+            if cell.startswith("[") or cell in (
+                "",
+                "N/A",
+            ):  # [N/A], [Not Supported], [Unknown Error]
                 gpu[key] = None
                 reasons[f"gpus.{i}.{key}"] = f"nvidia-smi reported {cell or 'nothing'}"
             elif field in _TEXT_FIELDS:
@@ -108,33 +124,48 @@ def parse_nvidia_smi_csv(text: str, fields: list[str]) -> tuple[list[dict[str, A
 def gpu_info(nvidia_smi: str | None = None) -> tuple[list[dict[str, Any]] | None, dict[str, str]]:
     """GPUs as nvidia-smi sees them now, or (None, {"gpus": why})."""
     exe = nvidia_smi or shutil.which("nvidia-smi")
-    if exe is None:
+    if exe is None or not os.path.exists(exe):
         return None, {"gpus": "nvidia-smi not found (no NVIDIA driver on this host)"}
     fields = list(GPU_FIELDS)
     try:
-        proc = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(
+            [exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, {"gpus": f"nvidia-smi failed: {e}"}
     if proc.returncode != 0:
         msg = (proc.stdout + proc.stderr).strip().splitlines()
-        return None, {"gpus": f"nvidia-smi exited {proc.returncode}: {msg[-1] if msg else ''}".strip()}
+        return None, {
+            "gpus": f"nvidia-smi exited {proc.returncode}: {msg[-1] if msg else ''}".strip()
+        }
     try:
         return parse_nvidia_smi_csv(proc.stdout, fields)
     except ValueError as e:
         return None, {"gpus": str(e)}
 
 
-def python_info(python: str | None, env: dict[str, str] | None = None, cwd: str | None = None
-                ) -> tuple[dict[str, Any], dict[str, str]]:
+def python_info(
+    python: str | None, env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Versions seen by the workload's interpreter; every key present, null with a reason."""
     values: dict[str, Any] = dict.fromkeys(PYTHON_KEYS)
     prefix = "workload_python."
     if python is None:
         return values, {prefix.rstrip("."): "the workload is not a Python command"}
     try:
-        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120,
-                              env=env, cwd=cwd, check=False)
+        proc = subprocess.run(
+            [python, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=cwd,
+            check=False,
+        )
         probe = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
         return values, {prefix.rstrip("."): f"{python} could not be probed: {e}"}
@@ -154,7 +185,9 @@ def nsys_version(nsys: str) -> str | None:
 
 def env_subset(environ: dict[str, str]) -> dict[str, str]:
     """The variables that change GPU/NCCL/SGLang/torch behaviour (NCCL_*, CUDA_*, ...)."""
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    return {
+        k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES
+    }
 
 
 def host_info() -> dict[str, Any]:
@@ -178,7 +211,8 @@ def new_manifest(**fields: Any) -> dict[str, Any]:
         "cwd": None,
         "git": None,
         "host": None,
-        "gpus": None,
+        "gpus": None,  # before the workload
+        "gpus_end": None,  # right after it: clocks, P-state and power under (recent) load
         "driver_version": None,
         "workload_python": None,
         "nsys_version": None,
@@ -203,5 +237,7 @@ def fill_gpus(m: dict[str, Any], nvidia_smi: str | None = None) -> None:
     drivers = sorted({g["driver_version"] for g in gpus or [] if g.get("driver_version")})
     m["driver_version"] = drivers[0] if len(drivers) == 1 else (", ".join(drivers) or None)
     if m["driver_version"] is None:
-        reasons.setdefault("driver_version", reasons.get("gpus", "nvidia-smi gave no driver version"))
+        reasons.setdefault(
+            "driver_version", reasons.get("gpus", "nvidia-smi gave no driver version")
+        )
     m["reasons"].update(reasons)

@@ -2,7 +2,7 @@
 
 Stage: capture. Input: a `CaptureSpec` (repo, ref, command, nsys options); output: OUTDIR with
 `report.nsys-rep` (or `report.qdstrm` when no importer is installed), `run.arrow`,
-`manifest.json` and `workload.log`. OUTDIR is built in a sibling temp folder and renamed into place
+`manifest.json` and `capture.log`. OUTDIR is built in a sibling temp folder and renamed into place
 at the end, so a crash never leaves half an OUTDIR, and an existing OUTDIR needs `force`.
 
 Faults keep whatever report exists: a workload that exits non-zero, a Ctrl-C (nsys is sent one
@@ -13,26 +13,26 @@ all still publish OUTDIR, with the reason in the manifest.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-
-import orjson
 
 from capture import manifest as mf
 from capture import worktree as wt
 from tracediff.errors import OutputError, ToolError, TracediffError, UsageError
 
-NSYS_INSTALL_HINT = "install Nsight Systems with `make nsys` (tools/install-nsys.sh), or set $TRACEDIFF_NSYS"
+NSYS_INSTALL_HINT = (
+    "install Nsight Systems with `make nsys` (tools/install-nsys.sh), or set $TRACEDIFF_NSYS"
+)
 SHIM_DIR = Path(__file__).parent / "shim"
 
 
@@ -68,38 +68,29 @@ class CaptureResult:
 
 
 def find_nsys(explicit: str | None = None) -> str:
-    """The nsys binary: explicit, tracediff.nsys_tool when present, $TRACEDIFF_NSYS, PATH, /opt."""
-    if explicit:
-        if Path(explicit).is_file():
-            return explicit
-        raise ToolError(f"{explicit}: nsys not found", NSYS_INSTALL_HINT)
-    try:  # the project-wide locator, when this checkout has it
-        from tracediff import nsys_tool  # type: ignore[attr-defined]
+    """The nsys binary: `explicit`, else nsys_tool's search ($TRACEDIFF_NSYS, PATH, /opt)."""
+    from tracediff import nsys_tool
 
-        for name in ("find_nsys", "locate_nsys", "nsys_path", "locate"):
-            fn = getattr(nsys_tool, name, None)
-            if callable(fn):
-                with contextlib.suppress(TracediffError):
-                    found = fn()
-                    if found:
-                        return str(found)
-    except ImportError:
-        pass
-    for cand in (os.environ.get("TRACEDIFF_NSYS"), shutil.which("nsys"), "/opt/nsys-2024.2.3/bin/nsys"):
-        if cand and Path(cand).is_file():
-            return cand
-    raise ToolError("nsys (Nsight Systems CLI) not found", NSYS_INSTALL_HINT)
+    if explicit:
+        if Path(explicit).is_file() and os.access(explicit, os.X_OK):
+            return explicit
+        raise ToolError(f"{explicit}: no nsys executable there", NSYS_INSTALL_HINT)
+    return str(nsys_tool.find_nsys())
 
 
 def find_importer(nsys: str) -> str | None:
-    """QdstrmImporter of the same install as `nsys`, if any (the target-only deb has none)."""
+    """QdstrmImporter of the same install as `nsys`, if any (the target-only deb has none).
+
+    Only the importer beside the nsys that captured is sure to match the .qdstrm's version."""
     base = Path(nsys).resolve().parent
-    for cand in (base / "QdstrmImporter", base.parent / "host-linux-x64" / "QdstrmImporter",
-                 base / "host-linux-x64" / "QdstrmImporter"):
+    for cand in (
+        base / "QdstrmImporter",
+        base.parent / "host-linux-x64" / "QdstrmImporter",
+        base / "host-linux-x64" / "QdstrmImporter",
+    ):
         if cand.is_file():
             return str(cand)
-    found = shutil.which("QdstrmImporter")
-    return found
+    return shutil.which("QdstrmImporter")
 
 
 def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
@@ -110,8 +101,16 @@ def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
 
 
 def nsys_command(nsys: str, spec: CaptureSpec, trace: str, report_base: Path) -> list[str]:
-    cmd = [nsys, "profile", f"--trace={trace}", "--sample=none", "--cpuctxsw=none",
-           "--trace-fork-before-exec=true", f"--output={report_base}", "--force-overwrite=true"]
+    cmd = [
+        nsys,
+        "profile",
+        f"--trace={trace}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--trace-fork-before-exec=true",
+        f"--output={report_base}",
+        "--force-overwrite=true",
+    ]
     if "cuda" in trace.split(","):
         cmd.append("--cuda-graph-trace=node")
     return cmd + spec.capture_range + spec.extra_nsys_args + list(spec.command)
@@ -127,7 +126,7 @@ def _python_of(command: list[str], fallback: str | None) -> str | None:
 
 
 def _pump(stream: IO[bytes], log: IO[bytes], echo: IO[str] | None) -> None:
-    """Copy the workload's output to workload.log and to `echo` (the CLI's stderr)."""
+    """Copy the output of nsys and the workload to capture.log and to `echo` (the CLI's stderr)."""
     for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
         log.write(chunk)
         log.flush()
@@ -154,14 +153,22 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def run_nsys(cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path,
-             echo: IO[str] | None) -> tuple[int, bool]:
+def run_nsys(
+    cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, echo: IO[str] | None
+) -> tuple[int, bool]:
     """Run nsys to completion; (exit code, interrupted). Ctrl-C/SIGTERM → one SIGINT to nsys."""
     interrupted = False
     with open(log_path, "wb") as log, _sigterm_as_interrupt():
         # own session: the terminal's Ctrl-C reaches only us, and we forward exactly one SIGINT
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         assert proc.stdout is not None
         pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
         pump.start()
@@ -186,34 +193,24 @@ def import_qdstrm(qdstrm: Path, nsys: str) -> Path | None:
     importer = find_importer(nsys)
     if importer is None:
         return None
-    proc = subprocess.run([importer, "-i", str(qdstrm)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [importer, "-i", str(qdstrm)], capture_output=True, text=True, check=False
+    )
     rep = qdstrm.with_suffix(".nsys-rep")
     if proc.returncode != 0 or not rep.exists():
         last = (proc.stdout + proc.stderr).strip().splitlines()
-        raise ToolError(f"{qdstrm}: QdstrmImporter failed: {last[-1] if last else proc.returncode}",
-                        "import it later with `tracediff parse` on a machine with the same nsys version")
+        raise ToolError(
+            f"{qdstrm}: QdstrmImporter failed: {last[-1] if last else proc.returncode}",
+            "import it later with `tracediff parse` on a machine with the same nsys version",
+        )
     qdstrm.unlink()
     return rep
 
 
-def parse_report(report: Path, nsys: str) -> Any:
-    """Report → Run through tracediff.parse.load; exports SQLite here if parse/nsys_cli is absent."""
+def parse_report(report: Path) -> Any:
+    """Report → Run, through the same reader as `tracediff parse`."""
     from tracediff.parse import load
 
-    try:
-        from tracediff.parse import nsys_cli  # noqa: F401
-    except ImportError:
-        sqlite = report.with_suffix(".sqlite")
-        proc = subprocess.run([nsys, "export", "--type=sqlite", "--force-overwrite=true",
-                               f"--output={sqlite}", str(report)], capture_output=True, text=True, check=False)
-        if proc.returncode != 0 or not sqlite.exists():
-            last = (proc.stdout + proc.stderr).strip().splitlines()
-            raise ToolError(f"{report}: nsys export failed: {last[-1] if last else proc.returncode}",
-                            "run `tracediff parse` on it with a working nsys") from None
-        try:
-            return load(sqlite)
-        finally:
-            sqlite.unlink(missing_ok=True)
     return load(report)
 
 
@@ -222,7 +219,9 @@ def _publish(staging: Path, outdir: Path, force: bool) -> None:
     old = None
     if outdir.exists():
         if not force:
-            raise OutputError(f"{outdir}: appeared during the capture", f"results left in {staging}")
+            raise OutputError(
+                f"{outdir}: appeared during the capture", f"results left in {staging}"
+            )
         old = outdir.with_name(f".{outdir.name}.old-{os.getpid()}")
         os.replace(outdir, old)
     os.replace(staging, outdir)
@@ -232,7 +231,9 @@ def _publish(staging: Path, outdir: Path, force: bool) -> None:
 
 def check_outdir(outdir: Path, force: bool) -> None:
     if outdir.exists() and not force:
-        raise OutputError(f"{outdir}: already exists", "pass --force to replace it, or choose another -o")
+        raise OutputError(
+            f"{outdir}: already exists", "pass --force to replace it, or choose another -o"
+        )
     if outdir.exists() and not outdir.is_dir():
         raise OutputError(f"{outdir}: exists and is not a folder", "choose another -o")
     parent = outdir.parent
@@ -240,9 +241,13 @@ def check_outdir(outdir: Path, force: bool) -> None:
         raise OutputError(f"{outdir}: folder {parent} does not exist", "create it first")
 
 
-def capture(spec: CaptureSpec, echo: IO[str] | None = None) -> CaptureResult:
+def capture(
+    spec: CaptureSpec, echo: IO[str] | None = None, progress: Callable[[str], None] | None = None
+) -> CaptureResult:
     """Run one capture end to end. Raises TracediffError before the workload starts; after it
-    starts, problems are reported in the result (the report is kept)."""
+    starts, problems are reported in the result (the report is kept). `echo` receives the output
+    of nsys and the workload; `progress` one line per step."""
+    say = progress or (lambda msg: None)
     from tracediff import __version__
 
     outdir = Path(spec.outdir)
@@ -254,12 +259,19 @@ def capture(spec: CaptureSpec, echo: IO[str] | None = None) -> CaptureResult:
     sha = wt.resolve(repo, spec.ref)
     git = {"ref": spec.ref, "commit": sha, **wt.user_tree_state(repo)}
 
-    m = mf.new_manifest(label=spec.label or spec.ref, preset=spec.preset, command=list(spec.command),
-                        git=git, host=mf.host_info(), tracediff_version=__version__)
+    m = mf.new_manifest(
+        label=spec.label or spec.ref,
+        preset=spec.preset,
+        command=list(spec.command),
+        git=git,
+        host=mf.host_info(),
+        tracediff_version=__version__,
+    )
     mf.fill_gpus(m)
     m["nsys_version"] = mf.nsys_version(nsys)
     trace = resolve_trace(spec.trace, m["gpus"])
-    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.capture-", dir=outdir.parent))
+    # absolute: nsys runs with cwd = the worktree
+    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.capture-", dir=outdir.parent)).resolve()
     report_base = staging / "report"
     try:
         with wt.worktree(repo, sha) as tree:
@@ -278,11 +290,16 @@ def capture(spec: CaptureSpec, echo: IO[str] | None = None) -> CaptureResult:
             m["reasons"].update(why)
             cmd = nsys_command(nsys, spec, trace, report_base)
             m["nsys_command"] = cmd
+            say(f"profiling {sha[:12]} ({spec.ref}) under nsys -t {trace} → {outdir}")
             m["start_utc"] = mf.now_utc()
             t0 = time.monotonic()
-            rc, interrupted = run_nsys(cmd, tree, env, staging / "workload.log", echo)
+            rc, interrupted = run_nsys(cmd, tree, env, staging / "capture.log", echo)
             m["duration_s"] = round(time.monotonic() - t0, 3)
             m["end_utc"] = mf.now_utc()
+            # clocks, P-state and power again, right after the load (start values are idle ones)
+            m["gpus_end"], why = mf.gpu_info() if m["gpus"] is not None else (None, {})
+            m["reasons"].update({k.replace("gpus", "gpus_end", 1): v for k, v in why.items()})
+        say("importing and parsing the report")
         return _finish(spec, m, staging, outdir, nsys, rc, interrupted)
     except BaseException:
         if staging.exists() and not any(staging.glob("report.*")):
@@ -290,19 +307,28 @@ def capture(spec: CaptureSpec, echo: IO[str] | None = None) -> CaptureResult:
         raise
 
 
-def _finish(spec: CaptureSpec, m: dict[str, Any], staging: Path, outdir: Path, nsys: str,
-            rc: int, interrupted: bool) -> CaptureResult:
+def _finish(
+    spec: CaptureSpec,
+    m: dict[str, Any],
+    staging: Path,
+    outdir: Path,
+    nsys: str,
+    rc: int,
+    interrupted: bool,
+) -> CaptureResult:
     rep, qd = staging / "report.nsys-rep", staging / "report.qdstrm"
     m["nsys_exit_code"] = rc
     m["interrupted"] = interrupted
     m["partial"] = interrupted
     if not rep.exists() and not qd.exists():
-        log = (staging / "workload.log").read_text(errors="replace").strip().splitlines()
+        log = (staging / "capture.log").read_text(errors="replace").strip().splitlines()
         shutil.rmtree(staging, ignore_errors=True)
         if interrupted:
             raise KeyboardInterrupt
-        raise ToolError(f"nsys produced no report (exit {rc}): {log[-1] if log else 'no output'}",
-                        "check the command runs on its own; the workload output is above")
+        raise ToolError(
+            f"nsys produced no report (exit {rc}): {log[-1] if log else 'no output'}",
+            "check the command runs on its own; the workload output is above",
+        )
     # nsys exits with the application's exit code once it has written a report
     m["workload_exit_code"] = rc
     problem = None
@@ -320,23 +346,37 @@ def _finish(spec: CaptureSpec, m: dict[str, Any], staging: Path, outdir: Path, n
     if rep.exists():
         m["report"] = rep.name
         try:
-            run = parse_report(rep, nsys)
-            run.metadata.update(label=m["label"], manifest=m, partial=m["partial"],
-                                commit=m["git"]["commit"])
-            run.metadata.setdefault("source", str(outdir / rep.name))
+            run = parse_report(rep)
+            run.metadata.update(
+                label=m["label"], manifest=m, partial=m["partial"], commit=m["git"]["commit"]
+            )
+            run.metadata["source"] = str((outdir / rep.name).resolve())  # not the staging path
             from tracediff.runfile import write_run
 
             write_run(run, staging / "run.arrow")
             run_file = outdir / "run.arrow"
-        except TracediffError as e:
-            m["reasons"]["run_file"] = str(e)
-            problem, exit_code = problem or f"the report could not be parsed: {e}", exit_code or 1
+        except Exception as e:  # a parser bug must not lose the capture: the report is kept
+            why = str(e) if isinstance(e, TracediffError) else f"{type(e).__name__}: {e}"
+            m["reasons"]["run_file"] = why
+            problem = problem or (
+                f"the report could not be parsed ({why}); retry with "
+                f"`tracediff parse {outdir / rep.name} -o {outdir / 'run.arrow'}`"
+            )
+            exit_code = exit_code or 1
     else:
         m["report"] = qd.name
         m["reasons"]["run_file"] = "no QdstrmImporter next to nsys: the .qdstrm was not imported"
-        problem = problem or (f"no QdstrmImporter here: import later with "
-                              f"`tracediff parse {outdir / qd.name} -o {outdir / 'run.arrow'}`")
-    (staging / "manifest.json").write_bytes(orjson.dumps(m, option=orjson.OPT_INDENT_2))
+        problem = problem or (
+            f"no QdstrmImporter here: import later with "
+            f"`tracediff parse {outdir / qd.name} -o {outdir / 'run.arrow'}`"
+        )
+    (staging / "manifest.json").write_text(json.dumps(m, indent=2, default=str) + "\n")
     _publish(staging, outdir, spec.force)
-    return CaptureResult(outdir=outdir, run_file=run_file, report=outdir / m["report"], manifest=m,
-                         exit_code=exit_code, problem=problem)
+    return CaptureResult(
+        outdir=outdir,
+        run_file=run_file,
+        report=outdir / m["report"],
+        manifest=m,
+        exit_code=exit_code,
+        problem=problem,
+    )

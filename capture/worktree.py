@@ -27,17 +27,23 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     proc = subprocess.run([git, "-C", str(repo), *args], capture_output=True, check=False)
     if check and proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise ToolError(f"git {' '.join(args)} failed in {repo}: {err[-1] if err else proc.returncode}")
+        raise ToolError(
+            f"git {' '.join(args)} failed in {repo}: {err[-1] if err else proc.returncode}"
+        )
     return proc
 
 
 def toplevel(repo: Path) -> Path:
     """The repository root containing `repo`; UsageError when it is not a git checkout."""
     if not Path(repo).is_dir():
-        raise UsageError(f"{repo}: no such folder", "give --repo the checkout of the code to profile")
+        raise UsageError(
+            f"{repo}: no such folder", "give --repo the checkout of the code to profile"
+        )
     proc = _git(repo, "rev-parse", "--show-toplevel", check=False)
     if proc.returncode != 0:
-        raise UsageError(f"{repo}: not a git repository", "give --repo the checkout of the code to profile")
+        raise UsageError(
+            f"{repo}: not a git repository", "give --repo the checkout of the code to profile"
+        )
     return Path(proc.stdout.decode().strip())
 
 
@@ -45,7 +51,10 @@ def resolve(repo: Path, ref: str) -> str:
     """Full commit sha of `ref`; UsageError naming the ref when git does not know it."""
     proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     if proc.returncode != 0:
-        raise UsageError(f"{repo}: no commit {ref!r}", "give --commit a branch, tag or sha that exists (git fetch?)")
+        raise UsageError(
+            f"{repo}: no commit {ref!r}",
+            "give --commit a branch, tag or sha that exists (git fetch?)",
+        )
     return proc.stdout.decode().strip()
 
 
@@ -56,7 +65,9 @@ def user_tree_state(repo: Path) -> dict[str, Any]:
     status = _git(repo, "status", "--porcelain", "--untracked-files=normal").stdout.decode()
     lines = [ln for ln in status.splitlines() if ln]
     untracked = sum(1 for ln in lines if ln.startswith("??"))
-    diff = _git(repo, "diff", "HEAD", "--binary", check=False).stdout if head.returncode == 0 else b""
+    diff = (
+        _git(repo, "diff", "HEAD", "--binary", check=False).stdout if head.returncode == 0 else b""
+    )
     return {
         "repo": str(repo),
         "user_head": head.stdout.decode().strip() or None,

@@ -27,6 +27,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+MIN_ADDRESS_SPACE = 4 << 30
+"""polars, Arrow and their allocators reserve ~2.5 GiB of address space at start-up, most of it never
+touched; under a smaller `ulimit -v` they abort in native code, past any handler (issue #8)."""
+
+
+def _check_address_space() -> None:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY and soft < MIN_ADDRESS_SPACE:
+        raise TracediffError(
+            f"address space is limited to {soft >> 20} MiB (ulimit -v); tracediff needs at least "
+            f"{MIN_ADDRESS_SPACE >> 30} GiB", "raise it (ulimit -v unlimited); to cap memory use a cgroup limit")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -56,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _check_address_space()
         return int(args._run(args) or 0)
     except TracediffError as e:
         print(f"tracediff: error: {e}", file=sys.stderr)
@@ -66,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except MemoryError:
-        print("tracediff: error: out of memory (the input is too large for this machine's memory)", file=sys.stderr)
+        inputs = [str(v) for a in ("report", "path", "base", "head") if (v := getattr(args, a, None))]
+        print(f"tracediff: error: {', '.join(inputs + [''])}out of memory "
+              "(the input is too large for this machine's memory)", file=sys.stderr)
         return 1
 
 

@@ -66,7 +66,15 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
         ] if c.host.height else [],
         "collectives": c.collectives.rename({"device_id": "device"}).to_dicts() if c.collectives.height else [],
         "warnings": c.warnings,
+        **({"whatif": _whatif(c).to_dicts()} if _whatif(c) is not None else {}),
     }
+
+
+def _whatif(c: Comparison) -> pl.DataFrame | None:
+    """`compare --whatif`: predicted recovery per top contributor (tracediff.replay.recover_top):
+    contributor_id, predicted_ms_per_cycle, recovered_ms_per_cycle. None when not computed."""
+    w = (getattr(c, "replay_inputs", None) or {}).get("whatif")
+    return w if isinstance(w, pl.DataFrame) else None
 
 
 def phase_rollup(c: Comparison) -> pl.DataFrame:
@@ -108,13 +116,24 @@ def render_table(c: Comparison, top: int = 15) -> str:
         share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
         ci = f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
         dev = "-" if r["device_id"] is None else str(r["device_id"])
-        name = r["name"] if r["status"] in ("matched", "-") else f"{r['name']} ({r['status']})"
+        name = r["name"] if r["status"] in ("matched", "-", "host-side") else f"{r['name']} ({r['status']})"
         out.append(f"{r['kind']:<10} {dev:>3} {_short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
                    f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {_short(name, 70)}")
     if c.attribution.height > top:
         rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
         out.append(f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle")
     out.append("* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time")
+    if any(s == "host-side" and sig for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)):
+        out.append("note: host-bound idle follows CPU launch speed and swings from run to run; the CI covers cycle-to-cycle"
+                   " noise within these two runs only: repeat the capture before blaming the code")
+    w = _whatif(c)
+    if w is not None and w.height:
+        names = dict(zip(c.attribution["contributor_id"], c.attribution["name"], strict=True))
+        out.append("")
+        out.append("what-if: replay head with one contributor taken from base (tracediff whatif --take ID):")
+        for r in w.iter_rows(named=True):
+            out.append(f"  {r['contributor_id']:>5}  predicted {r['predicted_ms_per_cycle']:9.3f} ms/cycle, "
+                       f"recovers {r['recovered_ms_per_cycle']:+.3f}  {_short(names.get(r['contributor_id'], ''), 60)}")
     roll = phase_rollup(c)
     if roll.height > 1:
         out.append("")

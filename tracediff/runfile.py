@@ -62,11 +62,18 @@ def write_run(run: Run, path: Path, *, force: bool = False) -> None:
         raise OutputError(f"{path}: already exists", "pass --force to overwrite it")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory", "give a file name such as run.arrow")
+    if path.exists() and not path.is_file():  # the rename below would replace a FIFO or /dev/null
+        raise OutputError(f"{path}: not a regular file", "give a file name such as run.arrow")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"{path}: folder {parent} does not exist", "create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot create a file in {parent}: {e.strerror or e}",
+                          "check the folder's permissions") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a run file is an ordinary file
         with os.fdopen(fd, "wb") as f:
             _write(run, f)
             f.flush()
@@ -80,6 +87,12 @@ def write_run(run: Run, path: Path, *, force: bool = False) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _write(run: Run, f: Any) -> None:
@@ -195,6 +208,9 @@ def read_run(path: Path) -> Run:
         if off < len(MAGIC) or off + length > fstart:
             raise InputError(f"{src}: table {name!r} lies outside the file", "parse the report again")
     tables = _LazyTables(buf, {k: v for k, v in offsets.items() if k in schema.TABLES}, src)
-    metadata = dict(footer.get("metadata") or {})
+    metadata, warnings = footer.get("metadata") or {}, footer.get("warnings") or []
+    if not isinstance(metadata, dict) or not isinstance(warnings, list):
+        raise InputError(f"{src}: run file footer is corrupt", "parse the report again")
+    metadata = dict(metadata)
     metadata.setdefault("run_file", src)
-    return Run(tables=tables, metadata=metadata, warnings=list(footer.get("warnings") or []))
+    return Run(tables=tables, metadata=metadata, warnings=[str(w) for w in warnings])

@@ -62,11 +62,13 @@ def _debug(msg: str) -> None:
         print(f"tracediff-shim[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
 
 
-def nvtx_backend(choice: str = "auto") -> tuple[str, Callable[[str], Any], Callable[[], Any]] | None:
+def nvtx_backend(
+    choice: str = "auto",
+) -> tuple[str, Callable[[str], Any], Callable[[], Any]] | None:
     """(name, push, pop) for the first usable NVTX binding, or None."""
     if choice in ("auto", "torch"):
         try:
-            import torch.cuda.nvtx as tnvtx  # type: ignore[import-not-found]
+            import torch.cuda.nvtx as tnvtx
             from torch._C import _nvtx  # noqa: F401  (absent in CPU-only builds: stubs that raise)
 
             return "torch", tnvtx.range_push, tnvtx.range_pop
@@ -75,7 +77,7 @@ def nvtx_backend(choice: str = "auto") -> tuple[str, Callable[[str], Any], Calla
                 return None
     if choice in ("auto", "nvtx"):
         try:
-            import nvtx  # type: ignore[import-not-found]
+            import nvtx
 
             return "nvtx", lambda name: nvtx.push_range(name), nvtx.pop_range
         except Exception:
@@ -95,7 +97,9 @@ def _is_prefill(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         return False
 
 
-def wrap(func: Callable[..., Any], range_name: str, push: Callable[[str], Any], pop: Callable[[], Any]) -> Callable[..., Any]:
+def wrap(
+    func: Callable[..., Any], range_name: str, push: Callable[[str], Any], pop: Callable[[], Any]
+) -> Callable[..., Any]:
     """`func` inside a push/pop range; the range is popped even when `func` raises."""
 
     @functools.wraps(func)
@@ -113,15 +117,26 @@ def wrap(func: Callable[..., Any], range_name: str, push: Callable[[str], Any], 
     return wrapper
 
 
-def patch_module(module: Any, targets: tuple[Target, ...], backend: str = "auto") -> list[str]:
-    """Wrap each target method defined in `module`; return 'Class.method' for those patched."""
+def patch_module(
+    module: Any,
+    targets: tuple[Target, ...],
+    backend: str = "auto",
+    binding: tuple[str, Callable[[str], Any], Callable[[], Any]] | None = None,
+) -> list[str]:
+    """Wrap each target method defined in `module`; return 'Class.method' for those patched.
+
+    `binding` (name, push, pop) overrides the NVTX backend (tests record calls with it)."""
     mine = [t for t in targets if t.module == module.__name__]
     if not mine:
         return []
-    found = nvtx_backend(backend)
+    found = binding or nvtx_backend(backend)
     if found is None:
-        print(f"tracediff-shim: no NVTX binding (torch or nvtx) in {sys.executable}; "
-              f"{module.__name__} left unannotated", file=sys.stderr, flush=True)
+        print(
+            f"tracediff-shim: no NVTX binding (torch or nvtx) in {sys.executable}; "
+            f"{module.__name__} left unannotated",
+            file=sys.stderr,
+            flush=True,
+        )
         return []
     _, push, pop = found
     done = []
@@ -147,8 +162,15 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec: Any) -> Any:
         return self._inner.create_module(spec)
 
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, get_resource_reader...
+        return getattr(self._inner, name)
+
     def exec_module(self, module: Any) -> None:
         self._inner.exec_module(module)
+        # hand the module back its real loader: inspect/linecache/importlib.resources use it
+        module.__loader__ = self._inner
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._inner
         try:
             patch_module(module, self._targets, self._backend)
         except Exception as e:  # never break the workload over an annotation
@@ -192,8 +214,10 @@ def install(environ: dict[str, str] | os._Environ[str] = os.environ) -> Finder |
         return None
     targets = TARGETS.get(which)
     if targets is None:
-        print(f"tracediff-shim: unknown TRACEDIFF_NVTX_SHIM={which!r} "
-              f"(known: {', '.join(TARGETS)})", file=sys.stderr)
+        print(
+            f"tracediff-shim: unknown TRACEDIFF_NVTX_SHIM={which!r} (known: {', '.join(TARGETS)})",
+            file=sys.stderr,
+        )
         return None
     for f in sys.meta_path:
         if isinstance(f, Finder):

@@ -24,6 +24,14 @@ def add_parser(p: argparse.ArgumentParser) -> None:
                    help=f"exit {FAIL_EXIT} when the mean cycle time grew significantly by more than PCT percent")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)")
     p.add_argument("--no-tui", action="store_true", help="print the report even on a terminal")
+    p.add_argument("--whatif", type=int, nargs="?", const=5, default=0, metavar="N",
+                   help="replay HEAD with each of the top N contributors (default 5) taken from "
+                        "BASE and report the time each would recover (see `tracediff whatif`)")
+    p.add_argument("--export", type=Path, metavar="DIR",
+                   help="also write the diff tables as a Parquet dataset (docs/parquet-schema.md)")
+    p.add_argument("--perfetto", type=Path, metavar="OUT.json[.gz]",
+                   help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace")
+    p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,11 +49,34 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
+    if args.export:  # refuse an existing output now, not after the long work
+        from tracediff.export.parquet import check_output_dir
+
+        check_output_dir(args.export, force=args.force)
+    if args.perfetto:
+        from tracediff.export.perfetto import check_output_file
+
+        check_output_file(args.perfetto, force=args.force)
     say(f"reading {args.base}")
     base = load(args.base)
     say(f"reading {args.head}")
     head = load(args.head)
     result = compare(base, head, cycle=args.cycle, n_boot=args.bootstrap, progress=say)
+    if args.whatif:
+        from tracediff.replay import recover_top
+
+        say(f"replaying the top {args.whatif} contributors")
+        result.replay_inputs["whatif"] = recover_top(result, args.whatif)
+    if args.export:
+        from tracediff.export.parquet import export_comparison
+
+        say(f"writing {args.export}")
+        export_comparison(result, args.export, force=args.force)
+    if args.perfetto:
+        from tracediff.export.perfetto import write_perfetto
+
+        say(f"writing {args.perfetto}")
+        write_perfetto(result, args.perfetto, force=args.force)
     if use_tui:
         try:
             from tracediff.tui.app import run_app

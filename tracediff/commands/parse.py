@@ -8,7 +8,11 @@ from pathlib import Path
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("report", type=Path, help=".nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz]")
+    p.add_argument(
+        "report",
+        type=Path,
+        help=".nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz]",
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="run file to write (RUN.arrow)")
     p.add_argument("--force", action="store_true", help="overwrite the output if it exists")
     p.add_argument("--label", help="label stored in the run (default: file stem)")
@@ -22,6 +26,11 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.output
     if out.exists() and not args.force:
         raise OutputError(f"{out}: already exists", "pass --force to overwrite it")
+    if out.exists() and args.report.exists() and out.resolve() == args.report.resolve():
+        raise OutputError(f"{out}: is the input report", "give the run file another name")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():  # checked before a long parse, not after
+        raise OutputError(f"{out}: folder {parent} does not exist", "create it first")
     run_ = load(args.report)
     if args.label:
         run_.metadata["label"] = args.label
@@ -29,5 +38,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tracediff: warning: {w}", file=sys.stderr)
     write_run(run_, out, force=args.force)
     k = run_.table("kernels").num_rows
-    print(f"wrote {out} ({k} kernels, {run_.table('nvtx_ranges').num_rows} NVTX ranges)", file=sys.stderr)
+    print(
+        f"wrote {out} ({k} kernels, {run_.table('nvtx_ranges').num_rows} NVTX ranges)",
+        file=sys.stderr,
+    )
     return 0

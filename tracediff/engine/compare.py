@@ -124,6 +124,12 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     say = progress or (lambda _msg: None)
     say("collecting GPU operations")
     ops_b, ops_h = gpu_ops(base), gpu_ops(head)
+    if ops_b.height == 0 and ops_h.height == 0:  # host-only runs (NVTX ranges, no CUDA trace)
+        from tracediff.engine.host import compare_host
+
+        return compare_host(base, head, cycle, n_boot)
+    dropped = {s: r.table("kernels").num_rows + r.table("memops").num_rows - o.height  # gpu_ops drops end < start
+               for s, r, o in (("base", base, ops_b), ("head", head, ops_h))}
     say("finding cycles")
     seg_b = segment(base, ops_b, cycle)
     spec = cycle
@@ -137,6 +143,8 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
         raise AnalysisError(f"cycles found differently: base {seg_b.method}, head {seg_h.method}",
                             "pass --cycle NAME with a range both runs have")
     warnings = [f"base: {w}" for w in seg_b.warnings + base.warnings] + [f"head: {w}" for w in seg_h.warnings + head.warnings]
+    warnings += [f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"
+                 for s, n in dropped.items() if n]
     ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
     if ndev_b != ndev_h:
         warnings.append(f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one")
@@ -177,7 +185,8 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     ).with_columns(
         _significant(),
         (pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)).alias("share"),
-        pl.when(pl.col("kind").is_in(["gap", "overlap"])).then(pl.lit("-"))
+        pl.when(pl.col("name") == at.GAP_CAUSES["host"]).then(pl.lit("host-side"))
+        .when(pl.col("kind").is_in(["gap", "overlap"])).then(pl.lit("-"))
         .when(pl.col("base_count_per_cycle") == 0).then(pl.lit("added"))
         .when(pl.col("head_count_per_cycle") == 0).then(pl.lit("removed"))
         .when(pl.col("base_count_per_cycle") != pl.col("head_count_per_cycle")).then(pl.lit("mixed"))
@@ -226,6 +235,7 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
         collectives=_collectives(ops, len(cb), len(chh)),
         totals=_totals(ops),
         warnings=warnings,
+        replay_inputs={"ops": ops},
     )
 
 

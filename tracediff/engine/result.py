@@ -92,3 +92,8 @@ class Comparison:
     head_ms, delta_ms, base_count, head_count. What `nsys stats` totals show, for cross-checks."""
 
     warnings: list[str] = field(default_factory=list)
+
+    replay_inputs: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Engine-internal inputs of what-if replay (tracediff.replay): "ops", the aligned ops of both
+    sides with launch times and gaps; "graph", the replay graph once built. Not a stable
+    contract."""

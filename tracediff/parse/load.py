@@ -25,6 +25,11 @@ def detect(path: Path) -> str:
             return "parquetdir"
         raise InputError(f"{path}: is a directory, not a report",
                          "give a report file, or an `nsys export --type parquetdir` folder")
+    if not path.is_file():  # a FIFO would block open() forever, and every reader re-reads its input
+        raise InputError(
+            f"{path}: not a regular file (a pipe, socket or device)",
+            "save the data to a file first",
+        )
     try:
         with open(path, "rb") as f:
             head = f.read(64)

@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from tracediff import schema
 
 # Kernels that are communication (HTA's rule, plus RCCL/custom all-reduce names).
 COMM_PATTERN = r"^(nccl|rccl|ncclDevKernel|ncclKernel|ncclSym)|cross_device_reduce"
 
-_OPS = "AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|Generic|AllGatherV"
+_OPS = (
+    "AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|Generic"
+    "|AllGatherV"
+)
 _RED = "Sum|Prod|Max|Min|PreMulSum|SumPostDiv|Avg|MinMax"
 _ALGO = "RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT"
 _PROTO = "LL128|LL|SIMPLE"
 # <= 2.18: ncclKernel_AllReduce_RING_LL_Sum_float(...)
-_OLD = rf"^nccl(?:Kernel|Function)_(?P<op>{_OPS})_(?P<algo>{_ALGO})_(?P<proto>{_PROTO})_(?P<red>{_RED})_(?P<dtype>[A-Za-z0-9_]+?)(?:\(|$)"
+_OLD = (
+    rf"^nccl(?:Kernel|Function)_(?P<op>{_OPS})_(?P<algo>{_ALGO})_(?P<proto>{_PROTO})"
+    rf"_(?P<red>{_RED})_(?P<dtype>[A-Za-z0-9_]+?)(?:\(|$)"
+)
 # >= 2.19: ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...), ncclDevKernel_SendRecv(...),
 # ncclSymDevKernel_AllReduce_..., ncclSymkDevKernel_...
 _NEW = (
@@ -31,11 +38,21 @@ _NEW = (
 
 # Kineto's collective name → NCCL op name
 _KINETO_OPS = {
-    "allreduce": "AllReduce", "all_reduce": "AllReduce", "_allgather_base": "AllGather",
-    "allgather": "AllGather", "all_gather": "AllGather", "all_gather_into_tensor": "AllGather",
-    "_reduce_scatter_base": "ReduceScatter", "reduce_scatter": "ReduceScatter",
-    "reduce_scatter_tensor": "ReduceScatter", "broadcast": "Broadcast", "reduce": "Reduce",
-    "send": "Send", "recv": "Recv", "alltoall": "AllToAll", "all_to_all": "AllToAll",
+    "allreduce": "AllReduce",
+    "all_reduce": "AllReduce",
+    "_allgather_base": "AllGather",
+    "allgather": "AllGather",
+    "all_gather": "AllGather",
+    "all_gather_into_tensor": "AllGather",
+    "_reduce_scatter_base": "ReduceScatter",
+    "reduce_scatter": "ReduceScatter",
+    "reduce_scatter_tensor": "ReduceScatter",
+    "broadcast": "Broadcast",
+    "reduce": "Reduce",
+    "send": "Send",
+    "recv": "Recv",
+    "alltoall": "AllToAll",
+    "all_to_all": "AllToAll",
     "alltoall_base": "AllToAll",
 }
 
@@ -45,24 +62,53 @@ def is_comm(name: pl.Expr) -> pl.Expr:
 
 
 def decode(names: pl.Series) -> pl.DataFrame:
-    """Decode NCCL kernel names into op, reduce_op, dtype, algorithm, protocol (nulls where unnamed)."""
+    """Decode NCCL kernel names into op, reduce_op, dtype, algorithm, protocol (null if unnamed)."""
     df = pl.DataFrame({"s": names.cast(pl.String)})
     return df.select(
-        pl.col("s").str.extract_groups(_OLD).alias("o"), pl.col("s").str.extract_groups(_NEW).alias("n")
+        pl.col("s").str.extract_groups(_OLD).alias("o"),
+        pl.col("s").str.extract_groups(_NEW).alias("n"),
     ).select(
         pl.coalesce(pl.col("o").struct.field(a), pl.col("n").struct.field(a)).alias(b)
-        for a, b in [("op", "op"), ("red", "reduce_op"), ("dtype", "dtype"), ("algo", "algorithm"), ("proto", "protocol")]
+        for a, b in [
+            ("op", "op"),
+            ("red", "reduce_op"),
+            ("dtype", "dtype"),
+            ("algo", "algorithm"),
+            ("proto", "protocol"),
+        ]
     )
 
 
+# NCCL API ranges that are collectives or point-to-point transfers (not ncclGroupStart/End,
+# ncclCommInitRank, ncclCommCount...).
+_NVTX_COLL = rf"^nccl(?P<op>{_OPS})$"
+
+
+def _comm_rows(names: pa.Array) -> pl.Series:
+    """Row mask of communication kernels; the regex runs once per distinct name, not per row."""
+    if pa.types.is_dictionary(names.type):
+        arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+        hit = pl.Series(arr.dictionary.cast(pa.string())).str.contains(COMM_PATTERN).to_arrow()
+        mask = pa.compute.take(hit, arr.indices)
+        return pl.Series(mask).fill_null(False)
+    return pl.Series(names).cast(pl.String).str.contains(COMM_PATTERN).fill_null(False)
+
+
 def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = None) -> pa.Table:
-    """Collectives: every NCCL kernel (source=kernel) plus NCCL-domain NVTX ranges (source=nvtx)."""
+    """Collectives: every NCCL kernel (source=kernel) plus NCCL-domain NVTX ranges (source=nvtx).
+
+    NVTX rows are the collective and point-to-point API ranges only (ncclAllReduce, ncclSend...;
+    not ncclGroupStart/End). Their `bytes` stay null: NCCL puts the message size in an extended
+    NVTX payload, which tracediff does not decode yet (the binary layout is not validated).
+    """
     del api  # the range → launch join is done by the engine, which has cycles and threads
     parts: list[pl.DataFrame] = []
-    k = pl.from_arrow(kernels)
-    assert isinstance(k, pl.DataFrame)
-    if k.height:
-        k = k.filter(is_comm(pl.col("name").cast(pl.String)))
+    if kernels.num_rows:
+        mask = _comm_rows(kernels.column("name"))
+        k = pl.from_arrow(kernels.filter(mask.to_arrow()))
+        assert isinstance(k, pl.DataFrame)
+    else:
+        k = pl.DataFrame()
     if k.height:
         dec = decode(k["name"])
         parts.append(pl.concat([
@@ -73,18 +119,22 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
             ),
             dec,
             k.select("correlation_id"),
-        ], how="horizontal"))
+        ], how="horizontal"))  # fmt: skip
     n = pl.from_arrow(nvtx)
     assert isinstance(n, pl.DataFrame)
     if n.height:
-        n = n.filter((pl.col("domain").cast(pl.String) == "NCCL") & (pl.col("range_kind").cast(pl.String) != "mark"))
+        n = n.filter(
+            (pl.col("domain").cast(pl.String) == "NCCL")
+            & (pl.col("range_kind").cast(pl.String) != "mark")
+            & pl.col("name").cast(pl.String).str.contains(_NVTX_COLL)
+        )
     if n.height:
         parts.append(n.select(
-            pl.lit("nvtx").alias("source"), "device_id", "process_id", pl.lit(None, pl.Int64).alias("stream_id"),
+            pl.lit("nvtx").alias("source"), "device_id", "process_id",
+            pl.lit(None, pl.Int64).alias("stream_id"),
             "thread_id", "start_ns", "end_ns", "duration_ns", pl.col("name").cast(pl.String),
             pl.col("name").cast(pl.String).str.replace(r"^nccl", "").alias("op"),
-            pl.col("payload_int").alias("bytes"),
-        ))
+        ))  # fmt: skip
     if not parts:
         return schema.empty("collectives")
     df = pl.concat(parts, how="diagonal_relaxed")
@@ -98,10 +148,36 @@ def kineto_op(name: pl.Expr) -> pl.Expr:
 
 
 DTYPE_BYTES = {
-    "float": 4, "float32": 4, "f32": 4, "double": 8, "float64": 8, "f64": 8,
-    "half": 2, "float16": 2, "f16": 2, "bfloat16": 2, "bf16": 2, "int": 4, "int32": 4, "i32": 4,
-    "long": 8, "int64": 8, "i64": 8, "char": 1, "int8": 1, "i8": 1, "byte": 1, "uint8": 1, "u8": 1,
-    "bool": 1, "short": 2, "int16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1,
+    "float": 4,
+    "float32": 4,
+    "f32": 4,
+    "double": 8,
+    "float64": 8,
+    "f64": 8,
+    "half": 2,
+    "float16": 2,
+    "f16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "int": 4,
+    "int32": 4,
+    "i32": 4,
+    "long": 8,
+    "int64": 8,
+    "i64": 8,
+    "char": 1,
+    "int8": 1,
+    "i8": 1,
+    "byte": 1,
+    "uint8": 1,
+    "u8": 1,
+    "bool": 1,
+    "short": 2,
+    "int16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
 }
 
 

@@ -1,0 +1,145 @@
+"""Ingest benchmark: rows/s and peak RSS of parsing nsys exports (SQLite, parquetdir, .nsys-rep).
+
+    bench/ingest.py [--times 567] [--repeat 3] [--workdir DIR] [--skip-large]
+
+Inputs: the four real H200 reports as .sqlite, as parquetdir (exported here by the real nsys)
+and as .nsys-rep (export + read, end to end); plus g_good replicated x`--times` (>= 1 M kernels
+at the default) as SQLite and as parquetdir (bench/replicate.py). Every measurement runs in a
+fresh child process: the time is `load()` alone (imports excluded), the peak RSS that child's
+ru_maxrss (os.wait4). The table shows the best and the median of `--repeat` runs, and the load
+average, since other work on a small machine moves these numbers a lot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "tests" / "data" / "h200"
+sys.path.insert(0, str(ROOT / "bench"))
+
+CHILD = """
+import json, sys, time
+from tracediff.parse import load, nccl, nsys_cli, nsys_sqlite  # imports are not the parse
+t = time.perf_counter()
+run = load(sys.argv[1])
+dt = time.perf_counter() - t
+events = ("kernels", "memops", "api_calls", "nvtx_ranges", "syncs")
+rows = sum(run.table(n).num_rows for n in events)
+print(json.dumps({"seconds": dt, "kernels": run.table("kernels").num_rows, "rows": rows}))
+"""
+
+
+def measure(path: Path) -> dict[str, float]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out = proc.stdout.read() if proc.stdout else ""
+    err = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"ingest: child failed on {path}: {err.strip().splitlines()[-1:]}")
+    res = json.loads(out)
+    res["rss_mib"] = usage.ru_maxrss / 1024  # KiB on Linux
+    return res
+
+
+def nsys_exe() -> str | None:
+    env = os.environ.get("TRACEDIFF_NSYS")
+    for c in (env, shutil.which("nsys"), "/opt/nsys-2024.2.3/bin/nsys"):
+        if c and Path(c).exists():
+            return c
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--times", type=int, default=567, help="copies of g_good (567 -> 1.0 M kernels)"
+    )
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", type=Path, help="keep generated inputs here (default: a temp dir)")
+    ap.add_argument("--skip-large", action="store_true")
+    args = ap.parse_args()
+    import replicate
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="tracediff-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    nsys = nsys_exe()
+    inputs: list[tuple[str, str, Path]] = []
+    for stem in ("g_good", "g_bad", "e_good", "e_bad"):
+        inputs.append((stem, "sqlite", H200 / f"{stem}.sqlite"))
+        if nsys:
+            pq = work / f"{stem}_pqtdir"
+            if not pq.exists():
+                subprocess.run(
+                    [
+                        nsys,
+                        "export",
+                        "--type",
+                        "parquetdir",
+                        "--quiet=true",
+                        "-o",
+                        str(pq),
+                        str(H200 / f"{stem}.nsys-rep"),
+                    ],
+                    check=True,
+                    capture_output=True,
+                )
+            inputs.append((stem, "parquetdir", pq))
+            inputs.append((stem, "nsys-rep", H200 / f"{stem}.nsys-rep"))
+    if not args.skip_large:
+        big = work / f"g_good_x{args.times}.sqlite"
+        if not big.exists():
+            replicate.replicate(H200 / "g_good.sqlite", big, args.times)
+        inputs.append((f"g_good x{args.times}", "sqlite", big))
+        if nsys:
+            bigpq = work / f"g_good_x{args.times}_pqtdir"
+            if not bigpq.exists():
+                replicate.replicate_parquetdir(work / "g_good_pqtdir", bigpq, args.times)
+            inputs.append((f"g_good x{args.times}", "parquetdir", bigpq))
+    load0 = os.getloadavg()
+    print(
+        f"{os.cpu_count()} CPUs; load average at start {load0[0]:.2f}; "
+        f"best and median of {args.repeat} runs"
+    )
+    head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
+    head += f"{'best s':>8} {'median s':>8} "
+    head += f"{'kernel rows/s':>14} {'all rows/s':>12} {'peak RSS MiB':>12}"
+    print(head)
+    print("-" * len(head))
+    for name, fmt, path in inputs:
+        runs = [measure(path) for _ in range(args.repeat)]
+        secs = [r["seconds"] for r in runs]
+        best, med = min(secs), statistics.median(secs)
+        r0 = runs[0]
+        print(
+            f"{name:<14} {fmt:<10} {r0['kernels']:>9,} {r0['rows']:>9,} {best:>8.3f} {med:>8.3f} "
+            f"{r0['kernels'] / best:>14,.0f} {r0['rows'] / best:>12,.0f} "
+            f"{max(r['rss_mib'] for r in runs):>12.0f}"
+        )
+    load1 = os.getloadavg()
+    print(f"load average at end {load1[0]:.2f}; inputs in {work}")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    rc = main()
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    sys.exit(rc)

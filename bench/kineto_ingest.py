@@ -1,0 +1,147 @@
+"""Kineto ingest benchmark: events/s and peak RSS of `read_kineto` on real traces and a ×N copy.
+
+    bench/kineto_ingest.py [--trace PATH.json.gz] [--times 50] [--repeat 3] [--keep DIR]
+
+Inputs: the largest real Kineto trace (default: the 2021-schema ResNet50 sample from
+pytorch/kineto, 75.7 k events, 35 MB of JSON) as shipped (.json.gz) and uncompressed, and a
+replica with its traceEvents repeated N times (copy k shifted by k × (span + 1 ms), correlation
+ids offset so each launch still joins its own kernel), written to a temp folder. The replica is a
+benchmark input, never a test fixture.
+
+Each measurement runs in a fresh child process that first reads a tiny bundled trace (polars'
+thread pools and arenas are a fixed ~35 MB, not a per-byte cost), resets its peak RSS
+(/proc/self/clear_refs), then reads the input: wall time of read_kineto, and peak RSS (VmHWM)
+above the RSS before the read, as a multiple of the uncompressed JSON size.
+Each input is read --repeat times: the table shows the fastest run, the largest peak, and the
+load average (a shared machine slows every run). Goal (issue #3): >= 1 M events/s and peak RSS
+< 3x the uncompressed size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+_NAME = "resnet50_num_workers_0.worker0.1623143566756.pt.trace.json.gz"
+DEFAULT = next(
+    (
+        p
+        for p in (
+            ROOT / "tests" / "data" / "kineto" / _NAME,
+            Path("/work/shared/traces/public/kineto/tb_plugin/samples/resnet50_num_workers_0")
+            / _NAME.split(".", 1)[1],
+        )
+        if p.exists()
+    ),
+    ROOT / "tests" / "data" / "kineto" / _NAME,
+)
+
+CHILD = r"""
+import json, sys, time
+from tracediff.parse.kineto import read_kineto
+def status_kb(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise SystemExit("no " + key)
+read_kineto(sys.argv[2])  # warm-up: polars thread pools and arenas are a fixed cost, not per-byte
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset VmHWM (peak RSS) to the current RSS
+base = status_kb("VmRSS")
+t = time.perf_counter()
+run = read_kineto(sys.argv[1])
+dt = time.perf_counter() - t
+print(json.dumps({"s": dt, "peak_kb": status_kb("VmHWM"), "base_kb": base,
+                  "events": run.metadata["event_count"],
+                  "kernels": run.tables["kernels"].num_rows}))
+"""
+WARMUP = ROOT / "tests" / "data" / "kineto" / "base.json.gz"
+
+
+def replicate(src: Path, out: Path, times: int) -> None:
+    """Write src's document with traceEvents repeated `times` times (shifted ts, offset ids)."""
+    doc = orjson.loads(
+        gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    )
+    events = doc.pop("traceEvents")
+    ts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    span = max(ts) - min(ts) + 1000.0
+    corr = [
+        e["args"]["correlation"]
+        for e in events
+        if isinstance(e.get("args"), dict) and isinstance(e["args"].get("correlation"), int)
+    ]
+    step = max(corr, default=0) + 1
+    with open(out, "wb") as f:
+        f.write(orjson.dumps(doc)[:-1] + b', "traceEvents": [\n')
+        for k in range(times):
+            chunk = []
+            for e in events:
+                e = dict(e)
+                if isinstance(e.get("ts"), (int, float)):
+                    e["ts"] = round(e["ts"] + k * span, 3)
+                a = e.get("args")
+                if isinstance(a, dict) and isinstance(a.get("correlation"), int):
+                    e["args"] = {**a, "correlation": a["correlation"] + k * step}
+                chunk.append(orjson.dumps(e))
+            f.write((b",\n" if k else b"") + b",\n".join(chunk))
+        f.write(b"\n]}\n")
+
+
+def measure(path: Path) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), str(WARMUP)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=DEFAULT)
+    ap.add_argument("--times", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per input; the best is shown")
+    ap.add_argument("--keep", type=Path, help="folder for generated inputs (default: temp dir)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.keep) as tmp:
+        raw = Path(tmp) / "trace.json"
+        raw.write_bytes(gzip.decompress(args.trace.read_bytes()))
+        rep = Path(tmp) / f"trace_x{args.times}.json"
+        replicate(args.trace, rep, args.times)
+        rows = [
+            (f"{args.trace.name} (gz)", args.trace, raw.stat().st_size),
+            (f"{args.trace.name} (json)", raw, raw.stat().st_size),
+            (f"x{args.times} replica (json)", rep, rep.stat().st_size),
+        ]
+        print(
+            f"{'input':48s} {'events':>10s} {'kernels':>9s} {'MB json':>8s} {'s':>7s} "
+            f"{'Mev/s':>6s} {'peak MB':>8s} {'peak/json':>9s} {'load':>5s}"
+        )
+        for label, path, size in rows:
+            runs = [measure(path) for _ in range(args.repeat)]
+            r = min(runs, key=lambda x: x["s"])
+            peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
+            print(
+                f"{label[:48]:48s} {r['events']:>10,d} {r['kernels']:>9,d} {size / 2**20:>8.1f} "
+                f"{r['s']:>7.2f} {r['events'] / r['s'] / 1e6:>6.2f} {peak_mb:>8.0f} "
+                f"{peak_mb * 2**20 / size:>9.2f} {os.getloadavg()[0]:>5.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

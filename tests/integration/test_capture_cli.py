@@ -1,0 +1,144 @@
+"""`tracediff capture` command line: usage errors, nsys capture-range options, preset command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from capture.presets import sglang_eagle3
+from tests.integration.test_capture import repo  # noqa: F401  (fixture)
+from tracediff.commands import capture as cmd
+from tracediff.errors import UsageError
+from tracediff.runfile import read_run
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    cmd.add_parser(p)
+    return p.parse_args(["--commit", "HEAD", "-o", "out", *argv])
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", "capture", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], []),
+        (
+            ["--capture-range", "cudaProfilerApi"],
+            ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
+        ),
+        (
+            ["--capture-range", "nvtx", "--nvtx-capture", "bench"],
+            ["--capture-range=nvtx", "--nvtx-capture=bench", "--capture-range-end=stop"],
+        ),
+        (["--delay", "60", "--duration", "70"], ["--delay=60", "--duration=70"]),
+    ],
+)
+def test_capture_range_options(argv: list[str], expected: list[str]) -> None:
+    assert cmd.capture_range_args(parse(*argv), []) == expected
+
+
+def test_preset_range_applies_only_when_none_is_given() -> None:
+    preset = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    assert cmd.capture_range_args(parse(), preset) == preset
+    assert cmd.capture_range_args(parse("--capture-range", "none"), preset) == []
+    assert cmd.capture_range_args(parse("--duration", "5"), preset) == ["--duration=5"]
+    with pytest.raises(UsageError, match="needs --nvtx-capture"):
+        cmd.capture_range_args(parse("--capture-range", "nvtx"), [])
+
+
+def test_preset_command() -> None:
+    a = parse(
+        "--preset",
+        "sglang-eagle3",
+        "--model",
+        "M",
+        "--draft-model",
+        "D",
+        "--tp",
+        "2",
+        "--python",
+        "/py",
+        "--port",
+        "31000",
+        "--server-arg=--dtype=float16",
+        "--bench",
+        "serving",
+    )
+    built = sglang_eagle3.build(a)
+    c = built["command"]
+    assert c[:3] == ["/py", sglang_eagle3.__file__, "--driver"]
+    server = json.loads(c[c.index("--server-args") + 1])
+    assert server[:4] == ["--model-path", "M", "--speculative-algorithm", "EAGLE3"]
+    assert server[server.index("--tp-size") + 1] == "2" and server[-1] == "--dtype=float16"
+    bench = json.loads(c[c.index("--bench-args") + 1])
+    assert c[c.index("--bench-module") + 1] == "sglang.bench_serving"
+    assert bench[bench.index("--base-url") + 1] == "http://127.0.0.1:31000"
+    assert built["pythonpath"] == ["python"] and built["nvtx_shim"] == "sglang-eagle"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--preset", "sglang-eagle3", "--model", "M"], "needs --model and --draft-model"),
+        (
+            [
+                "--preset",
+                "sglang-eagle3",
+                "--model",
+                "M",
+                "--draft-model",
+                "D",
+                "--",
+                "python",
+                "x.py",
+            ],
+            "either --preset or `-- COMMAND`",
+        ),
+        ([], "no workload given"),
+        (["--capture-range", "nvtx", "--", "python", "x.py"], "needs --nvtx-capture"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(argv: list[str], message: str, tmp_path: Path) -> None:
+    r = run_cli("--commit", "HEAD", "-o", str(tmp_path / "o"), *argv)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_nvtx_capture_range_with_real_nsys(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "nv"
+    r = run_cli(
+        "--commit",
+        "base",
+        "--repo",
+        str(repo),
+        "-o",
+        str(out),
+        "--nsys",
+        nsys,
+        "--capture-range",
+        "nvtx",
+        "--nvtx-capture",
+        "verify",
+        "--",
+        sys.executable,
+        "work.py",
+    )
+    assert r.returncode == 0, r.stderr  # the workload ran to the end: not killed at range end
+    names = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))["name"].to_list()
+    assert names == ["verify"]  # collection opened and closed with the first verify range

@@ -1,0 +1,98 @@
+"""A GPU host with only the nsys *target* package: nsys leaves a .qdstrm and nothing imports it.
+
+Reproduced with the real nsys by hard-linking its target-linux-x64 folder somewhere without the
+host folder beside it (what `dpkg -x nsight-systems-target` gives on the H200). Capture must keep
+the .qdstrm and print the `tracediff parse` command that imports it later, and that command works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.integration.test_capture import _git, repo  # noqa: F401  (fixture)
+from tracediff.runfile import read_run
+
+
+def target_only_nsys(nsys: str, dest: Path) -> Path:
+    """A copy of nsys's target folder with no QdstrmImporter anywhere near it."""
+    text = Path(nsys).read_text(errors="replace") if Path(nsys).read_bytes()[:2] == b"#!" else ""
+    m = re.search(r'exec "([^"]+)"', text)
+    real = Path(m.group(1)) if m else Path(nsys).resolve()
+    lib = re.search(r'LD_LIBRARY_PATH="([^"$]+)', text)
+    target = real.parent
+    if not (target / "nsys").is_file():
+        pytest.fail(f"cannot find the target folder of {nsys}: expected {target}/nsys")
+    copy = dest / "target-linux-x64"
+    try:
+        shutil.copytree(target, copy, copy_function=os.link, symlinks=True)
+    except OSError:  # another filesystem: a real copy (about 225 MB) still works
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(target, copy, symlinks=True)
+    wrapper = dest / "bin" / "nsys"
+    wrapper.parent.mkdir()
+    env = (
+        f'export LD_LIBRARY_PATH="{lib.group(1)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
+        if lib
+        else ""
+    )
+    wrapper.write_text(f'#!/bin/sh\n{env}exec "{copy / "nsys"}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
+    target_nsys = target_only_nsys(nsys, tmp_path)
+    out = tmp_path / "cap"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracediff",
+            "capture",
+            "--commit",
+            "base",
+            "--repo",
+            str(repo),
+            "-o",
+            str(out),
+            "--nsys",
+            str(target_nsys),
+            "--",
+            sys.executable,
+            "work.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (out / "report.qdstrm").is_file() and not (out / "run.arrow").exists()
+    later = f"tracediff parse {out / 'report.qdstrm'} -o {out / 'run.arrow'}"
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"tracediff: warning: no QdstrmImporter here: import later with `{later}`"
+    )
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["report"] == "report.qdstrm" and "QdstrmImporter" in m["reasons"]["run_file"]
+    # the advice works, on a machine that has the importer (this one, through the nsys fixture)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracediff", *later.split()[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TRACEDIFF_NSYS": nsys},
+    )
+    assert p.returncode == 0, p.stderr
+    cycles = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges")).filter(
+        pl.col("name") == "cycle"
+    )
+    assert cycles.height == 10
+    assert _git(repo, "worktree", "list").count("\n") == 0

@@ -1,0 +1,132 @@
+"""Kineto reader on broken inputs, each made in tmp_path from a real trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tracediff.errors import InputError
+from tracediff.parse.kineto import read_kineto
+
+REAL = Path(__file__).parent.parent / "data" / "h200" / "k_good.json.gz"
+
+
+def _text() -> bytes:
+    return gzip.decompress(REAL.read_bytes())
+
+
+def _expect(path: Path, *words: str) -> str:
+    with pytest.raises(InputError) as err:
+        read_kineto(path)
+    msg = str(err.value)
+    assert str(path) in msg and "\n" not in msg
+    for w in words:
+        assert w in msg
+    return msg
+
+
+def test_invalid_json(tmp_path: Path) -> None:
+    p = tmp_path / "cut.json"
+    p.write_bytes(_text()[:200_000])
+    _expect(p, "not valid JSON")
+
+
+def test_truncated_gzip(tmp_path: Path) -> None:
+    p = tmp_path / "cut.json.gz"
+    raw = REAL.read_bytes()
+    p.write_bytes(raw[: len(raw) // 2])
+    _expect(p, "gzip")
+
+
+def test_json_without_trace_events(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    del doc["traceEvents"]
+    p = tmp_path / "meta_only.json"
+    p.write_text(json.dumps(doc))
+    _expect(p, "no traceEvents")
+    q = tmp_path / "list.json"
+    q.write_text(json.dumps(doc["deviceProperties"]))
+    _expect(q, "not a Kineto trace")
+
+
+def test_trace_without_gpu_events_warns(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    doc["traceEvents"] = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+    ]
+    p = tmp_path / "cpu_only.json"
+    p.write_text(json.dumps(doc))
+    run = read_kineto(p)
+    assert run.tables["kernels"].num_rows == 0 and run.tables["memops"].num_rows == 0
+    assert run.tables["api_calls"].num_rows > 0
+    assert any("no GPU kernels" in w for w in run.warnings)
+
+
+def test_events_without_dur_warn_and_stay_null(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    dropped = 0
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and dropped < 5:
+            del e["dur"]
+            dropped += 1
+    p = tmp_path / "nodur.json"
+    p.write_text(json.dumps(doc))
+    run = read_kineto(p)
+    k = run.tables["kernels"]
+    assert k.column("duration_ns").null_count == 5 and k.column("end_ns").null_count == 5
+    assert any("5 events have no dur" in w for w in run.warnings)
+
+
+def test_non_utf8(tmp_path: Path) -> None:
+    text = _text()
+    i = text.index(b'"name": "aten::') + len(b'"name": "')
+    p = tmp_path / "latin1.json"
+    p.write_bytes(text[:i] + b"\xff" + text[i + 1 :])
+    _expect(p, "UTF-8")
+
+
+def test_wrong_value_type_is_one_line(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    doc["traceEvents"][3]["ts"] = "soon"
+    p = tmp_path / "badts.json"
+    p.write_text(json.dumps(doc))
+    _expect(p, "traceEvents[3].ts")
+
+
+def test_deeply_nested_json(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    p = tmp_path / "deep.json"
+    depth = 200_000
+    p.write_bytes(
+        json.dumps({**doc, "traceEvents": []}).encode()[:-1]
+        + b', "x": '
+        + b"[" * depth
+        + b"]" * depth
+        + b"}"
+    )
+    _expect(p, "nested too deeply")
+
+
+def test_impossible_times_are_refused(tmp_path: Path) -> None:
+    for field in ("ts", "dur"):
+        doc = json.loads(_text())
+        next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")[field] = 1e300
+        p = tmp_path / f"huge_{field}.json"
+        p.write_text(json.dumps(doc))
+        _expect(p, f"kernel event has {field} 1e+300")
+
+
+def test_events_without_ts_are_skipped(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    del kernels[0]["ts"]
+    p = tmp_path / "nots.json"
+    p.write_text(json.dumps(doc))
+    run = read_kineto(p)
+    assert run.tables["kernels"].num_rows == len(kernels) - 1
+    assert any("1 events have no ts and were skipped" in w for w in run.warnings)

@@ -1,0 +1,176 @@
+"""Locate and run the Nsight Systems command-line tools (nsys, QdstrmImporter).
+
+Stage: plumbing for parse (export) and capture. Search order: $TRACEDIFF_NSYS (the nsys
+executable), `nsys` on PATH, then the prefix tools/install-nsys.sh installs to. QdstrmImporter
+is looked for beside the nsys found (NVIDIA's layout puts it in host-linux-x64/), then on PATH.
+Child output is captured, never shown; a run that exceeds its timeout is killed with its
+process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from tracediff.errors import ToolError, UnsupportedVersionError
+
+DEFAULT_PREFIX = Path("/opt/nsys-2024.2.3")
+INSTALL_HINT = (
+    "install it with `make nsys` (tools/install-nsys.sh), "
+    "or set TRACEDIFF_NSYS to the nsys executable"
+)
+ENV = "TRACEDIFF_NSYS"
+
+# Report headers: .nsys-rep "NVIDIA Tegra Profiler Report 2024@2@3@38-...",
+# .qdstrm "...NVIDIA Nsight Systems Stream 2024.2.3.38-..."
+_REP_HEADER = re.compile(rb"Profiler Report (\d+)@(\d+)@(\d+)@(\d+)")
+_QDSTRM_HEADER = re.compile(rb"Nsight Systems Stream (\d+)\.(\d+)\.(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d{4})\.(\d+)\.(\d+)(?:\.(\d+))?")
+# nsys export: "Report was created in Nsight Systems version (2026.2.1.21-...), newer than your
+# current version (2024.2.3.38-...)."
+_NEWER = re.compile(r"version \((\d[\d.]*)[^)]*\), newer than your current version \((\d[\d.]*)")
+
+
+def _exe(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_nsys() -> Path:
+    """The nsys executable, or ToolError saying how to install it."""
+    env = os.environ.get(ENV)
+    if env:
+        p = Path(env)
+        if p.is_dir():
+            p = p / "nsys"
+        if not _exe(p):
+            raise ToolError(f"{ENV}={env}: no nsys executable there", INSTALL_HINT)
+        return p
+    on_path = shutil.which("nsys")
+    if on_path:
+        return Path(on_path)
+    p = DEFAULT_PREFIX / "bin" / "nsys"
+    if _exe(p):
+        return p
+    raise ToolError("Nsight Systems (nsys) is not installed", INSTALL_HINT)
+
+
+def find_qdstrm_importer() -> Path:
+    """QdstrmImporter, which turns a raw .qdstrm capture into a .nsys-rep."""
+    candidates: list[Path] = []
+    with contextlib.suppress(ToolError):
+        nsys = find_nsys()
+        for base in (nsys.parent, nsys.resolve().parent):
+            candidates += [
+                base / "QdstrmImporter",
+                base.parent / "host-linux-x64" / "QdstrmImporter",
+            ]
+    on_path = shutil.which("QdstrmImporter")
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(DEFAULT_PREFIX / "bin" / "QdstrmImporter")
+    for c in candidates:
+        if _exe(c):
+            return c
+    raise ToolError("QdstrmImporter (part of Nsight Systems) is not installed", INSTALL_HINT)
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = _VERSION.search(text)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def fmt_version(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+@cache
+def tool_version(exe: Path) -> tuple[int, ...] | None:
+    """Version of an nsys or QdstrmImporter executable, e.g. (2024, 2, 3, 38)."""
+    try:
+        r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_version(r.stdout + r.stderr)
+
+
+def report_version(path: Path) -> tuple[int, ...] | None:
+    """Nsight Systems version that wrote a .nsys-rep or .qdstrm, from its header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    m = _REP_HEADER.search(head) or _QDSTRM_HEADER.search(head)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def check_can_open(path: Path, exe: Path) -> None:
+    """Refuse a report newer than the installed tool before running it."""
+    made, have = report_version(path), tool_version(exe)
+    if made and have and made[:3] > have[:3]:
+        raise _newer(path, fmt_version(made), fmt_version(have))
+
+
+def _newer(path: Path, made: str, have: str) -> UnsupportedVersionError:
+    return UnsupportedVersionError(
+        f"{path}: report was written by Nsight Systems {made}; the installed nsys is {have}",
+        f"open it with nsys {made} or newer (set {ENV}), "
+        "or run `nsys export --type sqlite` where it was captured and give tracediff the .sqlite",
+    )
+
+
+@dataclass
+class Result:
+    returncode: int
+    output: str  # stdout and stderr together, for error messages
+
+
+def run(cmd: list[str], *, timeout: float, what: str, src: Path) -> Result:
+    """Run a tool with its output captured; kill its whole process group on timeout."""
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as e:
+        raise ToolError(f"{cmd[0]}: cannot run: {e.strerror or e}", INSTALL_HINT) from None
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise ToolError(
+            f"{src}: {what} did not finish within {timeout:g} s",
+            "the report may be very large: raise --nsys-timeout, or export it with nsys yourself",
+        ) from None
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    text = out.decode("utf-8", "replace")
+    m = _NEWER.search(text)
+    if m:
+        raise _newer(src, m.group(1).rstrip("."), m.group(2).rstrip("."))
+    return Result(proc.returncode, text)
+
+
+def last_error_line(output: str) -> str:
+    """The line of tool output that says what went wrong (progress bars dropped)."""
+    lines = [ln.strip() for ln in re.split(r"[\r\n]+", output) if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("Processing") and "%" not in ln[:40]]
+    for ln in reversed(lines):
+        if re.search(r"error|fail|cannot|invalid|not found|mismatch", ln, re.IGNORECASE):
+            return ln
+    return lines[-1] if lines else "no output"

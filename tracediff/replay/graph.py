@@ -1,0 +1,590 @@
+"""Dependency graph of HEAD's GPU ops, built from a `Comparison`, for what-if replay.
+
+Stage: replay input. Input: a `Comparison` (its aligned ops and attribution); output: a
+`ReplayGraph`: flat numpy arrays, one entry per HEAD op, sorted by chain (cycle, device, stream,
+start), plus the BASE values an op takes when it is selected.
+
+Model (times relative to each cycle's first GPU op, host time fixed):
+
+    start_i = max(release_i, end_{stream pred} + lag_i, end_j + lag_ji for cross edges j -> i)
+    end_i   = max(start_i + dur_i, last_arrival(collective instance of i) + tail_i)
+
+- Order within a stream: each op follows its stream predecessor after `lag_i`, the measured
+  GPU-side dispatch gap (the device's typical one where the op was host-bound).
+- Host-bound ops (the launch call began, or was still running, when the stream went idle: the
+  test attribute.py uses for gap causes) are released at their measured start: the host is
+  fixed, so a faster GPU waits for it just the same. Ops launched early are released at
+  `launch end + floor`, the device's launch-to-start latency floor measured on host-bound ops.
+- CUDA-graph nodes run in their recorded order; only a graph launch's first node is released
+  by the host (`cudaGraphLaunch` start + its floor); later nodes follow their predecessor.
+- Cross-stream waits: an op launched early whose start neither its stream predecessor nor the
+  host explains is tied to the op of another stream that ended just before it (an event wait;
+  nsys's CUDA_EVENT records are not in the run file, so the edge is read off the timeline).
+  Where nothing explains the start, the op keeps its measured start.
+- Collectives on >= 2 GPUs: the k-th collective of a cycle on each GPU forms one instance; a
+  rank ends no earlier than the last rank's arrival plus its own transfer time.
+
+With HEAD's own durations every equation holds with equality at the measured times, so the
+replay reproduces the measured timeline exactly (tests check the cycle spans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tracediff.engine.attribute import GAP_CAUSES
+from tracediff.engine.result import Comparison
+from tracediff.errors import AnalysisError
+
+NEG = -(1 << 40)
+"""No release constraint (relative ns); far below any real time, far above int64 overflow."""
+FLOOR_QUANTILE = 0.05
+"""Launch-to-start latency floor: this quantile of host-bound ops' latency (robust to outliers)."""
+WAIT_TOL_NS = 5_000
+"""An unexplained start within this of another stream's op end is taken as waiting on it."""
+
+
+@dataclass
+class ReplayGraph:
+    """HEAD's ops as arrays in chain order. Times are int64 ns relative to the cycle's origin.
+
+    Contributors are coded as attribution row numbers (contributor "c7" is 7; -1: none)."""
+
+    keys: pl.DataFrame  # distinct (kind, contributor, phase, device_id, gap_cause) of HEAD's ops
+    key: np.ndarray  # per op: row of `keys`
+    cid: np.ndarray  # per op: contributor of its duration
+    tid: np.ndarray  # per op: contributor of its transfer time (collectives on >= 2 GPUs)
+    gid: np.ndarray  # per op: contributor of the idle before it
+    chain: np.ndarray  # chain id (cycle, device, stream)
+    first: np.ndarray  # bool: first op of its chain
+    cycle: np.ndarray  # cycle index (dense, 0..n_cycles-1)
+    device: np.ndarray  # device id
+    start: np.ndarray  # measured
+    end: np.ndarray
+    dur: np.ndarray  # measured duration (end - start)
+    release: np.ndarray  # host release (NEG: none)
+    lag: np.ndarray  # gap after the stream predecessor's end
+    devprev: np.ndarray  # index of the op that ends last among earlier ops of the device (-1)
+    edge_src: np.ndarray  # cross-stream edges: start[dst] >= end[src] + lag
+    edge_dst: np.ndarray
+    edge_lag: np.ndarray
+    coll_group: np.ndarray  # collective instance across GPUs (-1: none or a single rank)
+    coll_tail: np.ndarray  # end - last arrival (transfer after the last rank arrived)
+    base_dur: np.ndarray  # BASE duration of the aligned instance (-1: none: the op is removed)
+    base_tail: np.ndarray  # BASE transfer time (collectives on >= 2 GPUs)
+    base_gap: np.ndarray  # BASE idle before the aligned instance (slot mean)
+    gap_scale: (
+        np.ndarray
+    )  # per contributor code: BASE / HEAD idle per cycle (gap rows; 1 elsewhere)
+    host: np.ndarray  # host thread of the launch within the cycle, hashed (0: unknown)
+    host_perm: np.ndarray  # op indices in (host thread, launch start) order
+    gap_old: np.ndarray  # HEAD's idle before the op on its device (attribute.py's gap_ns)
+    missing: pl.DataFrame  # template slots absent from a HEAD cycle: _next (op), _cid, _bd, _bg
+    cycle_labels: np.ndarray  # original cycle numbers, by dense index
+    stats: dict[str, Any] = field(
+        default_factory=dict
+    )  # counts; "own": HEAD's own replay once done
+
+
+_COLS = (
+    "side",
+    "cycle",
+    "device_id",
+    "process_id",
+    "stream_id",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "launch_thread_id",
+    "launch_start_ns",
+    "launch_end_ns",
+    "graph_node_id",
+    "kind",
+    "phase",
+    "slot",
+    "contributor",
+    "gap_ns",
+    "gap_cause",
+)
+_KEY = ["kind", "contributor", "phase", "device_id", "gap_cause"]
+
+
+def _ops(c: Comparison) -> pl.DataFrame:
+    ops = (getattr(c, "replay_inputs", None) or {}).get("ops")
+    if not isinstance(ops, pl.DataFrame) or ops.height == 0:
+        raise AnalysisError(
+            "this comparison carries no replay inputs",
+            "compute it with tracediff.engine.compare.compare() of this version",
+        )
+    return ops.select(x for x in _COLS if x in ops.columns).with_columns(
+        pl.col("device_id").cast(pl.Int32)
+    )
+
+
+def _codes(att: pl.DataFrame) -> pl.DataFrame:
+    """Attribution keys with their row numbers (the contributor codes)."""
+    return att.with_row_index("_code").select(
+        "kind", "name", "phase", pl.col("device_id").cast(pl.Int32), pl.col("_code").cast(pl.Int64)
+    )
+
+
+def _key_table(h: pl.DataFrame, att: pl.DataFrame) -> tuple[np.ndarray, pl.DataFrame]:
+    """Per op, its row in a table of distinct keys; the table carries the contributor codes:
+    _cid (duration), _tid / _wid (collective transfer / wait on >= 2 GPUs), _gid (idle before)."""
+    hashed = h.select(pl.struct(_KEY).hash().alias("_h")).with_row_index("_r")
+    uniq = hashed.group_by("_h").agg(pl.col("_r").first()).sort("_h")
+    hv = uniq["_h"].to_numpy()
+    key = np.searchsorted(hv, hashed["_h"].to_numpy())  # few distinct keys: a binary search each
+    first_row = uniq["_r"].to_numpy().astype(np.int64)
+    keys = h[first_row].select(_KEY).with_row_index("_k")
+    codes = _codes(att)
+    k = ["kind", "name", "phase", "device_id"]
+    keys = keys.join(
+        codes.rename({"_code": "_cid"}),
+        left_on=["kind", "contributor", "phase", "device_id"],
+        right_on=k,
+        how="left",
+        maintain_order="left",
+    )
+    for suffix, col in ((" [transfer]", "_tid"), (" [wait for last rank]", "_wid")):
+        keys = (
+            keys.with_columns((pl.col("contributor") + suffix).alias("_n"))
+            .join(
+                codes.rename({"_code": col}),
+                left_on=["kind", "_n", "phase", "device_id"],
+                right_on=k,
+                how="left",
+                maintain_order="left",
+            )
+            .drop("_n")
+        )
+    gap_names = pl.col("gap_cause").replace_strict(GAP_CAUSES, default=None, return_dtype=pl.String)
+    keys = (
+        keys.with_columns(pl.lit("gap").alias("_gk"), gap_names.alias("_gn"))
+        .join(
+            codes.rename({"_code": "_gid"}),
+            left_on=["_gk", "_gn", "phase", "device_id"],
+            right_on=k,
+            how="left",
+            maintain_order="left",
+        )
+        .drop("_gk", "_gn")
+    )
+    keys = keys.with_columns(
+        pl.col(c).fill_null(-1) for c in ("_cid", "_tid", "_wid", "_gid")
+    ).sort("_k")
+    return key.astype(np.int64), keys
+
+
+def _collectives(ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per op of `ops`: collective instance across GPUs (-1: none) and transfer time after the
+    last rank arrived (the duration for everything else). The k-th collective of a cycle on each
+    GPU is one instance, as attribute.collective_split matches them."""
+    n = ops.height
+    cg = np.full(n, -1, dtype=np.int64)
+    tail = ops["duration_ns"].to_numpy().copy()
+    coll = (
+        ops.with_row_index("_row")
+        .filter(pl.col("kind") == "collective")
+        .select("_row", "cycle", "device_id", "start_ns", "end_ns")
+    )
+    if coll.height == 0:
+        return cg, tail
+    coll = coll.with_columns(
+        pl.col("start_ns").rank("ordinal").over("cycle", "device_id").alias("_kth")
+    )
+    grp = (
+        coll.group_by("cycle", "_kth")
+        .agg(
+            pl.col("start_ns").max().alias("_last"), pl.col("device_id").n_unique().alias("_ranks")
+        )
+        .filter(pl.col("_ranks") >= 2)
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_cg"))
+    )
+    coll = coll.join(grp, on=["cycle", "_kth"])
+    rows = coll["_row"].to_numpy().astype(np.int64)
+    cg[rows] = coll["_cg"].to_numpy()
+    tail[rows] = (coll["end_ns"] - coll["_last"]).to_numpy()
+    return cg, tail
+
+
+def _base_values(base: pl.DataFrame, att: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """BASE means per aligned slot (duration, transfer, idle before, contributor), per gap cause."""
+    _, btail = _collectives(base)
+    b = base.with_columns(pl.Series("_tail", btail))
+    codes = _codes(att)
+    slot = (
+        b.filter(pl.col("slot").is_not_null())
+        .group_by("device_id", "slot")
+        .agg(
+            pl.col("duration_ns").mean().alias("_bd"),
+            pl.col("_tail").mean().alias("_bt"),
+            pl.col("gap_ns").mean().alias("_bg"),
+            pl.col("kind").first(),
+            pl.col("contributor").first(),
+            pl.col("phase").first(),
+        )
+        .join(
+            codes,
+            left_on=["kind", "contributor", "phase", "device_id"],
+            right_on=["kind", "name", "phase", "device_id"],
+            how="left",
+        )
+        .rename({"_code": "_cid"})
+        .drop("kind", "contributor", "phase")
+    )
+    cause = (
+        b.filter(pl.col("gap_ns") > 0)
+        .group_by("device_id", "phase", "gap_cause")
+        .agg(pl.col("gap_ns").mean().alias("_bgc"))
+    )
+    per = (
+        att.with_row_index("_cid")
+        .filter(pl.col("base_count_per_cycle") > 0)
+        .select(
+            pl.col("_cid").cast(pl.Int64),
+            (pl.col("base_ms_per_cycle") * 1e6 / pl.col("base_count_per_cycle")).alias("_bc"),
+        )
+    )
+    return {"slot": slot, "cause": cause, "contributor": per}
+
+
+def build(c: Comparison) -> ReplayGraph:
+    """Build HEAD's replay graph. Cached on the comparison (`replay_inputs["graph"]`)."""
+    cached = (c.replay_inputs or {}).get("graph")
+    if isinstance(cached, ReplayGraph):
+        return cached
+    ops = _ops(c)
+    bv = _base_values(ops.filter(pl.col("side") == "base"), c.attribution)
+    h = ops.filter(pl.col("side") == "head").drop("side")
+    if h.height == 0:
+        raise AnalysisError("head has no GPU ops inside cycles", "nothing to replay")
+    chain_order = ["cycle", "device_id", "stream_id", "start_ns", "end_ns"]
+    if not _sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
+        h = h.sort(chain_order)
+    n = h.height
+    key, keys = _key_table(h, c.attribution)
+    keys = (
+        keys.join(
+            bv["cause"], on=["device_id", "phase", "gap_cause"], how="left", maintain_order="left"
+        )
+        .join(bv["contributor"], on="_cid", how="left", maintain_order="left")
+        .sort("_k")
+    )
+    cg, tail = _collectives(h)
+    # chains, cycles and the stream predecessor, from the sort order (numpy: no window functions)
+    cy, dv, st = (h[x].to_numpy() for x in ("cycle", "device_id", "stream_id"))
+    new_cyc = np.r_[True, cy[1:] != cy[:-1]]
+    new_dev = new_cyc | np.r_[True, dv[1:] != dv[:-1]]
+    first = new_dev | np.r_[True, st[1:] != st[:-1]]
+    cyc_d = np.cumsum(new_cyc) - 1
+    s_abs, e_abs = h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
+    origin = np.minimum.reduceat(s_abs, np.flatnonzero(new_cyc))[cyc_d]
+    pe = np.r_[0, e_abs[:-1]] - origin
+    ls = h["launch_start_ns"].fill_null(NEG).to_numpy()
+    lt = h["launch_thread_id"].fill_null(-1).to_numpy()
+    is_g = (h["graph_node_id"].is_not_null() & h["launch_start_ns"].is_not_null()).to_numpy()
+    # a graph launch's nodes are contiguous on their stream: its first node is the host's
+    g_first = first | np.r_[True, ls[1:] != ls[:-1]] | np.r_[True, lt[1:] != lt[:-1]]
+    h = (
+        h.with_columns(
+            pl.Series("_o", origin),
+            pl.Series("_cyc", cyc_d),
+            pl.Series("_first", first),
+            pl.Series("_i", np.arange(n, dtype=np.int64)),
+            pl.Series("_hostled", ~is_g | g_first),
+            pl.Series("_graph", is_g),
+        )
+        .with_columns(
+            *(
+                pl.col(x) - pl.col("_o")
+                for x in ("start_ns", "end_ns", "launch_start_ns", "launch_end_ns")
+            ),
+            pl.when(pl.col("_first")).then(None).otherwise(pl.Series("_pe", pe)).alias("_pe"),
+        )
+        .with_columns((pl.col("start_ns") - pl.col("_pe")).alias("_slack"))
+    )
+    # host-bound: the launch call began (or was still running) when the stream went idle
+    late = (
+        pl.col("_pe").is_null()
+        | (pl.col("launch_start_ns") >= pl.col("_pe"))
+        | (~pl.col("_graph") & (pl.col("launch_end_ns") > pl.col("_pe")))
+    )
+    h = h.with_columns(
+        (pl.col("_hostled") & pl.col("launch_start_ns").is_not_null() & late).alias("_hb")
+    )
+    floors = (
+        h.filter(pl.col("_hb") & ~pl.col("_first"))
+        .group_by("device_id", "_graph")
+        .agg(
+            (
+                pl.col("start_ns")
+                - pl.when(pl.col("_graph"))
+                .then(pl.col("launch_start_ns"))
+                .otherwise(pl.col("launch_end_ns"))
+            )
+            .quantile(FLOOR_QUANTILE, "lower")
+            .cast(pl.Int64)
+            .alias("_fl")
+        )
+    )
+    typ = (
+        h.filter(~pl.col("_hb") & ~pl.col("_first") & pl.col("_hostled") & (pl.col("_slack") >= 0))
+        .group_by("device_id")
+        .agg(pl.col("_slack").median().cast(pl.Int64).alias("_typ"))
+    )
+    h = (
+        h.join(floors, on=["device_id", "_graph"], how="left", maintain_order="left")
+        .join(typ, on="device_id", how="left", maintain_order="left")
+        .with_columns(pl.col("_fl").fill_null(0), pl.col("_typ").fill_null(0))
+    )
+    a = pl.when(pl.col("_graph")).then(pl.col("launch_start_ns")).otherwise(
+        pl.col("launch_end_ns")
+    ) + pl.col("_fl")
+    tol = pl.max_horizontal(pl.lit(WAIT_TOL_NS), 4 * pl.col("_typ"))
+    # a stream's first op in the cycle released by the host well before it ran: waited on something
+    launched = pl.col("_hostled") & pl.col("launch_start_ns").is_not_null()
+    early_first = pl.col("_first") & launched & (a + tol < pl.col("start_ns"))
+    h = h.with_columns(
+        (pl.col("_hb") & ~pl.col("_first") | pl.col("_first") & launched & ~early_first).alias(
+            "_hb"
+        ),
+        # launched early, but the stream predecessor does not explain the start: a cross-stream wait
+        (
+            (~pl.col("_hb") & ~pl.col("_first") & pl.col("_hostled") & (pl.col("_slack") > tol))
+            | early_first
+        ).alias("_ux"),
+    )
+    edges = _wait_edges(h)
+    has_edge = np.zeros(n, dtype=bool)
+    has_edge[edges["_i"].to_numpy()] = True
+    h = h.with_columns(pl.Series("_has_edge", has_edge))
+    pinned = (
+        pl.col("_hb")
+        | (pl.col("_first") & ~pl.col("_has_edge"))
+        | (pl.col("_ux") & ~pl.col("_has_edge"))
+        | (pl.col("_hostled") & pl.col("launch_start_ns").is_null() & (pl.col("_slack") > tol))
+    )
+    release = (
+        pl.when(pinned)
+        .then(pl.col("start_ns"))
+        .when(pl.col("_hostled") & pl.col("launch_start_ns").is_not_null())
+        .then(pl.min_horizontal(a, pl.col("start_ns")))
+        .otherwise(pl.lit(NEG))
+    )
+    lag = (
+        pl.when(pl.col("_first"))
+        .then(0)
+        .when(pinned | pl.col("_ux"))
+        .then(pl.min_horizontal(pl.col("_slack"), pl.col("_typ")))
+        .otherwise(pl.col("_slack"))
+    )
+    rl = h.select(release.alias("_r"), lag.alias("_s"))
+    devprev = _devprev(h, first, new_dev)
+    # BASE values of the aligned instance: per slot, else per contributor / gap cause
+    kx = keys.select(
+        pl.col("_bgc").fill_null(0).round(0).cast(pl.Int64),
+        pl.col("_bc").fill_null(-1).round(0).cast(pl.Int64),
+    )
+    bgc, bc = kx["_bgc"].to_numpy()[key], kx["_bc"].to_numpy()[key]
+    bs = h.select("device_id", "slot").join(
+        bv["slot"], on=["device_id", "slot"], how="left", maintain_order="left"
+    )
+    has_slot = bs["slot"].is_not_null().to_numpy()
+    sd = bs.select(
+        *(pl.col(x).round(0).cast(pl.Int64).fill_null(-1) for x in ("_bd", "_bt", "_bg"))
+    )
+    bd_slot, bt_slot, bg_slot = (sd[x].to_numpy() for x in ("_bd", "_bt", "_bg"))
+    has_bs = bd_slot >= 0
+    base_dur = np.where(has_bs, bd_slot, bc)
+    base_tail = np.where(bt_slot >= 0, bt_slot, base_dur)
+    base_gap = np.where(has_bs, bg_slot, np.where(has_slot, bgc, 0))
+    # host threads: a gap taken from BASE makes the host that much faster for everything it
+    # launches afterwards in the cycle (a chain of host-bound launches moves together)
+    host_df = h.select(
+        pl.when(pl.col("launch_start_ns").is_not_null())
+        .then(
+            pl.struct("_cyc", "process_id", "launch_thread_id").hash().reinterpret(signed=True) | 1
+        )
+        .otherwise(0)
+    )
+    host = host_df.to_series().to_numpy()
+    host_perm = np.lexsort((np.arange(n), h["launch_start_ns"].fill_null(NEG).to_numpy(), host))
+    kc = {x: keys[x].to_numpy()[key] for x in ("_cid", "_tid", "_gid")}
+    col = lambda x: h[x].to_numpy()  # noqa: E731
+    return _cache(
+        c,
+        ReplayGraph(
+            keys=keys.select("_k", *_KEY, "_cid", "_tid", "_wid", "_gid"),
+            key=key,
+            cid=kc["_cid"],
+            tid=kc["_tid"],
+            gid=kc["_gid"],
+            chain=np.cumsum(first) - 1,
+            first=first,
+            cycle=cyc_d,
+            device=dv.astype(np.int64),
+            start=col("start_ns"),
+            end=col("end_ns"),
+            dur=col("end_ns") - col("start_ns"),
+            release=rl["_r"].to_numpy(),
+            lag=rl["_s"].to_numpy(),
+            devprev=devprev,
+            edge_src=edges["_src"].to_numpy(),
+            edge_dst=edges["_i"].to_numpy(),
+            edge_lag=edges["_lag"].to_numpy(),
+            coll_group=cg,
+            coll_tail=tail,
+            base_dur=base_dur,
+            base_tail=base_tail,
+            base_gap=base_gap,
+            gap_scale=c.attribution.select(
+                pl.when((pl.col("kind") == "gap") & (pl.col("head_ms_per_cycle") > 0))
+                .then(pl.col("base_ms_per_cycle") / pl.col("head_ms_per_cycle"))
+                .otherwise(1.0)
+            )
+            .to_series()
+            .to_numpy(),
+            host=host,
+            host_perm=host_perm,
+            gap_old=col("gap_ns").astype(np.int64),
+            missing=_missing(h, bv["slot"]),
+            cycle_labels=cy[new_cyc],
+            stats={
+                "host_bound_ops": int(h["_hb"].sum()),
+                "unaligned_share": float(h["slot"].is_null().mean() or 0.0),
+                "wait_edges": edges.height,
+                # ops that waited on something the trace does not show (the device's first
+                # op of each cycle excluded): they keep their measured start
+                "pinned_unexplained": int(
+                    ((h["_ux"] & ~h["_has_edge"]).to_numpy() & (devprev >= 0)).sum()
+                ),
+            },
+        ),
+    )
+
+
+def _cache(c: Comparison, g: ReplayGraph) -> ReplayGraph:
+    if c.replay_inputs is not None:
+        c.replay_inputs["graph"] = g
+    return g
+
+
+def _wait_edges(h: pl.DataFrame) -> pl.DataFrame:
+    """Cross-stream edges (src -> _i, lag) for unexplained ops: the other stream's op that ended
+    last before the op started, if it ended within the tolerance."""
+    ux = h.filter(pl.col("_ux")).select("_i", "_cyc", "device_id", "stream_id", "start_ns", "_typ")
+    empty = pl.DataFrame(schema={"_i": pl.Int64, "_src": pl.Int64, "_lag": pl.Int64})
+    if ux.height == 0:
+        return empty
+    ends = h.select(
+        pl.col("_i").alias("_src"),
+        "_cyc",
+        "device_id",
+        pl.col("stream_id").alias("_ss"),
+        pl.col("end_ns").alias("_e"),
+    ).sort("_e")
+    j = ux.sort("start_ns").join_asof(
+        ends,
+        left_on="start_ns",
+        right_on="_e",
+        by=["_cyc", "device_id"],
+        strategy="backward",
+        check_sortedness=False,
+    )
+    tol = pl.max_horizontal(pl.lit(WAIT_TOL_NS), 4 * pl.col("_typ"))
+    j = j.filter(
+        pl.col("_src").is_not_null()
+        & (pl.col("_ss") != pl.col("stream_id"))
+        & (pl.col("start_ns") - pl.col("_e") <= tol)
+    )
+    return (
+        j.select("_i", "_src", (pl.col("start_ns") - pl.col("_e")).alias("_lag"))
+        if j.height
+        else empty
+    )
+
+
+def _missing(h: pl.DataFrame, slots: pl.DataFrame) -> pl.DataFrame:
+    """Template slots a HEAD cycle lacks, each tied to the next present op of the device (`_next`)
+    with BASE's duration and idle before it, and its contributor code (for `--take`)."""
+    empty = pl.DataFrame(
+        schema={"_next": pl.Int64, "_cid": pl.Int64, "_bd": pl.Int64, "_bg": pl.Int64}
+    )
+    present = h.filter(pl.col("slot").is_not_null()).select("_cyc", "device_id", "slot", "_i")
+    if slots.height == 0 or present.height == 0:
+        return empty
+    # only cycles with fewer distinct slots than the template can miss one
+    size = slots.group_by("device_id").len("_tpl")
+    short = (
+        present.group_by("_cyc", "device_id")
+        .agg(pl.len().alias("_n"))
+        .join(size, on="device_id")
+        .filter(pl.col("_n") < pl.col("_tpl"))
+        .select("_cyc", "device_id")
+    )
+    if short.height == 0:
+        return empty
+    tpl = slots.select(
+        "device_id",
+        "slot",
+        pl.col("_bd").round(0).cast(pl.Int64),
+        pl.col("_bg").round(0).cast(pl.Int64),
+        "_cid",
+    )
+    miss = short.join(tpl, on="device_id").join(
+        present, on=["_cyc", "device_id", "slot"], how="anti"
+    )
+    if miss.height == 0:
+        return empty
+    p = present.join(short, on=["_cyc", "device_id"]).sort("slot").rename({"slot": "_ns"})
+    j = miss.sort("slot").join_asof(
+        p,
+        left_on="slot",
+        right_on="_ns",
+        by=["_cyc", "device_id"],
+        strategy="forward",
+        check_sortedness=False,
+    )
+    return j.filter(pl.col("_i").is_not_null()).select(
+        pl.col("_i").alias("_next"), pl.col("_cid").fill_null(-1), "_bd", "_bg"
+    )
+
+
+def _devprev(h: pl.DataFrame, first: np.ndarray, new_dev: np.ndarray) -> np.ndarray:
+    """For each op, the index of the op that ends last among the device's earlier-starting ops of
+    the cycle (-1 for the first): what attribute.py measures a gap from."""
+    n = h.height
+    idx = np.arange(n, dtype=np.int64)
+    if not (first & ~new_dev).any():  # one stream per device and cycle: the stream predecessor
+        return np.where(first, -1, idx - 1)
+    s, e = h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
+    seg = np.cumsum(new_dev) - 1
+    order = np.lexsort((e, s, seg))
+    so, eo, sego = seg[order], e[order], idx[order]
+    segs = np.r_[True, so[1:] != so[:-1]]
+    lo = eo.min()
+    span = int(eo.max() - lo) + 1
+    cm = np.maximum.accumulate((eo - lo) + so * span) - so * span + lo  # running max end per device
+    pos = np.where(eo == cm, np.arange(n), -1)
+    am = np.maximum.accumulate(pos)  # position of the op holding the running max
+    prev = np.r_[-1, am[:-1]]
+    prev = np.where(segs, -1, prev)
+    out = np.full(n, -1, dtype=np.int64)
+    out[sego] = np.where(prev >= 0, sego[np.maximum(prev, 0)], -1)
+    return out
+
+
+def _sorted(df: pl.DataFrame, cols: list[str]) -> bool:
+    """Whether `df` is sorted by `cols` (lexicographically, ascending), checked in a few passes."""
+    if df.height < 2:
+        return True
+    arrs = [df[c].fill_null(NEG).to_numpy() for c in cols]
+    ok = arrs[-1][:-1] <= arrs[-1][1:]
+    for a in reversed(arrs[:-1]):
+        ok = (a[:-1] < a[1:]) | ((a[:-1] == a[1:]) & ok)
+    return bool(ok.all())

@@ -1,0 +1,90 @@
+"""Modal screens: help, error, warnings list and the loading screen.
+
+Stage: presentation. Each is small and self-contained; errors from workers land in `ErrorModal`.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Static
+
+from tracediff.engine.result import Comparison
+
+
+class _Dialog(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,enter", "dismiss_dialog", "Close")]
+
+    def __init__(self, title: str, body: Text | str, *, classes: str = "") -> None:
+        super().__init__(classes=classes)
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as v:
+            v.border_title = self.title_text
+            with VerticalScroll():
+                yield Static(self.body, classes="dialog-body")
+        yield Footer()
+
+    def action_dismiss_dialog(self) -> None:
+        self.dismiss(None)
+
+
+class ErrorModal(_Dialog):
+    """Something failed: say what, keep the app alive."""
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__(title, Text(message), classes="error")
+
+
+class HelpScreen(_Dialog):
+    """Every key of the main screen with what it does, and how to read the timeline."""
+
+    def __init__(self, bindings: list[tuple[str, str]], legend: Text) -> None:
+        body = Text()
+        for key, desc in bindings:
+            body.append(f"{key:>14}  ", "bold")
+            body.append(f"{desc}\n")
+        body.append(
+            "\nTimeline: the selected cycle, base above head, one lane per GPU (per stream where\n"
+            "a GPU has several), time from the cycle's GPU start. 'a' draws head through the\n"
+            "ops both runs share, so matched ops line up and stretched idle time stands out.\n"
+        )
+        body.append_text(legend)
+        body.append(
+            "\n\nReplay strip: each cycle's GPU span (critical GPU), base and head on one scale;\n"
+            "the selected cycle is shown reversed.\n"
+            "change ms: head - base per cycle; * = 95% CI excludes 0 and the change is at least\n"
+            "1 µs and 1% of the base time."
+        )
+        super().__init__("tracediff keys", body)
+
+
+class NotesScreen(_Dialog):
+    """All environment differences and warnings."""
+
+    def __init__(self, c: Comparison) -> None:
+        body = Text()
+        if c.env_diffs:
+            body.append("Environment differs (check before trusting the diff):\n", "bold")
+            for d in c.env_diffs:
+                body.append(f"  {d.key}: {d.base!r} → {d.head!r}\n")
+        for w in c.warnings:
+            body.append(f"⚠ {w}\n", "#ffaf00")
+        if not body.plain:
+            body.append("No environment differences and no warnings.")
+        super().__init__("environment and warnings", body)
+
+
+class LoadingScreen(Screen[None]):
+    """Shown while a loader callable reads and compares the runs."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("loading…", id="progress")
+        yield Footer()
+
+    def say(self, msg: str) -> None:
+        self.query_one("#progress", Static).update(f"tracediff: {msg}…")

@@ -1,0 +1,170 @@
+"""Timeline widget: one cycle of base above head, one lane per GPU (per stream where several).
+
+Stage: presentation. Input: a `TimelineModel` and the view (cycle, window, selection); output:
+Rich text. Bars are cell codes from `TimelineModel.render` (vectorised bucketing), drawn as runs
+of equal cells, so a redraw is O(columns), independent of how many operations the cycle holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.text import Text
+from textual.widget import Widget
+
+from tracediff.tui import model as m
+
+LABEL = 11  # width of the lane label column
+
+CELLS: dict[int, tuple[str, str]] = {
+    m.OUT: (" ", ""),
+    m.IDLE: ("─", "#4e4e4e"),
+    m.KERNEL: ("█", "#5f87d7"),
+    m.MEMSET: ("█", "#af87d7"),
+    m.MEMCPY: ("█", "#d7af5f"),
+    m.COLLECTIVE: ("█", "#5fd787"),
+    m.OTHER: ("█", "#a8a8a8"),
+    m.CHANGED: ("▒", "#ff5f5f"),
+    m.SELECTED: ("█", "bold #ffff00"),
+}
+LEGEND = (
+    (m.KERNEL, "kernel"),
+    (m.MEMCPY, "memcpy"),
+    (m.MEMSET, "memset"),
+    (m.COLLECTIVE, "collective"),
+    (m.CHANGED, "added/removed"),
+    (m.SELECTED, "selected"),
+    (m.IDLE, "idle"),
+)
+
+
+def nice_step(span: float, ticks: int) -> float:
+    """A 1/2/5 x 10^k step that gives about `ticks` ticks over `span`."""
+    raw = span / max(ticks, 1)
+    if raw <= 0:
+        return 1.0
+    p = 10 ** math.floor(math.log10(raw))
+    return next(k * p for k in (1, 2, 5, 10) if k * p >= raw)
+
+
+def axis(t0_ns: int, t1_ns: int, width: int) -> Text:
+    """Tick labels in ms at their columns."""
+    span = t1_ns - t0_ns
+    step = nice_step(span / 1e6, max(1, width // 10)) * 1e6
+    line = [" "] * width
+    t = math.ceil(t0_ns / step) * step
+    while t <= t1_ns:
+        col = int((t - t0_ns) / span * width)
+        digits = max(0, -int(math.floor(math.log10(step / 1e6)))) if step < 1e6 else 0
+        label = f"╵{t / 1e6:.{digits}f}"
+        if col + len(label) <= width and all(
+            c == " " for c in line[max(0, col - 1) : col + len(label)]
+        ):
+            line[col : col + len(label)] = label
+        t += step
+    return Text("".join(line), style="#8a8a8a")
+
+
+def row_text(codes: np.ndarray) -> Text:
+    """One lane: runs of equal cells become one styled segment each."""
+    text = Text()
+    if codes.size == 0:
+        return text
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [codes.size]])
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        ch, style = CELLS[int(codes[a])]
+        text.append(ch * (b - a), style)
+    return text
+
+
+class Timeline(Widget):
+    """The selected cycle's operations on a shared time axis starting at the cycle start."""
+
+    DEFAULT_CSS = """
+    Timeline { height: auto; min-height: 4; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.model: m.TimelineModel | None = None
+        self.cycle = 0
+        self.t0 = 0
+        self.window: int | None = None  # None: the whole cycle
+        self.selected: str | None = None
+        self.align = False
+        self.last_rows: m.TimelineRows | None = None
+        self._cache: tuple[tuple, Text] | None = None
+
+    # --- view -------------------------------------------------------------------------------
+    def set_model(self, model: m.TimelineModel) -> None:
+        self.model = model
+        self.show()
+        self.refresh(layout=True)  # the number of lanes is known now
+
+    def show(self, **view: object) -> None:
+        for k, v in view.items():
+            setattr(self, k, v)
+        t0, t1 = self.span()
+        self.border_title = f"timeline · cycle {self.cycle} · {t0 / 1e6:.3f}–{t1 / 1e6:.3f} ms" + (
+            " · head aligned to base" if self.align else ""
+        )
+        # same lanes, same height: repaint this widget only, no layout pass over the screen
+        self.refresh()
+
+    def span(self) -> tuple[int, int]:
+        """The visible window [t0, t1) in ns."""
+        full = self.model.full_span(self.cycle) if self.model else 1
+        w = min(self.window or full, full) if self.window else full
+        t0 = int(min(max(self.t0, 0), max(full - w, 0)))
+        return t0, t0 + max(int(w), 1000)
+
+    def zoom(self, factor: float) -> None:
+        t0, t1 = self.span()
+        full = self.model.full_span(self.cycle) if self.model else 1
+        w = max(
+            1000, int((t1 - t0) * factor)
+        )  # 1 µs: below that, columns are below clock resolution
+        mid = (t0 + t1) // 2
+        self.show(window=None if w >= full else w, t0=max(0, mid - w // 2))
+
+    def pan(self, frac: float) -> None:
+        t0, t1 = self.span()
+        self.show(t0=max(0, int(t0 + frac * (t1 - t0))), window=t1 - t0 if self.window else None)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+        lanes = len(self.model.lanes) if self.model else 1
+        return 2 + 2 * lanes
+
+    def render(self) -> Text:
+        if self.model is None:
+            return Text("indexing events…", style="italic")
+        width = max(self.content_size.width, LABEL + 10)
+        t0, t1 = self.span()
+        key = (self.cycle, t0, t1, width, self.selected, self.align, id(self.model))
+        if self._cache and self._cache[0] == key:
+            return self._cache[1]
+        bar_w = width - LABEL
+        rows = self.model.render(self.cycle, t0, t1, bar_w, self.selected, self.align)
+        self.last_rows = rows
+        out = Text(no_wrap=True, overflow="crop")
+        out.append(" " * LABEL)
+        out.append_text(axis(t0, t1, bar_w))
+        for i, lane in enumerate(rows.lanes):
+            for side in m.SIDES:
+                label = f"{lane.label if side == 'base' else '':<6}{side}"
+                out.append("\n")
+                out.append(f"{label:<{LABEL}}"[:LABEL], "bold" if side == "head" else "")
+                if rows.span_ns[side] is None:
+                    out.append(f"(no cycle {self.cycle} in {side})", "italic #8a8a8a")
+                else:
+                    out.append_text(row_text(rows.codes[side][i]))
+        out.append("\n")
+        for code, name in LEGEND:
+            ch, style = CELLS[code]
+            out.append(ch, style)
+            out.append(f"{name} ")
+        self._cache = (key, out)
+        return out
