@@ -6,8 +6,9 @@ Inputs: the four real H200 reports as .sqlite, as parquetdir (exported here by t
 and as .nsys-rep (export + read, end to end); plus g_good replicated x`--times` (>= 1 M kernels
 at the default) as SQLite and as parquetdir (bench/replicate.py). Every measurement runs in a
 fresh child process: the time is `load()` alone (imports excluded), the peak RSS that child's
-ru_maxrss (os.wait4). The table shows the best and the median of `--repeat` runs, and the load
-average, since other work on a small machine moves these numbers a lot.
+ru_maxrss (os.wait4). The table shows the best and the median wall time of `--repeat` runs,
+the least CPU time (all threads; less sensitive to other work on the machine) and the load
+average, since other work on a small machine moves wall times a lot.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 CHILD = """
 import json, sys, time
 from tracediff.parse import load, nccl, nsys_cli, nsys_sqlite  # imports are not the parse
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 run = load(sys.argv[1])
-dt = time.perf_counter() - t
+dt, cpu = time.perf_counter() - t, time.process_time() - c
 events = ("kernels", "memops", "api_calls", "nvtx_ranges", "syncs")
 rows = sum(run.table(n).num_rows for n in events)
-print(json.dumps({"seconds": dt, "kernels": run.table("kernels").num_rows, "rows": rows}))
+out = {"seconds": dt, "cpu": cpu, "kernels": run.table("kernels").num_rows, "rows": rows}
+print(json.dumps(out))
 """
 
 
@@ -117,7 +119,7 @@ def main() -> int:
         f"best and median of {args.repeat} runs"
     )
     head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
-    head += f"{'best s':>8} {'median s':>8} "
+    head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} "
     head += f"{'kernel rows/s':>14} {'all rows/s':>12} {'peak RSS MiB':>12}"
     print(head)
     print("-" * len(head))
@@ -125,9 +127,11 @@ def main() -> int:
         runs = [measure(path) for _ in range(args.repeat)]
         secs = [r["seconds"] for r in runs]
         best, med = min(secs), statistics.median(secs)
+        cpu = min(r["cpu"] for r in runs)
         r0 = runs[0]
         print(
             f"{name:<14} {fmt:<10} {r0['kernels']:>9,} {r0['rows']:>9,} {best:>8.3f} {med:>8.3f} "
+            f"{cpu:>7.3f} "
             f"{r0['kernels'] / best:>14,.0f} {r0['rows'] / best:>12,.0f} "
             f"{max(r['rss_mib'] for r in runs):>12.0f}"
         )

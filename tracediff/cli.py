@@ -28,8 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 MIN_ADDRESS_SPACE = 4 << 30
-"""polars, Arrow and their allocators reserve ~2.5 GiB of address space at start-up, most of it never
-touched; under a smaller `ulimit -v` they abort in native code, past any handler (issue #8)."""
+"""polars, Arrow and their allocators reserve ~2.5 GiB of address space at start-up, most of it
+never touched; under a smaller `ulimit -v` they abort in native code, past any handler (#8)."""
 
 
 def _check_address_space() -> None:
@@ -39,7 +39,9 @@ def _check_address_space() -> None:
     if soft != resource.RLIM_INFINITY and soft < MIN_ADDRESS_SPACE:
         raise TracediffError(
             f"address space is limited to {soft >> 20} MiB (ulimit -v); tracediff needs at least "
-            f"{MIN_ADDRESS_SPACE >> 30} GiB", "raise it (ulimit -v unlimited); to cap memory use a cgroup limit")
+            f"{MIN_ADDRESS_SPACE >> 30} GiB",
+            "raise it (ulimit -v unlimited); to cap memory use a cgroup limit",
+        )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except MemoryError:
-        inputs = [str(v) for a in ("report", "path", "base", "head") if (v := getattr(args, a, None))]
+        given = [getattr(args, k, None) for k in ("report", "path", "base", "head")]
+        inputs = [str(v) for v in given if v]
         print(f"tracediff: error: {', '.join(inputs + [''])}out of memory "
               "(the input is too large for this machine's memory)", file=sys.stderr)
         return 1

@@ -40,10 +40,18 @@ NVTX = "NVTX_EVENTS"
 
 # Tables an nsys export may lack (older nsys, -t without cuda, sliced or partial exports).
 OPTIONAL_TABLES = (
-    KERNEL, RUNTIME, NVTX, "StringIds", "TARGET_INFO_GPU", "META_DATA_EXPORT",
-    "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
-)  # fmt: skip
+    KERNEL,
+    RUNTIME,
+    NVTX,
+    "StringIds",
+    "TARGET_INFO_GPU",
+    "META_DATA_EXPORT",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "TARGET_INFO_SESSION_START_TIME",
+    "ENUM_CUDA_MEMCPY_OPER",
+)
 
 HUGE_TEXT_BYTES = 16 << 20
 
@@ -100,8 +108,12 @@ def _recreate_nullable(con: sqlite3.Connection, table: str) -> None:
 def _nsys(out: Path) -> None:
     data = NSYS.read_bytes()
     page = int.from_bytes(data[16:18], "big")
-    for name, cut in [("header", 50), ("page1", page), ("half", len(data) // 2),
-                      ("last_page", len(data) - page)]:  # fmt: skip
+    for name, cut in [
+        ("header", 50),
+        ("page1", page),
+        ("half", len(data) // 2),
+        ("last_page", len(data) - page),
+    ]:
         (out / f"nsys_truncated_{name}.sqlite").write_bytes(data[:cut])
 
     con = sqlite3.connect(out / "sqlite_not_nsys.sqlite")
@@ -123,23 +135,33 @@ def _nsys(out: Path) -> None:
     dst.write_bytes(bytes(buf))
 
     # 1 kernel in 10 ends before it starts (clock glitch / corrupt record)
-    _sqlite_copy(out, "nsys_kernel_end_before_start.sqlite",
-                 f'UPDATE "{KERNEL}" SET "end" = start - 1000 WHERE rowid % 10 = 0')  # fmt: skip
+    _sqlite_copy(
+        out,
+        "nsys_kernel_end_before_start.sqlite",
+        f'UPDATE "{KERNEL}" SET "end" = start - 1000 WHERE rowid % 10 = 0',
+    )
     # kernel names: ids that StringIds does not hold, and nulls
-    _sqlite_copy(out, "nsys_kernel_dangling_name.sqlite",
-                 f'UPDATE "{KERNEL}" SET demangledName = 99999999, shortName = 99999998 '
-                 "WHERE rowid % 7 = 0")  # fmt: skip
+    _sqlite_copy(
+        out,
+        "nsys_kernel_dangling_name.sqlite",
+        f'UPDATE "{KERNEL}" SET demangledName = 99999999, shortName = 99999998 WHERE rowid % 7 = 0',
+    )
 
     def null_names(con: sqlite3.Connection) -> None:
         _recreate_nullable(con, KERNEL)
-        con.execute(f'UPDATE "{KERNEL}" SET demangledName = NULL, shortName = NULL WHERE rowid % 7 = 0')
+        con.execute(
+            f'UPDATE "{KERNEL}" SET demangledName = NULL, shortName = NULL WHERE rowid % 7 = 0'
+        )
 
     _sqlite_copy(out, "nsys_kernel_null_name.sqlite", null_names)
 
     # the last `cycle` range never closed (capture stopped inside it): end is NULL
-    _sqlite_copy(out, "nsys_nvtx_unclosed.sqlite",
-                 f'UPDATE "{NVTX}" SET "end" = NULL WHERE text = \'cycle\' AND start = '
-                 f"(SELECT max(start) FROM \"{NVTX}\" WHERE text = 'cycle')")  # fmt: skip
+    _sqlite_copy(
+        out,
+        "nsys_nvtx_unclosed.sqlite",
+        f'UPDATE "{NVTX}" SET "end" = NULL WHERE text = \'cycle\' AND start = '
+        f"(SELECT max(start) FROM \"{NVTX}\" WHERE text = 'cycle')",
+    )
 
     # NVTX pops without pushes: nsys pairs push/pop itself and drops a stray pop, so the trace of
     # one in an export is a push_pop range on a thread with no matching open. We model the two
@@ -148,12 +170,12 @@ def _nsys(out: Path) -> None:
     def stray_pops(con: sqlite3.Connection) -> None:
         con.execute(
             f'INSERT INTO "{NVTX}" (start, "end", eventType, text, globalTid, endGlobalTid) '
-            f"SELECT \"end\", start, 59, 'stray_pop', globalTid, globalTid FROM \"{NVTX}\" "
+            f'SELECT "end", start, 59, \'stray_pop\', globalTid, globalTid FROM "{NVTX}" '
             "WHERE text = 'draft' LIMIT 3"
         )
         con.execute(
             f'INSERT INTO "{NVTX}" (start, "end", eventType, text, globalTid, endGlobalTid) '
-            f"SELECT \"end\", \"end\", 59, 'pop_only', globalTid + 7, globalTid + 7 FROM \"{NVTX}\" "
+            f'SELECT "end", "end", 59, \'pop_only\', globalTid + 7, globalTid + 7 FROM "{NVTX}" '
             "WHERE text = 'verify' LIMIT 3"
         )
 
@@ -161,31 +183,48 @@ def _nsys(out: Path) -> None:
 
     # a 16 MB NVTX mark text (someone logged a tensor)
     def huge(con: sqlite3.Connection) -> None:
-        tid, t = con.execute(f"SELECT globalTid, start FROM \"{NVTX}\" WHERE text = 'cycle' LIMIT 1").fetchone()
-        con.execute(f'INSERT INTO "{NVTX}" (start, "end", eventType, text, globalTid) VALUES (?, NULL, 34, ?, ?)',
-                    (t + 1, "x" * HUGE_TEXT_BYTES, tid))  # fmt: skip
+        tid, t = con.execute(
+            f"SELECT globalTid, start FROM \"{NVTX}\" WHERE text = 'cycle' LIMIT 1"
+        ).fetchone()
+        con.execute(
+            f'INSERT INTO "{NVTX}" (start, "end", eventType, text, globalTid) '
+            "VALUES (?, NULL, 34, ?, ?)",
+            (t + 1, "x" * HUGE_TEXT_BYTES, tid),
+        )
 
     _sqlite_copy(out, "nsys_nvtx_huge_text.sqlite", huge)
 
     # names that are not UTF-8 (TEXT columns hold any bytes): the `draft` ranges and one kernel name
     def latin1(con: sqlite3.Connection) -> None:
-        con.execute(f"UPDATE \"{NVTX}\" SET text = CAST(X'647261667420e9' AS TEXT) WHERE text = 'draft'")
+        con.execute(
+            f"UPDATE \"{NVTX}\" SET text = CAST(X'647261667420e9' AS TEXT) WHERE text = 'draft'"
+        )
         (sid,) = con.execute(f'SELECT demangledName FROM "{KERNEL}" LIMIT 1').fetchone()
-        con.execute("UPDATE StringIds SET value = CAST(X'6b65726e656c5fff' AS TEXT) WHERE id = ?", (sid,))
+        con.execute(
+            "UPDATE StringIds SET value = CAST(X'6b65726e656c5fff' AS TEXT) WHERE id = ?", (sid,)
+        )
 
     _sqlite_copy(out, "nsys_non_utf8.sqlite", latin1)
 
     # every CUDA API call recorded twice (same correlation id): a kernel must still appear once
-    _sqlite_copy(out, "nsys_duplicate_correlation.sqlite",
-                 f'INSERT INTO "{RUNTIME}" SELECT start + 1, "end" + 1, eventClass, globalTid, '
-                 f'correlationId, nameId, returnValue, callchainId FROM "{RUNTIME}"')  # fmt: skip
+    _sqlite_copy(
+        out,
+        "nsys_duplicate_correlation.sqlite",
+        f'INSERT INTO "{RUNTIME}" SELECT start + 1, "end" + 1, eventClass, globalTid, '
+        f'correlationId, nameId, returnValue, callchainId FROM "{RUNTIME}"',
+    )
 
     # `cycle` ranges renamed `step`: the two runs name their cycles differently
-    _sqlite_copy(out, "nsys_cycle_renamed.sqlite", f"UPDATE \"{NVTX}\" SET text = 'step' WHERE text = 'cycle'")
+    _sqlite_copy(
+        out,
+        "nsys_cycle_renamed.sqlite",
+        f"UPDATE \"{NVTX}\" SET text = 'step' WHERE text = 'cycle'",
+    )
 
     # a value of the wrong type in an INTEGER column (SQLite does not enforce column types)
-    _sqlite_copy(out, "nsys_wrong_type.sqlite",
-                 f"UPDATE \"{KERNEL}\" SET start = 'soon' WHERE rowid = 5")  # fmt: skip
+    _sqlite_copy(
+        out, "nsys_wrong_type.sqlite", f"UPDATE \"{KERNEL}\" SET start = 'soon' WHERE rowid = 5"
+    )
 
 
 # ---------------------------------------------------------------- Kineto
@@ -211,8 +250,17 @@ def _kineto(out: Path) -> None:
     write("kineto_no_traceEvents.json", {k: v for k, v in doc.items() if k != "traceEvents"})
     write("kineto_top_level_array.json", events)
     write("kineto_empty_events.json", {**doc, "traceEvents": []})
-    write("kineto_cpu_only.json", {**doc, "traceEvents": [e for e in events if e.get("cat") != "kernel"
-                                                          and not str(e.get("cat", "")).startswith("gpu_")]})
+    write(
+        "kineto_cpu_only.json",
+        {
+            **doc,
+            "traceEvents": [
+                e
+                for e in events
+                if e.get("cat") != "kernel" and not str(e.get("cat", "")).startswith("gpu_")
+            ],
+        },
+    )
 
     # the first 10 kernels lose their `dur`
     nodur, n = [], 0
@@ -240,10 +288,11 @@ def _kineto(out: Path) -> None:
     (out / "kineto_non_utf8.json").write_bytes(raw.replace(k0, k0[:-1] + b"\xff", 1))
     (out / "kineto_bom.json").write_bytes(b"\xef\xbb\xbf" + raw)
     # deeply nested JSON (stack exhaustion in a recursive decoder)
-    (out / "kineto_deep_nesting.json").write_bytes(b'{"traceEvents": [], "x": ' + b"[" * 200_000
-                                                  + b"]" * 200_000 + b"}")  # fmt: skip
+    (out / "kineto_deep_nesting.json").write_bytes(
+        b'{"traceEvents": [], "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    )
 
-    # gzip bomb: 8 GiB of spaces inside valid JSON, as 128 gzip members of 64 MiB (about 8 MB on disk)
+    # gzip bomb: 8 GiB of spaces inside valid JSON: 128 gzip members of 64 MiB (8 MB on disk)
     member = gzip.compress(b" " * (64 << 20), compresslevel=9, mtime=0)
     with open(out / "kineto_gzip_bomb.json.gz", "wb") as f:
         f.write(gzip.compress(b'{"traceEvents": [', mtime=0))
@@ -270,16 +319,28 @@ def with_footer(data: bytes, footer: dict[str, object] | bytes) -> bytes:
 
 def _runfiles(out: Path) -> None:
     data = RUN.read_bytes()
-    for name, cut in [("8", 8), ("magic", 16), ("100", 100), ("half", len(data) // 2),
-                      ("end_marker", len(data) - 1), ("length", len(data) - 12)]:  # fmt: skip
+    for name, cut in [
+        ("8", 8),
+        ("magic", 16),
+        ("100", 100),
+        ("half", len(data) // 2),
+        ("end_marker", len(data) - 1),
+        ("length", len(data) - 12),
+    ]:
         (out / f"run_truncated_{name}.arrow").write_bytes(data[:cut])
     _, footer = _footer(data)
-    (out / "run_future_version.arrow").write_bytes(with_footer(data, {**footer, "format_version": 99}))
-    (out / "run_footer_garbage.arrow").write_bytes(with_footer(data, b"\x00{not json" + _rand(7, 64)))
+    (out / "run_future_version.arrow").write_bytes(
+        with_footer(data, {**footer, "format_version": 99})
+    )
+    (out / "run_footer_garbage.arrow").write_bytes(
+        with_footer(data, b"\x00{not json" + _rand(7, 64))
+    )
     tables = dict(footer["tables"])  # type: ignore[arg-type]
     tables["kernels"] = [16, len(data) * 2]
     (out / "run_table_outside.arrow").write_bytes(with_footer(data, {**footer, "tables": tables}))
-    (out / "run_metadata_not_object.arrow").write_bytes(with_footer(data, {**footer, "metadata": 5}))
+    (out / "run_metadata_not_object.arrow").write_bytes(
+        with_footer(data, {**footer, "metadata": 5})
+    )
     (out / "run_warnings_not_list.arrow").write_bytes(with_footer(data, {**footer, "warnings": 5}))
     # bytes of the kernels table overwritten: its Arrow IPC footer, and the middle of its lz4 body
     off, length = footer["tables"]["kernels"]  # type: ignore[index]
@@ -296,11 +357,14 @@ def derived_runs(out: Path) -> None:
     bad = read_run(RUN_BAD)
     tables = {n: bad.table(n) for n in bad.tables.keys()}
     k = tables["kernels"]
-    twin = k.set_column(k.schema.get_field_index("device_id"), "device_id",
-                        pa.array([1] * k.num_rows, pa.int32()))  # fmt: skip
+    twin = k.set_column(
+        k.schema.get_field_index("device_id"), "device_id", pa.array([1] * k.num_rows, pa.int32())
+    )
     tables["kernels"] = pa.concat_tables([k, twin])
-    write_run(Run(tables=tables, metadata=dict(bad.metadata), warnings=list(bad.warnings)),
-              out / "run_two_gpus.arrow")  # fmt: skip
+    write_run(
+        Run(tables=tables, metadata=dict(bad.metadata), warnings=list(bad.warnings)),
+        out / "run_two_gpus.arrow",
+    )
 
 
 def build(out: Path) -> Path:

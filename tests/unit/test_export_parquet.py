@@ -276,7 +276,9 @@ def test_engine_frames_match_declared_diff_schemas(diff) -> None:
             assert sorted(frame.columns) == sorted(sch.names), name
 
 
-def test_diff_tables_stream_in_chunks(diff, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_tables_stream_in_chunks(
+    diff, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Written 500 rows at a time, the dataset holds the same rows as written whole."""
     out, c = diff
     monkeypatch.setattr(px, "FRAME_CHUNK", 500)

@@ -97,3 +97,60 @@ def test_plain_json_and_refusal(comparison: Comparison, tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="does not exist"):
         write_perfetto(comparison, tmp_path / "nope" / "t.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def _two_gpus(src: Path, dst: Path) -> None:
+    """`src` with its device tables copied onto a second GPU (device 1, 1 µs later)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tracediff import schema
+    from tracediff.runfile import Run, read_run, write_run
+
+    run = read_run(src)
+    tables = {}
+    for name in schema.TABLES:
+        t = run.table(name)
+        if "device_id" in t.column_names and name != "devices" and t.num_rows:
+            c = t.set_column(
+                t.schema.get_field_index("device_id"),
+                "device_id",
+                pa.array([1] * t.num_rows, pa.int32()),
+            )
+            for col in ("start_ns", "end_ns"):
+                c = c.set_column(c.schema.get_field_index(col), col, pc.add(c.column(col), 1000))
+            t = pa.concat_tables([t, c])
+        tables[name] = t
+    write_run(Run(tables=tables, metadata=run.metadata), dst)
+
+
+def test_two_gpus_get_their_own_tracks_and_partitions(tmp_path: Path) -> None:
+    from tracediff.engine.compare import compare
+    from tracediff.export.parquet import export_comparison
+    from tracediff.runfile import read_run
+
+    for name in ("g_good", "g_bad"):
+        _two_gpus(ROOT / f"samples/{name}.arrow", tmp_path / f"{name}.arrow")
+    c = compare(read_run(tmp_path / "g_good.arrow"), read_run(tmp_path / "g_bad.arrow"), n_boot=20)
+    write_perfetto(c, tmp_path / "t.json")
+    doc = orjson.loads((tmp_path / "t.json").read_bytes())
+    threads = {
+        (e["pid"], e["args"]["name"]): e["tid"]
+        for e in doc["traceEvents"]
+        if e["name"] == "thread_name"
+    }
+    assert set(threads) == {
+        (p, f"GPU {d} · {t}") for p in (1, 2) for d in (0, 1) for t in ("cycles", "stream 7")
+    }
+    per_tid: dict[int, int] = {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] != "cycle":
+            per_tid[e["tid"]] = per_tid.get(e["tid"], 0) + 1
+    want = c.events.group_by("side", "device_id").len()
+    for side, dev, n in want.iter_rows():
+        assert per_tid[threads[(1 if side == "base" else 2, f"GPU {dev} · stream 7")]] == n
+
+    export_comparison(c, tmp_path / "diff")
+    for side, dev, n in want.iter_rows():
+        part = tmp_path / f"diff/events/side={side}/device_id={dev}/part-0.parquet"
+        assert pl.read_parquet(part).height == n

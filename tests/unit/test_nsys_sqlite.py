@@ -330,3 +330,35 @@ def test_kernels_whose_launch_call_is_missing_keep_null_launch_fields(tmp_path: 
     assert 0 < orphans < k.height
     assert k["launch_api"].null_count() == k["launch_start_ns"].null_count() == orphans
     assert "cudaLaunchKernel" not in set(k["launch_api"].cast(pl.String).drop_nulls())
+
+
+def test_non_utf8_text_becomes_replacement_characters(tmp_path: Path) -> None:
+    path = _copy(DATA / "h200" / "g_good.sqlite", tmp_path)
+    con = sqlite3.connect(path)
+    con.execute(
+        "UPDATE NVTX_EVENTS SET text = CAST(X'647261667420e9' AS TEXT) WHERE text = 'draft'"
+    )
+    (n_draft,) = con.execute(
+        "SELECT count(*) FROM NVTX_EVENTS WHERE text = CAST(X'647261667420e9' AS TEXT)"
+    ).fetchone()
+    con.commit()
+    con.close()
+    nvtx = read_nsys_sqlite(path).table("nvtx_ranges")
+    nvtx.validate(full=True)
+    names = pl.Series(nvtx.column("name").cast(nvtx.schema.field("name").type.value_type))
+    assert (names == "draft \ufffd").sum() == n_draft > 0
+
+
+def test_kernels_without_names_are_counted_in_a_warning(tmp_path: Path) -> None:
+    path = _copy(DATA / "nsys" / "nsys-ai" / "mock.sqlite", tmp_path)
+    con = sqlite3.connect(path)
+    # demangledName is NOT NULL in nsys's DDL: rebuild the table without constraints first
+    con.execute("CREATE TABLE k2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("ALTER TABLE k2 RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = NULL WHERE rowid = 1")
+    con.commit()
+    con.close()
+    run = read_nsys_sqlite(path)
+    assert any("1 kernels have no name" in w for w in run.warnings), run.warnings
+    assert _df(run, "kernels")["name"].null_count() == 1

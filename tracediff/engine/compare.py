@@ -5,6 +5,7 @@ Stage: engine front door. Input: two `Run`s; output: a `Comparison` (engine/resu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,12 @@ REL_EFFECT = 0.01
 """...nor changes below 1 % of the contributor's own base time per cycle (clock jitter)."""
 
 # Manifest keys that differ between any two captures and say nothing about the environment.
-_VOLATILE = ("time", "start", "end", "output", "label", "pid", "report", "duration", "argv", "command", "outdir")
+_VOLATILE = ("time", "start", "end", "output", "label", "pid", "report", "duration", "argv", "command", "outdir",
+             "cwd", "power_draw_w", "temperature", "utc", "reasons")
+# Current clocks read before the workload starts are those of an idle GPU; compare the readings
+# taken right after it (manifest.gpus_end.*), when clocks are what the workload ran at.
+_IDLE_READINGS = re.compile(r"^manifest\.gpus\.\d+\.clock_(sm|mem)_mhz$")
+_WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
 def _side_summary(run: Run, seg: Segmentation, spans_ms: np.ndarray, wall_ms: np.ndarray | None, devices: list[int]) -> SideSummary:
@@ -62,11 +68,15 @@ def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
         assert isinstance(devs, pl.DataFrame)
         e["gpus"] = ", ".join(sorted(str(x) for x in devs["name"].to_list())) if devs.height else None
         return e
-    b, h = env(base), env(head)
+    def norm(v: Any) -> Any:
+        return _WORKTREE.sub("<worktree>", v) if isinstance(v, str) else v
+
+    b = {k: norm(v) for k, v in env(base).items()}
+    h = {k: norm(v) for k, v in env(head).items()}
     diffs = []
     for k in sorted(set(b) | set(h)):
         leaf = k.rsplit(".", 1)[-1].lower()
-        if any(v in leaf for v in _VOLATILE):
+        if any(v in leaf for v in _VOLATILE) or _IDLE_READINGS.match(k) or ".reasons." in k:
             continue
         if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
             diffs.append(EnvDiff(k, b.get(k), h.get(k)))

@@ -7,6 +7,7 @@ extension only as a tie-breaker, so a renamed file is still read correctly.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tracediff.errors import InputError
 from tracediff.runfile import MAGIC as RUN_MAGIC
@@ -55,11 +56,26 @@ def detect(path: Path) -> str:
 
 
 def load(path: Path, *, progress: bool = False) -> Run:
-    """Read any supported input into a Run."""
+    """Read any supported input into a Run.
+
+    A report with a tracediff capture manifest beside it (`manifest.json` in the same folder, as
+    `tracediff capture` leaves when it could not import the report on the GPU host) gets that
+    manifest attached, so importing later loses nothing.
+    """
     path = Path(path)
     kind = detect(path)
     if kind == "run":
         return read_run(path)
+    run = _read_report(path, kind)
+    if "manifest" not in run.metadata:
+        manifest = _manifest_beside(path)
+        if manifest is not None:
+            run.metadata["manifest"] = manifest
+            run.metadata.setdefault("label", manifest.get("label"))
+    return run
+
+
+def _read_report(path: Path, kind: str) -> Run:
     if kind == "nsys-sqlite":
         from tracediff.parse.nsys_sqlite import read_nsys_sqlite
 
@@ -73,3 +89,14 @@ def load(path: Path, *, progress: bool = False) -> Run:
 
         return read_kineto(path)
     raise AssertionError(kind)
+
+
+def _manifest_beside(path: Path) -> dict[str, Any] | None:
+    import orjson
+
+    cand = (path if path.is_dir() else path.parent) / "manifest.json"
+    try:
+        data = orjson.loads(cand.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and "manifest_version" in data else None

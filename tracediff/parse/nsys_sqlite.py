@@ -109,6 +109,26 @@ def typed(df: pl.DataFrame, read: Read, have: Sequence[str], src: str) -> pl.Dat
         ) from None
 
 
+def _utf8(table: pa.Table) -> pa.Table:
+    """SQLite TEXT can hold any bytes; Arrow strings must be UTF-8. Bad bytes become U+FFFD.
+
+    The check is one pass in C++; the repair loop runs only over a column that fails it.
+    """
+    for i, field in enumerate(table.schema):
+        if not pa.types.is_string(field.type) and not pa.types.is_large_string(field.type):
+            continue
+        col = table.column(i)
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = col.cast(pa.large_binary()).to_pylist()
+            fixed = pa.array(
+                [None if b is None else b.decode("utf-8", "replace") for b in raw], field.type
+            )
+            table = table.set_column(i, field, fixed)
+    return table
+
+
 class SqliteSource:
     """A read-only nsys SQLite export. Queries run through ADBC (Arrow) with a stdlib fallback."""
 
@@ -222,7 +242,7 @@ class SqliteSource:
                     continue
                 finally:
                     cur.close()
-                df = pl.from_arrow(table)
+                df = pl.from_arrow(_utf8(table))
                 assert isinstance(df, pl.DataFrame)
                 return typed(
                     df.rename(dict(zip(df.columns, have, strict=False))), read, have, self.src
@@ -233,6 +253,7 @@ class SqliteSource:
         self, read: Read, rowids: tuple[int, int] | None, have: list[str]
     ) -> pl.DataFrame:
         con = sqlite3.connect(self._uri, uri=True)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")  # TEXT may hold any bytes
         try:
             rows = con.execute(self._sql(read, rowids, cast_all=True)).fetchall()
         except sqlite3.DatabaseError as e:
@@ -778,6 +799,11 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
+    unnamed = kern["demangledName"].null_count()
+    if unnamed:
+        warnings.append(
+            f"{path}: {unnamed} kernels have no name (NULL demangledName); names are null"
+        )
     if strings.missing + api_names.missing:
         warnings.append(
             f"{path}: {strings.missing + api_names.missing} name ids are not in {STRINGS}; "
