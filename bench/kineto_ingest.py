@@ -12,9 +12,9 @@ Each measurement runs in a fresh child process that first reads a tiny bundled t
 thread pools and arenas are a fixed ~35 MB, not a per-byte cost), resets its peak RSS
 (/proc/self/clear_refs), then reads the input: wall time of read_kineto, and peak RSS (VmHWM)
 above the RSS before the read, as a multiple of the uncompressed JSON size.
-Each input is read --repeat times: the table shows the fastest run, the largest peak, and the
-load average (a shared machine slows every run). Goal (issue #3): >= 1 M events/s and peak RSS
-< 3x the uncompressed size.
+Each input is read --repeat times: the table shows the fastest run (wall and CPU seconds, all
+threads), the largest peak, and the load average (a shared machine slows every run).
+Goal (issue #3): >= 1 M events/s and peak RSS < 3x the uncompressed size.
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ read_kineto(sys.argv[2])  # warm-up: polars thread pools and arenas are a fixed 
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset VmHWM (peak RSS) to the current RSS
 base = status_kb("VmRSS")
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 run = read_kineto(sys.argv[1])
-dt = time.perf_counter() - t
-print(json.dumps({"s": dt, "peak_kb": status_kb("VmHWM"), "base_kb": base,
+dt, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"s": dt, "cpu_s": cpu, "peak_kb": status_kb("VmHWM"), "base_kb": base,
                   "events": run.metadata["event_count"],
                   "kernels": run.tables["kernels"].num_rows}))
 """
@@ -129,7 +129,7 @@ def main() -> None:
         ]
         print(
             f"{'input':48s} {'events':>10s} {'kernels':>9s} {'MB json':>8s} {'s':>7s} "
-            f"{'Mev/s':>6s} {'peak MB':>8s} {'peak/json':>9s} {'load':>5s}"
+            f"{'Mev/s':>6s} {'cpu s':>6s} {'peak MB':>8s} {'peak/json':>9s} {'load':>5s}"
         )
         for label, path, size in rows:
             runs = [measure(path) for _ in range(args.repeat)]
@@ -137,7 +137,8 @@ def main() -> None:
             peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
             print(
                 f"{label[:48]:48s} {r['events']:>10,d} {r['kernels']:>9,d} {size / 2**20:>8.1f} "
-                f"{r['s']:>7.2f} {r['events'] / r['s'] / 1e6:>6.2f} {peak_mb:>8.0f} "
+                f"{r['s']:>7.2f} {r['events'] / r['s'] / 1e6:>6.2f} "
+                f"{min(x['cpu_s'] for x in runs):>6.2f} {peak_mb:>8.0f} "
                 f"{peak_mb * 2**20 / size:>9.2f} {os.getloadavg()[0]:>5.1f}",
                 flush=True,
             )

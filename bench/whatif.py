@@ -1,6 +1,6 @@
 """What-if replay speed on a large run: g_bad's cycles replicated to >= 5 M GPU ops.
 
-    .venv/bin/python bench/whatif.py [--ops 5000000] [--selector all]
+    .venv/bin/python bench/whatif.py [--ops 5000000] [--selector all] [--gpus 8]
 
 The head side of compare(g_good, g_bad)'s aligned ops is replicated cycle by cycle (new cycle
 numbers, times shifted by whole periods), so the replay sees a 5 M-op run with g_bad's real
@@ -37,8 +37,22 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def big_comparison(n_ops: int):  # noqa: ANN201
-    c = compare(load(DATA / "g_good.sqlite"), load(DATA / "g_bad.sqlite"), n_boot=50)
+def small_comparison(gpus: int):  # noqa: ANN201
+    """g_good vs g_bad (1 GPU), or a synthetic pair on `gpus` GPUs whose head has a straggler."""
+    if gpus <= 1:
+        return compare(load(DATA / "g_good.sqlite"), load(DATA / "g_bad.sqlite"), n_boot=50)
+    import tempfile
+
+    from tests.gen_nsys import Straggler, write_report
+
+    tmp = Path(tempfile.mkdtemp(prefix="whatif-bench-"))
+    b = write_report(tmp / "base.sqlite", gpus, 40, 100, seed=1)
+    h = write_report(tmp / "head.sqlite", gpus, 40, 100, [Straggler(gpus - 1, 30_000)], seed=2)
+    return compare(load(b.path), load(h.path), n_boot=50)
+
+
+def big_comparison(n_ops: int, gpus: int = 1):  # noqa: ANN201
+    c = small_comparison(gpus)
     ops = c.replay_inputs["ops"]
     head = ops.filter(pl.col("side") == "head")
     ncyc = head["cycle"].n_unique()
@@ -73,9 +87,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--ops", type=int, default=5_000_000)
     ap.add_argument("--selector", default="all")
+    ap.add_argument(
+        "--gpus",
+        type=int,
+        default=1,
+        help="1: g_bad's real cycles; N > 1: a synthetic N-GPU run with a straggler "
+        "(tests/gen_nsys.py), whose all-reduces couple the GPUs",
+    )
     args = ap.parse_args()
     t = time.perf_counter()
-    c, n, ncyc = big_comparison(args.ops)
+    c, n, ncyc = big_comparison(args.ops, args.gpus)
     setup = time.perf_counter() - t
     rss0 = rss_mib()
     rows = []
@@ -105,7 +126,7 @@ def main() -> int:
     total = sum(r[1] for r in rows)
     total_cpu = sum(r[2] for r in rows)
     print(
-        f"run: {n:,} HEAD GPU ops in {ncyc:,} cycles (g_bad replicated; "
+        f"run: {n:,} HEAD GPU ops in {ncyc:,} cycles on {args.gpus} GPU(s) (replicated; "
         f"setup {setup:.1f} s, RSS before replay {rss0:,.0f} MiB)"
     )
     print(f"{'step':<52} {'wall s':>8} {'CPU s':>8}  note")
@@ -118,7 +139,8 @@ def main() -> int:
     )
     print(
         f"peak RSS {rss_mib():,.0f} MiB; predicted {w.predicted_ms_per_cycle:.3f} ms/cycle, "
-        f"replayed head {w.replayed_head_ms_per_cycle:.3f}, measured head {w.head_ms_per_cycle:.3f}"
+        f"replayed head {w.replayed_head_ms_per_cycle:.3f}, "
+        f"measured head {w.head_ms_per_cycle:.3f}, base {w.base_ms_per_cycle:.3f}"
     )
     return 0
 

@@ -51,6 +51,11 @@ class Run:
         return schema.empty(name) if t is None else t
 
     @property
+    def path(self) -> str:
+        """The file the user gave for this run (the run file, else the report it was parsed from)."""
+        return str(self.metadata.get("run_file") or self.metadata.get("source") or "run")
+
+    @property
     def label(self) -> str:
         return str(self.metadata.get("label") or Path(str(self.metadata.get("source", "run"))).stem)
 

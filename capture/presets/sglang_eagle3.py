@@ -20,8 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 SGLANG_VERSION = "0.5.23"
@@ -238,6 +236,9 @@ def _say(msg: str) -> None:
 
 def _http(url: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> int:
     data = None if body is None else json.dumps(body).encode()
+    import urllib.error  # here, not at module level: every CLI start imports this module
+    import urllib.request
+
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:

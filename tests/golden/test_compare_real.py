@@ -76,7 +76,7 @@ def test_mfu_totals_match_published_nsys_ai_diff(mfu: Comparison) -> None:
     assert round(gpu["head_ms"].sum(), 2) == 488.84
 
     def delta(base_name: str) -> float:
-        # nsys-ai groups by the kernel's base name; ours are demangled (void flash::flash_fwd_kernel<...>)
+        # nsys-ai groups by base name; ours are demangled (void flash::flash_fwd_kernel<...>)
         rows = mfu.totals.filter(
             pl.col("name").str.contains(rf"(^|[ :]){base_name}[<(]|^{base_name}$")
         )

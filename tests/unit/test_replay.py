@@ -165,3 +165,26 @@ def test_removing_an_op_from_a_host_bound_phase_saves_nothing() -> None:
     assert row["delta_ms_per_cycle"] > 0.01
     w = predict(c, row["contributor_id"])
     assert abs(w.recovered_ms_per_cycle) < 0.1 * row["delta_ms_per_cycle"]
+
+
+def test_host_waiting_on_the_gpu_moves_with_it() -> None:
+    """specloop slow-verify (real capture): verify runs its MLP twice, and the host waits for
+    verify (cudaDeviceSynchronize) before launching draft_extend. Taking the slowed verify kernels
+    from base must bring the host's later launches forward too: the cycle shortens by about
+    those kernels' change. With the host pinned in place the answer would be zero."""
+    samples = Path(__file__).resolve().parent.parent.parent / "samples"
+    c = compare(
+        load(samples / "specloop_good.arrow"),
+        load(samples / "specloop_slow_verify.arrow"),
+        n_boot=50,
+    )
+    g = build(c)
+    assert g.syncs.n == c.head.cycles  # one sync inside each cycle, with launches after it
+    slowed = c.attribution.filter(
+        (pl.col("kind") == "kernel") & (pl.col("phase") == "verify")
+    ).head(2)
+    assert (slowed["delta_ms_per_cycle"] > 0.4).all()
+    w = predict(c, slowed["contributor_id"].to_list())
+    assert w.replayed_head_ms_per_cycle == pytest.approx(c.head.mean_ms, rel=1e-6)
+    assert w.recovered_ms_per_cycle == pytest.approx(slowed["delta_ms_per_cycle"].sum(), rel=0.1)
+    assert predict(c, "all").predicted_ms_per_cycle == pytest.approx(c.base.mean_ms, rel=0.02)

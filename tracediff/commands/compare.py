@@ -85,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             run_app(result)
     if not use_tui:
-        sys.stdout.write(render(result, args.format or "table", args.top))
+        fmt = args.format or "table"
+        if fmt != "table":  # table prints them itself; machine formats keep stdout pure data
+            for w in result.warnings:
+                print(f"tracediff: warning: {w}", file=sys.stderr)
+        sys.stdout.write(render(result, fmt, args.top))
     if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
         print(f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant", file=sys.stderr)
         return FAIL_EXIT

@@ -6,7 +6,7 @@ Stage: engine. Input: cycle-tagged ops of base and head (column `side`); output:
 
 The template of a device is base's most frequent op sequence per cycle. Cycles identical to the
 template (the common case: same code, same shapes) are mapped without any alignment work; each
-distinct other sequence is aligned once (difflib on name codes) and the result reused for every
+distinct other sequence is aligned once (an exact longest common subsequence on name codes) and the result reused for every
 cycle that has it. Inside a replaced block ops are paired in order when their kind agrees (a
 renamed or re-tuned kernel in the same place), with the launch configuration breaking ties.
 """
@@ -15,26 +15,68 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
 import polars as pl
 
 
+DP_CELLS = 60_000_000
+"""Largest seq x template for the exact LCS (uint16 table, 120 MB); beyond it difflib's heuristic."""
+
+
+def _lcs_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """Index pairs of a longest common subsequence of a and b (exact dynamic programming).
+
+    Row by row with numpy: L[i][j] = cummax_j(max(L[i-1][j], L[i-1][j-1] + [a_i == b_j])), which
+    holds because L is monotone in both indices. Repeated blocks (a layer's MLP run twice) are
+    matched exactly where a greedy matcher would mis-pair a whole stretch.
+    """
+    n, m = len(a), len(b)
+    table = np.zeros((n + 1, m + 1), dtype=np.uint16 if min(n, m) < 65535 else np.uint32)
+    for i in range(1, n + 1):
+        prev = table[i - 1]
+        cand = np.maximum(prev[1:], prev[:-1] + (b == a[i - 1]))
+        table[i, 1:] = np.maximum.accumulate(cand)
+    pairs = []
+    i, j = n, m
+    while i > 0 and j > 0:  # walk back: one step per element, not per cell
+        if a[i - 1] == b[j - 1] and table[i, j] == table[i - 1, j - 1] + 1:
+            pairs.append((i - 1, j - 1))
+            i -= 1
+            j -= 1
+        elif table[i - 1, j] >= table[i, j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    pairs.reverse()
+    return pairs
+
+
 def _align_seq(seq: list[int], tpl: list[int], seq_kind: list[str], tpl_kind: list[str]) -> list[int]:
-    """Slot for each element of seq (-1 = added)."""
+    """Slot for each element of seq (-1 = added).
+
+    Equal names are matched by a longest common subsequence; between two matched anchors, the
+    leftover ops of both sides are paired in order when their kinds agree (a renamed or re-tuned
+    kernel in the same place).
+    """
     out = [-1] * len(seq)
-    sm = difflib.SequenceMatcher(None, seq, tpl, autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            for k in range(i2 - i1):
-                out[i1 + k] = j1 + k
-        elif tag == "replace":
-            j = j1
-            for i in range(i1, i2):
-                while j < j2 and tpl_kind[j] != seq_kind[i]:
-                    j += 1
-                if j >= j2:
-                    break
-                out[i] = j
-                j += 1
+    if len(seq) * len(tpl) <= DP_CELLS:
+        pairs = _lcs_pairs(np.asarray(seq), np.asarray(tpl))
+    else:
+        sm = difflib.SequenceMatcher(None, seq, tpl, autojunk=False)
+        pairs = [(blk.a + k, blk.b + k) for blk in sm.get_matching_blocks() for k in range(blk.size)]
+    prev_i, prev_j = -1, -1
+    for i, j in [*pairs, (len(seq), len(tpl))]:
+        jj = prev_j + 1
+        for ii in range(prev_i + 1, i):  # leftovers between anchors: pair by kind, in order
+            while jj < j and tpl_kind[jj] != seq_kind[ii]:
+                jj += 1
+            if jj >= j:
+                break
+            out[ii] = jj
+            jj += 1
+        if i < len(seq):
+            out[i] = j
+        prev_i, prev_j = i, j
     return out
 
 
@@ -81,11 +123,15 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
         t.select(pl.lit(dev, pl.Int32).alias("device_id"), pl.col("slot").cast(pl.Int64), pl.col("name").alias("_tname"))
         for dev, t in templates.items()
     ]) if templates else pl.DataFrame(schema={"device_id": pl.Int32, "slot": pl.Int64, "_tname": pl.String})
-    ops = ops.join(tnames, on=["device_id", "slot"], how="left")
+    ops = ops.join(tnames, on=["device_id", "slot"], how="left", maintain_order="left")
+    # contributor of each distinct (template name, name) pair, joined back, so it stays categorical
+    pairs = ops.select("name", "_tname").unique().with_columns(
+        pl.when(pl.col("_tname").is_null() | (pl.col("_tname") == pl.col("name"))).then(pl.col("name").cast(pl.String))
+        .otherwise(pl.concat_str([pl.col("_tname").cast(pl.String), pl.lit(" → "), pl.col("name").cast(pl.String)]))
+        .cast(pl.Categorical).alias("contributor"))
+    ops = ops.join(pairs, on=["name", "_tname"], how="left", nulls_equal=True, maintain_order="left")
     ops = ops.with_columns(
         pl.when(pl.col("slot").is_null()).then(pl.lit("added")).otherwise(pl.lit("matched")).alias("status"),
-        pl.when(pl.col("slot").is_null() | (pl.col("_tname") == pl.col("name"))).then(pl.col("name"))
-        .otherwise(pl.concat_str([pl.col("_tname"), pl.lit(" → "), pl.col("name")])).alias("contributor"),
     ).drop("_code", "_pos", "_h", "_tname")
     return ops, templates
 

@@ -84,9 +84,9 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
         pl.col("duration_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count")))
     if has_wait:
         w = o.filter(pl.col("wait_ns").is_not_null())
-        parts.append(w.group_by("side", "cycle", "kind", (pl.col("contributor") + " [wait for last rank]").alias("name"), "phase", "device_id")
+        parts.append(w.group_by("side", "cycle", "kind", pl.concat_str([pl.col("contributor").cast(pl.String), pl.lit(" [wait for last rank]")]).alias("name"), "phase", "device_id")
                      .agg(pl.col("wait_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count")))
-        parts.append(w.group_by("side", "cycle", "kind", (pl.col("contributor") + " [transfer]").alias("name"), "phase", "device_id")
+        parts.append(w.group_by("side", "cycle", "kind", pl.concat_str([pl.col("contributor").cast(pl.String), pl.lit(" [transfer]")]).alias("name"), "phase", "device_id")
                      .agg((pl.col("duration_ns") - pl.col("wait_ns")).sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count")))
     gaps = o.filter(pl.col("gap_ns") > 0).with_columns(
         pl.col("gap_cause").replace_strict(GAP_CAUSES, default="idle").alias("name"), pl.lit("gap").alias("kind"))
@@ -99,7 +99,8 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
                       pl.lit("(cycle)").alias("phase"), pl.lit(0, pl.Int64).alias("count"))
     )
     parts.append(ov.select(key + ["value_ns", "count"]))
-    return pl.concat([p.select(key + ["value_ns", "count"]) for p in parts], how="vertical_relaxed")
+    return pl.concat([p.select(key + ["value_ns", "count"]) for p in parts], how="vertical_relaxed").with_columns(
+        pl.col("name").cast(pl.String))
 
 
 def bootstrap_delta(base: np.ndarray, head: np.ndarray, n_boot: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -156,6 +156,7 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     warnings += [f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"
                  for s, n in dropped.items() if n]
     ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
+    del ops_b, ops_h  # the cycle-tagged copies are in seg_*.ops; free ~100 bytes per op a side
     if ndev_b != ndev_h:
         warnings.append(f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one")
     ops = pl.concat([
@@ -245,15 +246,21 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
         collectives=_collectives(ops, len(cb), len(chh)),
         totals=_totals(ops),
         warnings=warnings,
-        replay_inputs={"ops": ops},
+        replay_inputs={"ops": ops, "head_api": head.table("api_calls")},
     )
 
 
 def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
     starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
-    ids = attribution.select("kind", "name", "phase", "device_id", "contributor_id")
-    e = ops.join(starts, on=["side", "cycle", "device_id"], how="left").join(
-        ids, left_on=["kind", "contributor", "phase", "device_id"], right_on=["kind", "name", "phase", "device_id"], how="left")
+    ids = attribution.select("kind", pl.col("name").cast(pl.Categorical), "phase", "device_id", "contributor_id")
+    e = ops.join(starts, on=["side", "cycle", "device_id"], how="left")
+    if "wait_ns" in e.columns and e["wait_ns"].is_not_null().any():
+        # a collective split into wait and transfer: its instances belong to the transfer row
+        e = e.with_columns(
+            pl.when(pl.col("wait_ns").is_not_null())
+            .then(pl.col("contributor").cast(pl.String) + " [transfer]")
+            .otherwise(pl.col("contributor").cast(pl.String)).cast(pl.Categorical).alias("contributor"))
+    e = e.join(ids, left_on=["kind", "contributor", "phase", "device_id"], right_on=["kind", "name", "phase", "device_id"], how="left")
     return e.select(
         "side", "cycle", pl.col("device_id").cast(pl.Int32), "stream_id", "kind", "name",
         (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"), (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
@@ -263,7 +270,8 @@ def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> 
 
 def _totals(ops: pl.DataFrame) -> pl.DataFrame:
     """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
-    g = ops.group_by("side", "kind", "name").agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
+    g = ops.group_by("side", "kind", "name").agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n")).with_columns(
+        pl.col("name").cast(pl.String))
     b = g.filter(pl.col("side") == "base").select("kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count"))
     h = g.filter(pl.col("side") == "head").select("kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count"))
     j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
@@ -283,7 +291,10 @@ def _collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     g = g.with_columns((pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms"))
     b = g.filter(pl.col("side") == "base").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("base_ms_per_cycle"), pl.col("wait_ms").alias("base_wait_ms_per_cycle"))
     h = g.filter(pl.col("side") == "head").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("head_ms_per_cycle"), pl.col("wait_ms").alias("head_wait_ms_per_cycle"))
-    j = b.join(h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True).fill_null(0.0)
+    # zero only the per-cycle times: fill_null(0.0) on the frame would turn device_id into a float
+    # and unknown bytes into 0 (unknown is null)
+    j = b.join(h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True).with_columns(
+        pl.col("^.*_ms_per_cycle$").fill_null(0.0))
     return j.with_columns(
         (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias("base_transfer_ms_per_cycle"),
         (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias("head_transfer_ms_per_cycle"),

@@ -113,14 +113,14 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
     ranges = _ranges(run)
     if ranges.height == 0:
         if spec:
-            raise AnalysisError(f"{run.metadata.get('source', 'run')}: no NVTX ranges or annotations to cut cycles at",
+            raise AnalysisError(f"{run.path}: no NVTX ranges or annotations to cut cycles at",
                                 "drop --cycle to cut cycles from the kernel sequence")
         return None
     if spec:
         sel = _match(ranges, spec)
         if sel.height == 0:
             names = ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
-            raise AnalysisError(f"{run.metadata.get('source', 'run')}: no range named {spec!r}",
+            raise AnalysisError(f"{run.path}: no range named {spec!r}",
                                 f"ranges present: {', '.join(names)}")
         cyc = _number(_outermost(sel))
         chosen = spec
@@ -151,7 +151,7 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
     warnings = []
     outside = ops.height - tagged.height
     if tagged.height == 0:
-        raise AnalysisError(f"{run.metadata.get('source', 'run')}: the {chosen!r} ranges launched no GPU work",
+        raise AnalysisError(f"{run.path}: the {chosen!r} ranges launched no GPU work",
                             "pick another range with --cycle, or none to cut cycles from the kernel sequence")
     if outside:
         warnings.append(f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared")
@@ -238,7 +238,7 @@ def whole(ops: pl.DataFrame) -> Segmentation:
 
 def segment(run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None = None) -> Segmentation:
     """Cut cycles: by `spec` (range name, or "whole"), else as `method` says (the other side's), else found."""
-    src = str(run.metadata.get("source", "run"))
+    src = run.path
     if ops.height == 0:
         raise AnalysisError(f"{src}: the run has no GPU operations", "profile with CUDA tracing on (nsys -t cuda,nvtx)")
     if (spec or "").lower() in WHOLE or method == "whole-run":

@@ -17,7 +17,7 @@ from tracediff.runfile import Run
 
 
 def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
-    src = str(run.metadata.get("source", "run"))
+    src = run.path
     ranges = cy._ranges(run)
     if ranges.height == 0:
         raise AnalysisError(f"{src}: the run has no GPU operations and no NVTX ranges",

@@ -60,10 +60,14 @@ class Comparison:
 
     attribution: pl.DataFrame
     """One row per contributor, sorted by |delta| descending. Columns:
-    contributor_id (str, stable within one comparison: "k3", "c1", "g0"...), kind (str, one of KINDS),
-    name (str), device_id (i32, null = all/critical), base_ms_per_cycle, head_ms_per_cycle,
-    delta_ms_per_cycle, ci95_low, ci95_high (f64), significant (bool), share (f64, delta / total delta),
-    base_count_per_cycle, head_count_per_cycle (f64), status (str: matched | added | removed | mixed)."""
+    contributor_id (str, stable within one comparison: "c0", "c1"... in order of |delta|; "h0"... for
+    host-only comparisons), kind (str, one of KINDS, or "host" for host-only comparisons), name (str;
+    `old → new` for an op renamed in the same place), phase (str: the host range nested in the cycle
+    that launched it, "(cycle)" without phases, "(between phases)"), device_id (i32, null = host),
+    base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64, NaN with
+    fewer than 2 cycles a side), significant (bool), share (f64, delta / total delta),
+    base_count_per_cycle, head_count_per_cycle (f64), status (str: matched | added | removed | mixed
+    for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases)."""
 
     cycles: pl.DataFrame
     """One row per side × cycle × device. Columns: side ("base"|"head"), cycle (i64, 0-based in its
@@ -95,5 +99,5 @@ class Comparison:
 
     replay_inputs: dict[str, Any] = field(default_factory=dict, repr=False)
     """Engine-internal inputs of what-if replay (tracediff.replay): "ops", the aligned ops of both
-    sides with launch times and gaps; "graph", the replay graph once built. Not a stable
-    contract."""
+    sides with launch times and gaps; "head_api", head's API calls (host syncs); "graph", the
+    replay graph once built. Not a stable contract."""

@@ -39,7 +39,6 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 NVTX = "NVTX_EVENTS"
 GPU = "TARGET_INFO_GPU"
-CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"  # 2025+: per-process CUDA devices (gpuId, cudaId, pid)
 STRINGS = "StringIds"
 PAYLOAD_ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 2023.4+ / up to 2022.x
@@ -54,6 +53,8 @@ _COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
 # nsys's own ENUM_CUDA_MEM_KIND numbering (not CUPTI's): checked on 2022.2, 2024.2 and 2026.1 data
 _MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
               5: "Device Static", 6: "Managed Static", 7: "Unknown"}  # fmt: skip
+# ENUM_CUPTI_SYNC_TYPE labels. Not validated: in real 2024.2 and 2026.1 exports syncType 2
+# ("stream wait") sits on cudaStreamSynchronize and cudaEventQuery calls.
 _SYNC_KINDS = {1: "event", 2: "stream_wait", 3: "stream", 4: "context"}
 _KNOWN_SCHEMA_MAJOR = 3
 
@@ -92,8 +93,8 @@ def typed(df: pl.DataFrame, read: Read, have: Sequence[str], src: str) -> pl.Dat
     """
     exprs = []
     for name, dtype in read.cols.items():
-        if name not in have:
-            exprs.append(pl.lit(None, dtype).alias(name))
+        if name not in have:  # repeat, not lit: the frame keeps its height even with no columns
+            exprs.append(pl.repeat(None, df.height, dtype=dtype).alias(name))
         elif df.schema[name] == pl.UInt64 and dtype == I64:
             exprs.append(pl.col(name).reinterpret(signed=True))
         elif df.schema[name] != dtype:
@@ -168,7 +169,12 @@ class SqliteSource:
             raise InputError(
                 f"{self.src}: cannot read: {e.strerror}", "check the path and permissions"
             ) from None
-        if head[:16] != SQLITE_MAGIC or len(head) < 100:
+        if head[:16] == SQLITE_MAGIC and len(head) < 100:
+            raise InputError(
+                f"{self.src}: not an SQLite file: truncated inside its 100-byte header",
+                "copy or export the report again",
+            )
+        if head[:16] != SQLITE_MAGIC:
             raise InputError(
                 f"{self.src}: not an SQLite file",
                 "give an nsys report (.nsys-rep, .sqlite, .qdstrm) or a Kineto trace",
@@ -331,9 +337,11 @@ def _ints(*names: str) -> dict[str, pl.DataType]:
 
 _KERNEL_COLS = _ints(
     "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
-    "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-    "staticSharedMemory", "dynamicSharedMemory", "graphNodeId",
-)  # fmt: skip
+    "shortName", "graphNodeId",
+) | {  # int32 as in the run file (and in nsys's Parquet): no cast there and back
+    c: pl.Int32() for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+                            "registersPerThread", "staticSharedMemory", "dynamicSharedMemory")
+}  # fmt: skip
 _RUNTIME_COLS = _ints(
     "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"
 )
@@ -418,12 +426,6 @@ def _codes(codes: pl.Series, names: list[str]) -> pa.DictionaryArray:
     """Small int codes → dictionary column over `names`."""
     return pa.DictionaryArray.from_arrays(
         codes.cast(pl.Int32).to_arrow(), pa.array(names, pa.string())
-    )
-
-
-def _const(value: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())
     )
 
 
@@ -835,6 +837,13 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         "time_base": "nsys session start",
     }
     return Run(tables=tables, metadata=metadata, warnings=warnings)
+
+
+# Every table read_nsys reads: `nsys export --tables` exports only these (faster, smaller).
+TABLES_READ = (
+    *META_TABLES, STRINGS, "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
+    "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
+)  # fmt: skip
 
 
 def is_nsys(tables: set[str]) -> bool:

@@ -23,6 +23,8 @@ Model (times relative to each cycle's first GPU op, host time fixed):
   Where nothing explains the start, the op keeps its measured start.
 - Collectives on >= 2 GPUs: the k-th collective of a cycle on each GPU forms one instance; a
   rank ends no earlier than the last rank's arrival plus its own transfer time.
+- Host syncs inside a cycle (host.py): launches after a cudaDeviceSynchronize / event wait /
+  polling loop move with the GPU work the host waited for.
 
 With HEAD's own durations every equation holds with equality at the measured times, so the
 replay reproduces the measured timeline exactly (tests check the cycle spans).
@@ -39,13 +41,22 @@ import polars as pl
 from tracediff.engine.attribute import GAP_CAUSES
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
+from tracediff.replay.host import HostSyncs, find_syncs
+from tracediff.replay.order import (
+    NEG,
+    NO_EDGES,
+    WAIT_TOL_NS,
+    devprev_of,
+    host_order,
+    is_sorted,
+    missing_slots,
+    wait_edges,
+)
 
-NEG = -(1 << 40)
-"""No release constraint (relative ns); far below any real time, far above int64 overflow."""
+__all__ = ["NEG", "ReplayGraph", "build"]
+
 FLOOR_QUANTILE = 0.05
 """Launch-to-start latency floor: this quantile of host-bound ops' latency (robust to outliers)."""
-WAIT_TOL_NS = 5_000
-"""An unexplained start within this of another stream's op end is taken as waiting on it."""
 
 
 @dataclass
@@ -84,6 +95,7 @@ class ReplayGraph:
     host_perm: np.ndarray  # op indices in (host thread, launch start) order
     gap_old: np.ndarray  # HEAD's idle before the op on its device (attribute.py's gap_ns)
     missing: pl.DataFrame  # template slots absent from a HEAD cycle: _next (op), _cid, _bd, _bg
+    syncs: HostSyncs  # where the host waited for the GPU inside a cycle (host.py)
     cycle_labels: np.ndarray  # original cycle numbers, by dense index
     stats: dict[str, Any] = field(
         default_factory=dict
@@ -116,6 +128,11 @@ _KEY = ["kind", "contributor", "phase", "device_id", "gap_cause"]
 def _ops(c: Comparison) -> pl.DataFrame:
     ops = (getattr(c, "replay_inputs", None) or {}).get("ops")
     if not isinstance(ops, pl.DataFrame) or ops.height == 0:
+        if (c.attribution["kind"] == "host").any() if "kind" in c.attribution.columns else False:
+            raise AnalysisError(
+                "these runs hold host ranges only, no GPU operations: no GPU timeline to replay",
+                "capture with CUDA tracing on (nsys -t cuda,nvtx)",
+            )
         raise AnalysisError(
             "this comparison carries no replay inputs",
             "compute it with tracediff.engine.compare.compare() of this version",
@@ -125,10 +142,23 @@ def _ops(c: Comparison) -> pl.DataFrame:
     )
 
 
+def _strings(df: pl.DataFrame) -> pl.DataFrame:
+    """Categorical name columns as plain strings (the engine may hand either), for joins."""
+    return df.with_columns(
+        pl.col(c).cast(pl.String) for c, t in df.schema.items() if t == pl.Categorical
+    )
+
+
 def _codes(att: pl.DataFrame) -> pl.DataFrame:
     """Attribution keys with their row numbers (the contributor codes)."""
-    return att.with_row_index("_code").select(
-        "kind", "name", "phase", pl.col("device_id").cast(pl.Int32), pl.col("_code").cast(pl.Int64)
+    return _strings(
+        att.with_row_index("_code").select(
+            "kind",
+            "name",
+            "phase",
+            pl.col("device_id").cast(pl.Int32),
+            pl.col("_code").cast(pl.Int64),
+        )
     )
 
 
@@ -140,7 +170,7 @@ def _key_table(h: pl.DataFrame, att: pl.DataFrame) -> tuple[np.ndarray, pl.DataF
     hv = uniq["_h"].to_numpy()
     key = np.searchsorted(hv, hashed["_h"].to_numpy())  # few distinct keys: a binary search each
     first_row = uniq["_r"].to_numpy().astype(np.int64)
-    keys = h[first_row].select(_KEY).with_row_index("_k")
+    keys = _strings(h[first_row].select(_KEY)).with_row_index("_k")
     codes = _codes(att)
     k = ["kind", "name", "phase", "device_id"]
     keys = keys.join(
@@ -215,7 +245,7 @@ def _collectives(ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _base_values(base: pl.DataFrame, att: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """BASE means per aligned slot (duration, transfer, idle before, contributor), per gap cause."""
     _, btail = _collectives(base)
-    b = base.with_columns(pl.Series("_tail", btail))
+    b = _strings(base.with_columns(pl.Series("_tail", btail)))
     codes = _codes(att)
     slot = (
         b.filter(pl.col("slot").is_not_null())
@@ -264,7 +294,7 @@ def build(c: Comparison) -> ReplayGraph:
     if h.height == 0:
         raise AnalysisError("head has no GPU ops inside cycles", "nothing to replay")
     chain_order = ["cycle", "device_id", "stream_id", "start_ns", "end_ns"]
-    if not _sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
+    if not is_sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
         h = h.sort(chain_order)
     n = h.height
     key, keys = _key_table(h, c.attribution)
@@ -359,7 +389,8 @@ def build(c: Comparison) -> ReplayGraph:
             | early_first
         ).alias("_ux"),
     )
-    edges = _wait_edges(h)
+    multi_stream = bool((first & ~new_dev).any())  # else no other stream to wait on
+    edges = wait_edges(h) if multi_stream else NO_EDGES
     has_edge = np.zeros(n, dtype=bool)
     has_edge[edges["_i"].to_numpy()] = True
     h = h.with_columns(pl.Series("_has_edge", has_edge))
@@ -384,7 +415,7 @@ def build(c: Comparison) -> ReplayGraph:
         .otherwise(pl.col("_slack"))
     )
     rl = h.select(release.alias("_r"), lag.alias("_s"))
-    devprev = _devprev(h, first, new_dev)
+    devprev = devprev_of(h, first, new_dev)
     # BASE values of the aligned instance: per slot, else per contributor / gap cause
     kx = keys.select(
         pl.col("_bgc").fill_null(0).round(0).cast(pl.Int64),
@@ -400,20 +431,14 @@ def build(c: Comparison) -> ReplayGraph:
     )
     bd_slot, bt_slot, bg_slot = (sd[x].to_numpy() for x in ("_bd", "_bt", "_bg"))
     has_bs = bd_slot >= 0
-    base_dur = np.where(has_bs, bd_slot, bc)
+    # an op with no slot was added in HEAD: taken from BASE it is removed (-1); a slot BASE never
+    # filled (a device only HEAD has) falls back to BASE's per-instance mean of the contributor
+    base_dur = np.where(has_bs, bd_slot, np.where(has_slot, bc, -1))
     base_tail = np.where(bt_slot >= 0, bt_slot, base_dur)
     base_gap = np.where(has_bs, bg_slot, np.where(has_slot, bgc, 0))
     # host threads: a gap taken from BASE makes the host that much faster for everything it
     # launches afterwards in the cycle (a chain of host-bound launches moves together)
-    host_df = h.select(
-        pl.when(pl.col("launch_start_ns").is_not_null())
-        .then(
-            pl.struct("_cyc", "process_id", "launch_thread_id").hash().reinterpret(signed=True) | 1
-        )
-        .otherwise(0)
-    )
-    host = host_df.to_series().to_numpy()
-    host_perm = np.lexsort((np.arange(n), h["launch_start_ns"].fill_null(NEG).to_numpy(), host))
+    host, host_perm = host_order(h, cyc_d)
     kc = {x: keys[x].to_numpy()[key] for x in ("_cid", "_tid", "_gid")}
     col = lambda x: h[x].to_numpy()  # noqa: E731
     return _cache(
@@ -452,11 +477,12 @@ def build(c: Comparison) -> ReplayGraph:
             host=host,
             host_perm=host_perm,
             gap_old=col("gap_ns").astype(np.int64),
-            missing=_missing(h, bv["slot"]),
+            missing=missing_slots(h, bv["slot"]),
+            syncs=find_syncs(h, (c.replay_inputs or {}).get("head_api"), host),
             cycle_labels=cy[new_cyc],
             stats={
                 "host_bound_ops": int(h["_hb"].sum()),
-                "unaligned_share": float(h["slot"].is_null().mean() or 0.0),
+                "unaligned_share": float(h["slot"].is_null().to_numpy().mean()),
                 "wait_edges": edges.height,
                 # ops that waited on something the trace does not show (the device's first
                 # op of each cycle excluded): they keep their measured start
@@ -472,119 +498,3 @@ def _cache(c: Comparison, g: ReplayGraph) -> ReplayGraph:
     if c.replay_inputs is not None:
         c.replay_inputs["graph"] = g
     return g
-
-
-def _wait_edges(h: pl.DataFrame) -> pl.DataFrame:
-    """Cross-stream edges (src -> _i, lag) for unexplained ops: the other stream's op that ended
-    last before the op started, if it ended within the tolerance."""
-    ux = h.filter(pl.col("_ux")).select("_i", "_cyc", "device_id", "stream_id", "start_ns", "_typ")
-    empty = pl.DataFrame(schema={"_i": pl.Int64, "_src": pl.Int64, "_lag": pl.Int64})
-    if ux.height == 0:
-        return empty
-    ends = h.select(
-        pl.col("_i").alias("_src"),
-        "_cyc",
-        "device_id",
-        pl.col("stream_id").alias("_ss"),
-        pl.col("end_ns").alias("_e"),
-    ).sort("_e")
-    j = ux.sort("start_ns").join_asof(
-        ends,
-        left_on="start_ns",
-        right_on="_e",
-        by=["_cyc", "device_id"],
-        strategy="backward",
-        check_sortedness=False,
-    )
-    tol = pl.max_horizontal(pl.lit(WAIT_TOL_NS), 4 * pl.col("_typ"))
-    j = j.filter(
-        pl.col("_src").is_not_null()
-        & (pl.col("_ss") != pl.col("stream_id"))
-        & (pl.col("start_ns") - pl.col("_e") <= tol)
-    )
-    return (
-        j.select("_i", "_src", (pl.col("start_ns") - pl.col("_e")).alias("_lag"))
-        if j.height
-        else empty
-    )
-
-
-def _missing(h: pl.DataFrame, slots: pl.DataFrame) -> pl.DataFrame:
-    """Template slots a HEAD cycle lacks, each tied to the next present op of the device (`_next`)
-    with BASE's duration and idle before it, and its contributor code (for `--take`)."""
-    empty = pl.DataFrame(
-        schema={"_next": pl.Int64, "_cid": pl.Int64, "_bd": pl.Int64, "_bg": pl.Int64}
-    )
-    present = h.filter(pl.col("slot").is_not_null()).select("_cyc", "device_id", "slot", "_i")
-    if slots.height == 0 or present.height == 0:
-        return empty
-    # only cycles with fewer distinct slots than the template can miss one
-    size = slots.group_by("device_id").len("_tpl")
-    short = (
-        present.group_by("_cyc", "device_id")
-        .agg(pl.len().alias("_n"))
-        .join(size, on="device_id")
-        .filter(pl.col("_n") < pl.col("_tpl"))
-        .select("_cyc", "device_id")
-    )
-    if short.height == 0:
-        return empty
-    tpl = slots.select(
-        "device_id",
-        "slot",
-        pl.col("_bd").round(0).cast(pl.Int64),
-        pl.col("_bg").round(0).cast(pl.Int64),
-        "_cid",
-    )
-    miss = short.join(tpl, on="device_id").join(
-        present, on=["_cyc", "device_id", "slot"], how="anti"
-    )
-    if miss.height == 0:
-        return empty
-    p = present.join(short, on=["_cyc", "device_id"]).sort("slot").rename({"slot": "_ns"})
-    j = miss.sort("slot").join_asof(
-        p,
-        left_on="slot",
-        right_on="_ns",
-        by=["_cyc", "device_id"],
-        strategy="forward",
-        check_sortedness=False,
-    )
-    return j.filter(pl.col("_i").is_not_null()).select(
-        pl.col("_i").alias("_next"), pl.col("_cid").fill_null(-1), "_bd", "_bg"
-    )
-
-
-def _devprev(h: pl.DataFrame, first: np.ndarray, new_dev: np.ndarray) -> np.ndarray:
-    """For each op, the index of the op that ends last among the device's earlier-starting ops of
-    the cycle (-1 for the first): what attribute.py measures a gap from."""
-    n = h.height
-    idx = np.arange(n, dtype=np.int64)
-    if not (first & ~new_dev).any():  # one stream per device and cycle: the stream predecessor
-        return np.where(first, -1, idx - 1)
-    s, e = h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
-    seg = np.cumsum(new_dev) - 1
-    order = np.lexsort((e, s, seg))
-    so, eo, sego = seg[order], e[order], idx[order]
-    segs = np.r_[True, so[1:] != so[:-1]]
-    lo = eo.min()
-    span = int(eo.max() - lo) + 1
-    cm = np.maximum.accumulate((eo - lo) + so * span) - so * span + lo  # running max end per device
-    pos = np.where(eo == cm, np.arange(n), -1)
-    am = np.maximum.accumulate(pos)  # position of the op holding the running max
-    prev = np.r_[-1, am[:-1]]
-    prev = np.where(segs, -1, prev)
-    out = np.full(n, -1, dtype=np.int64)
-    out[sego] = np.where(prev >= 0, sego[np.maximum(prev, 0)], -1)
-    return out
-
-
-def _sorted(df: pl.DataFrame, cols: list[str]) -> bool:
-    """Whether `df` is sorted by `cols` (lexicographically, ascending), checked in a few passes."""
-    if df.height < 2:
-        return True
-    arrs = [df[c].fill_null(NEG).to_numpy() for c in cols]
-    ok = arrs[-1][:-1] <= arrs[-1][1:]
-    for a in reversed(arrs[:-1]):
-        ok = (a[:-1] < a[1:]) | ((a[:-1] == a[1:]) & ok)
-    return bool(ok.all())

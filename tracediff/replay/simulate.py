@@ -15,8 +15,8 @@ What "taken from BASE" means (graph.py holds the BASE values):
 The sweep is vectorised. Within a stream, `start_i = max(R_i, start_{i-1} + d_{i-1} + s_i)` is a
 max-plus recurrence with the closed form `start_i = C_i + cummax_{k<=i}(R_k - C_k)`, C the running
 sum of `d_{i-1} + s_i`: one cumsum and one cumulative max over all chains at once. Cross-stream
-edges and collective arrivals couple chains; they are folded into R and the sweep repeats until
-nothing moves (a monotone fixed point: as many sweeps as cross-stream hops on the longest path).
+edges, collective arrivals and host syncs couple chains; they are folded into R and the sweep
+repeats until nothing moves (as many sweeps as such hops on the longest dependency path).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import polars as pl
 from tracediff.engine.result import KINDS, Comparison
 from tracediff.errors import AnalysisError, UsageError
 from tracediff.replay.graph import NEG, ReplayGraph, build
+from tracediff.replay.host import offsets
+from tracediff.replay.path import critical_path
 
 MAX_SWEEPS = 10_000
 UNALIGNED_WARN = 0.1
@@ -99,7 +101,9 @@ def select(c: Comparison, selectors: list[str]) -> pl.DataFrame:
                     f"--take {sel!r}: not a valid regular expression ({e})",
                     "escape special characters",
                 ) from None
-            m = att.filter((pl.col("kind") != "overlap") & pl.col("name").str.contains(pattern))
+            m = att.filter(
+                (pl.col("kind") != "overlap") & pl.col("name").cast(pl.String).str.contains(pattern)
+            )
         if m.height == 0:
             raise UsageError(
                 f"--take {sel!r} matches no contributor",
@@ -113,42 +117,49 @@ def select(c: Comparison, selectors: list[str]) -> pl.DataFrame:
 
 
 def _seg_cummax(x: np.ndarray, seg: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Cumulative max of x restarting at each segment (segments contiguous, ids increasing)."""
+    """Cumulative max of x restarting at each segment (segments contiguous, ids increasing).
+    Works in place on `x` (callers pass a temporary)."""
     lo = x[first].min() if first.any() else x.min()
-    xc = np.maximum(x, lo)  # below every segment's first value: never the running max
-    span = int(xc.max() - lo) + 1
+    np.maximum(x, lo, out=x)  # below every segment's first value: never the running max
+    x -= lo
+    span = int(x.max()) + 1
     nseg = int(seg[-1]) + 1 if len(seg) else 0
     if span * max(nseg, 1) < (1 << 62):
-        off = seg * span
-        return np.maximum.accumulate(xc - lo + off) - off + lo
-    s = pl.DataFrame({"x": xc, "g": seg}).select(pl.col("x").cum_max().over("g"))
+        off = seg * span  # lift each segment above the previous one: one global accumulate
+        x += off
+        np.maximum.accumulate(x, out=x)
+        x -= off
+        x += lo
+        return x
+    s = pl.DataFrame({"x": x + lo, "g": seg}).select(pl.col("x").cum_max().over("g"))
     return s["x"].to_numpy()
 
 
-def _chains(
-    g: ReplayGraph, r: np.ndarray, d: np.ndarray, s: np.ndarray, efloor: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """One sweep over all chains:
-    start_i = max(r_i, end_{i-1} + s_i), end_i = max(start_i + d_i, efloor_i)."""
+@dataclass
+class _Chains:
+    """What one replay keeps fixed across sweeps: C_i (running sum of d_{i-1} + s_i per chain)."""
+
+    first: np.ndarray
+    seg: np.ndarray  # chain index of each op
+    c: np.ndarray
+    d: np.ndarray
+    s: np.ndarray
+
+
+def _prepare(g: ReplayGraph, d: np.ndarray, s: np.ndarray) -> _Chains:
     first = g.first
-    if efloor is None:  # no collective across GPUs: ends are start + duration
-        rr = r
-    else:
-        prev_floor = np.empty_like(efloor)
-        prev_floor[1:] = efloor[:-1]
-        prev_floor[0] = NEG
-        rr = np.where(first, r, np.maximum(r, np.where(prev_floor > NEG, prev_floor + s, NEG)))
     w = np.empty_like(d)
     w[1:] = d[:-1] + s[1:]
     w[0] = 0
     w[first] = 0
     cs = np.cumsum(w)
-    base = cs[first]
-    seg_first = np.cumsum(first) - 1  # index of the chain among chains
-    c = cs - base[seg_first]
-    start = c + _seg_cummax(rr - c, seg_first, first)
-    end = start + d if efloor is None else np.maximum(start + d, efloor)
-    return start, end
+    seg = np.cumsum(first) - 1
+    return _Chains(first, seg, cs - cs[first][seg], d, s)
+
+
+def _solve(ch: _Chains, rr: np.ndarray) -> np.ndarray:
+    """Starts of one sweep: start_i = max(rr_i, start_{i-1} + d_{i-1} + s_i) on every chain."""
+    return ch.c + _seg_cummax(rr - ch.c, ch.seg, ch.first)
 
 
 def sweep(
@@ -160,29 +171,57 @@ def sweep(
     esrc: np.ndarray,
     edst: np.ndarray,
     elag: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Replay to the fixed point. Returns (start, end, number of sweeps)."""
-    efloor: np.ndarray | None = None
+    shift: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Replay to the fixed point. Returns (start, end, sweeps, the host's releases used last).
+
+    Collective ends, cross edges and host syncs are sparse: each sweep folds them into the
+    releases of the ops they hold back (the op after a collective on its stream; an edge's
+    target; the launches after a sync) and solves the chains again, until no start moves. Each
+    sweep settles one more level of the dependency DAG, so this ends (Jacobi on a DAG)."""
     cg = g.coll_group
-    in_coll = cg >= 0
-    has_coll = bool(in_coll.any())
-    ncg = int(cg.max()) + 1 if has_coll else 0
-    d_eff = np.where(in_coll, np.maximum(tail, 0), d) if has_coll else d
-    start, end = _chains(g, r, d_eff, s, efloor)
-    if len(esrc) == 0 and not has_coll:
-        return start, end, 1
+    ci = np.flatnonzero(cg >= 0)  # collectives on >= 2 GPUs
+    hs = g.syncs
+    shift = np.zeros(len(d), dtype=np.int64) if shift is None else shift
+    d_eff = d.copy()
+    if len(ci):
+        d_eff[ci] = np.maximum(tail[ci], 0)
+    ch = _prepare(g, d_eff, s)
+    start = _solve(ch, r)
+    if len(esrc) == 0 and len(ci) == 0 and hs.n == 0:
+        return start, start + d_eff, 1, r
+    if len(ci):
+        order = ci[np.argsort(cg[ci], kind="stable")]
+        bounds = np.flatnonzero(np.r_[True, cg[order][1:] != cg[order][:-1]])
+        grp_of = np.searchsorted(np.unique(cg[ci]), cg[ci])  # group row of each collective
+        nxt = ci + 1  # the op after the collective on its stream, if any
+        has_next = nxt < len(d)
+        has_next[has_next] = ~g.first[nxt[has_next]]
+        efloor_ci = np.full(len(ci), NEG, dtype=np.int64)
+    gated = (hs.op_win >= 0) & (r > NEG)
+    gate_k = hs.op_win[gated]
     for k in range(2, MAX_SWEEPS + 1):
-        r2 = r.copy()
+        end = start + d_eff
+        if len(ci):
+            efloor_ci = np.maximum.reduceat(start[order], bounds)[grp_of] + tail[ci]
+            end[ci] = np.maximum(end[ci], efloor_ci)
+        rh = r.copy()  # the host's releases: launches after a sync move with it
+        if hs.n:
+            u = offsets(hs, end, shift)
+            rh[gated] += u[gate_k] + shift[hs.prev_op[gate_k]]
+        rr = rh.copy()
+        if len(ci):  # a collective's end floor holds back the next op on its stream
+            tgt = nxt[has_next]  # distinct ops: plain fancy indexing, no ufunc.at
+            rr[tgt] = np.maximum(rr[tgt], end[ci][has_next] + s[tgt])
         if len(esrc):
-            np.maximum.at(r2, edst, end[esrc] + elag)
-        if has_coll:
-            last = np.full(ncg, NEG, dtype=np.int64)
-            np.maximum.at(last, cg[in_coll], start[in_coll])
-            efloor = np.where(in_coll, last[np.maximum(cg, 0)] + tail, NEG)
-        s2, e2 = _chains(g, r2, d_eff, s, efloor)
-        if np.array_equal(s2, start) and np.array_equal(e2, end):
-            return s2, e2, k
-        start, end = s2, e2
+            np.maximum.at(rr, edst, end[esrc] + elag)
+        s2 = _solve(ch, rr)
+        if np.array_equal(s2, start):
+            end = s2 + d_eff
+            if len(ci):
+                end[ci] = np.maximum(end[ci], efloor_ci)
+            return s2, end, k, rh
+        start = s2
     raise AnalysisError(
         f"the replay did not settle after {MAX_SWEEPS} sweeps",
         "the dependency graph has a cycle; please report this trace",
@@ -222,8 +261,9 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
     d, r, s, tail = g.dur.copy(), g.release.copy(), g.lag.copy(), g.coll_tail.copy()
     esrc, edst, elag = g.edge_src, g.edge_dst, g.edge_lag
     if len(chosen) == 0:
-        return d, r, s, tail, esrc, edst, elag
+        return d, r, s, tail, esrc, edst, elag, np.zeros(len(d), dtype=np.int64)
     n = len(d)
+    shift = np.zeros(n, dtype=np.int64)
     pick = np.zeros(
         max(int(chosen.max()), int(g.cid.max()), int(g.tid.max()), int(g.gid.max()), 0) + 2,
         dtype=bool,
@@ -258,7 +298,7 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
     if take_g.any():
         # every gap contributor taken: BASE's idle slot by slot (its whole gap structure); some:
         # BASE's mean idle of the same cause and phase, as attribution groups them
-        gap_codes = np.unique(g.gid[g.gid >= 0])
+        gap_codes = np.flatnonzero(np.bincount(g.gid[g.gid >= 0], minlength=1))
         by_slot = all_selected or bool(pick[gap_codes].all())
         if by_slot:
             gap = g.base_gap
@@ -269,7 +309,6 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
         delta = np.where(take_g & (g.host != 0), g.gap_old - gap, 0)
         if delta.any():
             p = g.host_perm
-            shift = np.empty(n, dtype=np.int64)
             shift[p] = _seg_cumsum(delta[p], g.host[p])
             r = np.where((r > NEG) & (g.host != 0), r - shift, r)
         pred = np.arange(n) - 1
@@ -283,7 +322,7 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
         edst = np.concatenate([edst, idx])
         elag = np.concatenate([elag, gap[idx]])
     s = s + extra
-    return d, r, s, tail, esrc, edst, elag
+    return d, r, s, tail, esrc, edst, elag, shift
 
 
 @dataclass
@@ -296,6 +335,7 @@ class Replayed:
     edge_src: np.ndarray
     edge_dst: np.ndarray
     edge_lag: np.ndarray
+    shift: np.ndarray  # host speed-up from idle taken away (cumulative per thread, graph order)
 
 
 def replay(
@@ -303,9 +343,9 @@ def replay(
 ) -> Replayed:
     """Replay every cycle of HEAD with the chosen contributors taken from BASE."""
     chosen = np.zeros(0, dtype=np.int64) if chosen is None else np.asarray(chosen, dtype=np.int64)
-    d, r, s, tail, esrc, edst, elag = _inputs(g, chosen, all_selected)
-    start, end, k = sweep(g, d, r, s, tail, esrc, edst, elag)
-    return Replayed(start, end, k, r, s, esrc, edst, elag)
+    d, r, s, tail, esrc, edst, elag, shift = _inputs(g, chosen, all_selected)
+    start, end, k, r_final = sweep(g, d, r, s, tail, esrc, edst, elag, shift)
+    return Replayed(start, end, k, r_final, s, esrc, edst, elag, shift)
 
 
 def predict(comparison: Comparison, selector: str | list[str], *, top: int = 10) -> WhatIf:
@@ -353,7 +393,7 @@ def predict(comparison: Comparison, selector: str | list[str], *, top: int = 10)
             "in content); taken from base they are removed, so the prediction is only as good "
             "as the alignment: check --cycle"
         )
-    if chosen_df["name"].str.ends_with("[wait for last rank]").any():
+    if chosen_df["name"].cast(pl.String).str.ends_with("[wait for last rank]").any():
         warnings.append(
             "a collective's wait follows from the other ranks' timelines: "
             "take the straggler's ops instead"
@@ -376,130 +416,6 @@ def predict(comparison: Comparison, selector: str | list[str], *, top: int = 10)
     )
 
 
-# ---------------------------------------------------------------- critical path
-
-_IDLE = {
-    "host": "idle: waiting for the host to launch",
-    "dispatch": "idle: gap after the previous op on the stream",
-    "cross": "idle: waiting on another stream",
-}
-
-
-def critical_path(g: ReplayGraph, rp: Replayed, spans: pl.DataFrame, top: int) -> pl.DataFrame:
-    """What each cycle's critical path is made of, summed over cycles: ops per contributor and
-    the idle on the path. Walked back from the op that ends last on the critical device: an op
-    whose start is bound by its stream predecessor leads to it, one bound by a cross edge to the
-    edge's source, a collective that ended at the last rank's arrival to that rank, and a host
-    release ends the walk (the time before it is host time). Shares are of the replayed span."""
-    n = len(rp.start)
-    start, end = rp.start, rp.end
-    if n == 0 or spans.height == 0:
-        return pl.DataFrame(
-            schema={
-                "kind": pl.String,
-                "name": pl.String,
-                "phase": pl.String,
-                "ms_per_cycle": pl.Float64,
-                "share": pl.Float64,
-            }
-        )
-    idx = np.arange(n)
-    prev_end = np.r_[NEG, end[:-1]]
-    chain_bound = ~g.first & (start == prev_end + rp.lag)
-    host_bound = ~chain_bound & (start == rp.release)
-    # the cross edge that binds each remaining op
-    bind_src = np.full(n, -1, dtype=np.int64)
-    if len(rp.edge_src):
-        hit = end[rp.edge_src] + rp.edge_lag == start[rp.edge_dst]
-        bind_src[rp.edge_dst[hit]] = rp.edge_src[hit]
-    # collectives that ended at the last rank's arrival + transfer: jump to that rank
-    cg = g.coll_group
-    last_rank = np.full(n, -1, dtype=np.int64)
-    if (cg >= 0).any():
-        m = cg >= 0
-        order = np.lexsort((start[m], cg[m]))
-        grp_sorted = cg[m][order]
-        last_of = np.full(int(cg.max()) + 1, -1, dtype=np.int64)
-        last_of[grp_sorted] = idx[m][order]  # the latest start of each group wins
-        last_rank[m] = last_of[cg[m]]
-    floor_bound = (last_rank >= 0) & (last_rank != idx) & (end > start + np.maximum(g.coll_tail, 0))
-    # runs of chain-bound ops are contiguous: walk them in one step
-    boundary = ~chain_bound | np.r_[False, floor_bound[:-1]]
-    head = np.maximum.accumulate(np.where(boundary, idx, 0))
-    busy = (end - start).astype(np.float64)
-    lag_cs = np.r_[0, np.cumsum(np.where(chain_bound, start - prev_end, 0))]
-    # sinks: the op ending last on each cycle's critical device (ops are sorted by cycle)
-    crit_dev = np.full(len(g.cycle_labels), -1, dtype=np.int64)
-    crit_dev[spans["c"].to_numpy()] = spans["dev"].to_numpy()
-    span_s = np.zeros(len(g.cycle_labels), dtype=np.int64)
-    span_s[spans["c"].to_numpy()] = spans["s"].to_numpy()
-    on_crit = g.device == crit_dev[g.cycle]
-    e_crit = np.where(on_crit, end, NEG)
-    cstart = np.flatnonzero(np.r_[True, g.cycle[1:] != g.cycle[:-1]])
-    cmax = np.maximum.reduceat(e_crit, cstart)
-    is_sink = on_crit & (e_crit == cmax[g.cycle])
-    first_sink = (
-        is_sink
-        & np.r_[True, (np.maximum.accumulate(np.where(is_sink, g.cycle, -1))[:-1] != g.cycle[1:])]
-    )
-    cur = np.flatnonzero(first_sink)
-    s0 = span_s[g.cycle[cur]]
-    diff = np.zeros(n + 1)
-    on_tail = np.zeros(n)
-    idle = dict.fromkeys(_IDLE, 0.0)
-    for _ in range(n + 1):
-        if len(cur) == 0:
-            break
-        fb = floor_bound[cur]
-        # floor-bound collectives: their transfer after the last arrival, then the last rank's start
-        on_tail[cur[fb]] += (end[cur[fb]] - start[last_rank[cur[fb]]]).clip(min=0)
-        at_start = np.where(fb, last_rank[cur], -1)
-        # others: the whole run up to its head
-        cr = cur[~fb]
-        h = head[cr]
-        diff += np.bincount(h, minlength=n + 1) - np.bincount(cr + 1, minlength=n + 1)
-        idle["dispatch"] += float((lag_cs[cr + 1] - lag_cs[h + 1]).sum())
-        at_start[~fb] = h
-        # leave each start: via the stream predecessor (after a floor-bound op), an edge, the host
-        x = at_start
-        via_chain = chain_bound[x]
-        idle["dispatch"] += float((start[x] - prev_end[x])[via_chain].sum())
-        hb = ~via_chain & (host_bound[x] | (bind_src[x] < 0))
-        idle["host"] += float((start[x[hb]] - s0[hb]).clip(min=0).sum())
-        ve = ~via_chain & ~hb
-        idle["cross"] += float((start[x[ve]] - end[bind_src[x[ve]]]).clip(min=0).sum())
-        nxt = np.where(via_chain, x - 1, np.where(ve, bind_src[x], -1))
-        keep = nxt >= 0
-        cur, s0 = nxt[keep], s0[keep]
-    on = np.where(np.cumsum(diff[:-1]) > 0, busy, 0.0) + on_tail
-    t_key = np.bincount(g.key, weights=on, minlength=g.keys.height)
-    per = g.keys.select("kind", pl.col("contributor").alias("name"), "phase").with_columns(
-        pl.Series("t", t_key)
-    )
-    per = per.filter(pl.col("t") > 0).group_by("kind", "name", "phase").agg(pl.col("t").sum())
-    extra = pl.DataFrame(
-        {
-            "kind": ["gap"] * 3,
-            "name": [_IDLE[k] for k in idle],
-            "phase": ["-"] * 3,
-            "t": [idle[k] for k in idle],
-        }
-    )
-    per = pl.concat([per, extra.filter(pl.col("t") > 0)], how="vertical_relaxed")
-    total = float(spans["span"].sum())
-    return (
-        per.select(
-            "kind",
-            "name",
-            "phase",
-            (pl.col("t") / 1e6 / spans.height).alias("ms_per_cycle"),
-            (pl.col("t") / total).alias("share"),
-        )
-        .sort("ms_per_cycle", descending=True)
-        .head(top)
-    )
-
-
 def recover_top(comparison: Comparison, n: int = 5) -> pl.DataFrame:
     """For each of the top `n` contributors (by |change|, overlap excluded): HEAD's predicted mean
     cycle with only that contributor taken from BASE, and the time that recovers. One replay each
@@ -514,8 +430,9 @@ def recover_top(comparison: Comparison, n: int = 5) -> pl.DataFrame:
             "recovered_ms_per_cycle": pl.Float64,
         }
     )
-    if top.height == 0:
-        return out
+    ops = (comparison.replay_inputs or {}).get("ops")
+    if top.height == 0 or not isinstance(ops, pl.DataFrame) or ops.height == 0:
+        return out  # nothing to replay (host-only runs): the report shows no what-if section
     g = build(comparison)
     own = g.stats.get("own")
     if not isinstance(own, Replayed):
