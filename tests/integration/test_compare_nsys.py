@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.gen_nsys import AddedCopy, HostGap, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 
@@ -30,24 +31,10 @@ H200 = Path(__file__).parent.parent / "data" / "h200"
 
 
 def _stats(nsys: str, rep: Path, report: str) -> list[dict[str, str]]:
-    out = subprocess.run(
-        [
-            nsys,
-            "stats",
-            "--report",
-            report,
-            "--format",
-            "csv",
-            "--output",
-            "-",
-            "--force-export=true",
-            str(rep),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    """Rows of one `nsys stats` report (CSV) on a .nsys-rep (exported afresh) or an .sqlite."""
+    fresh = ["--force-export=true"] if rep.suffix == ".nsys-rep" else []
+    cmd = [nsys, "stats", "--report", report, "--format", "csv", "--output", "-", *fresh, str(rep)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
     text = out.stdout[out.stdout.index("\n", out.stdout.index("Processing [")) + 1 :]
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -101,3 +88,26 @@ def test_totals_equal_nsys_cuda_gpu_kern_sum(nsys: str, tmp_path: Path) -> None:
     assert j.height == ref.height == tot.height  # same kernel names on both sides
     assert (j["n"] == j["base_count"]).all()
     assert ((j["ns"] / 1e6 - j["base_ms"]).abs() < 1e-6).all()
+
+
+def test_generated_export_reads_in_nsys_like_a_capture(nsys: str, tmp_path: Path) -> None:
+    """tests/gen_nsys.py writes what nsys itself can report on, and both tools cut the same cycles:
+    nsys's projection of every `cycle` range (each rank's thread) equals our per-GPU cycle span."""
+    t = write_report(tmp_path / "gen.sqlite", 2, 6, 24, [AddedCopy(3), HostGap(10, 30_000)], seed=7)
+    rows = [r for r in _stats(nsys, t.path, "nvtx_gpu_proj_trace") if r["Name"] == "cycle"]
+    proj = pl.DataFrame(
+        {
+            "pid": [int(r["PID"]) for r in rows],
+            "start": [int(r["Projected Start (ns)"]) for r in rows],
+            "dur": [int(r["Projected Duration (ns)"]) for r in rows],
+            "ops": [int(r["NumGPUOps"]) for r in rows],
+        }
+    ).sort("pid", "start")
+    assert proj.height == t.n_gpus * t.n_cycles
+    assert (proj["ops"] == t.ops_per_cycle).all()
+    run = load(t.path)
+    ours = compare(run, run).cycles.filter(pl.col("side") == "base").sort("device_id", "cycle")
+    assert ours["start_ns"].to_list() == proj["start"].to_list()
+    assert ours["span_ns"].to_list() == proj["dur"].to_list()
+    kern = _stats(nsys, t.path, "cuda_gpu_kern_sum")
+    assert sum(int(r["Instances"]) for r in kern) == t.kernels

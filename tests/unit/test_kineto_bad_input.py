@@ -130,3 +130,13 @@ def test_events_without_ts_are_skipped(tmp_path: Path) -> None:
     run = read_kineto(p)
     assert run.tables["kernels"].num_rows == len(kernels) - 1
     assert any("1 events have no ts and were skipped" in w for w in run.warnings)
+
+
+def test_unlisted_category_and_phase_still_read(tmp_path: Path) -> None:
+    doc = json.loads(_text())
+    n = sum(e.get("cat") == "kernel" for e in doc["traceEvents"])
+    extra = {"ph": "X", "cat": "my_plugin", "name": "x", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}
+    doc["traceEvents"] += [extra, {**extra, "ph": "Z"}]
+    p = tmp_path / "custom.json"
+    p.write_text(json.dumps(doc))
+    assert read_kineto(p).tables["kernels"].num_rows == n

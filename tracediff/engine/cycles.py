@@ -161,7 +161,13 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
 
 
 def _period(names: np.ndarray) -> int | None:
-    """Shortest period P (>= 2 ops) such that names repeat with period P for >= 90 % of positions."""
+    """The op sequence's period: the lag P at which names repeat best (name[i] == name[i + P]).
+
+    Candidates are the common index distances between repeats of a name. A cycle made of similar
+    halves (8 target layers, then 1-layer draft steps of the same kernels) also repeats well at a
+    fraction of its length, but less exactly: take the best-matching lag, and among lags within
+    0.5 % of it the shortest (multiples of the period match as well as the period itself).
+    """
     n = len(names)
     if n < 6:
         return None
@@ -170,16 +176,13 @@ def _period(names: np.ndarray) -> int | None:
         s.with_columns(pl.col("i").diff().over("n").alias("d"))
         .drop_nulls("d").group_by("d").len().sort("len", descending=True).head(64)["d"].to_list()
     )
-    best = None
-    for p in sorted(int(d) for d in diffs if 2 <= d <= n // 3):
-        match = float(np.mean(names[:-p] == names[p:]))
-        if match >= 0.9:
-            return p
-        if best is None or match > best[1]:
-            best = (p, match)
-    if best and best[1] >= 0.75:
-        return best[0]
-    return None
+    scores = {p: float(np.mean(names[:-p] == names[p:])) for p in sorted(int(d) for d in diffs if 2 <= d <= n // 3)}
+    if not scores:
+        return None
+    best = max(scores.values())
+    if best < 0.75:
+        return None
+    return min(p for p, m in scores.items() if m >= best - 0.005)
 
 
 def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
@@ -198,13 +201,21 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
         prev_end = d["end_ns"].cum_max().shift(1)
         gap = (d["start_ns"] - prev_end).fill_null(0).clip(lower_bound=0).to_numpy()
         idx = np.arange(d.height)
-        resid = pl.DataFrame({"r": idx % p, "g": gap}).group_by("r").agg(pl.col("g").median()).sort("g", descending=True)
+        # the anchor must be an op that occurs once per period (a name that recurs inside the
+        # cycle would cut it in pieces); among those, the one after the longest idle
+        counts = np.bincount(codes)
+        once = np.abs(counts[codes] - d.height / p) <= max(1.0, 0.1 * d.height / p)
+        resid = (
+            pl.DataFrame({"r": idx % p, "g": gap, "once": once})
+            .group_by("r").agg(pl.col("g").median(), pl.col("once").mean())
+            .sort(["once", "g"], descending=[True, True])
+        )
         r0 = int(resid["r"][0])
         anchor = codes[r0]
         occ = np.flatnonzero(codes == anchor)
         starts = []
         for o in occ:  # loop over anchor occurrences (one per cycle), not over events
-            if not starts or o - starts[-1] >= p // 2 + 1:
+            if not starts or o - starts[-1] >= 0.9 * p:  # the anchor may recur inside a cycle
                 starts.append(int(o))
         starts_a = np.asarray(starts)
         if len(starts_a) < 2:
