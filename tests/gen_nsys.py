@@ -201,8 +201,12 @@ def write_report(
                 raise ValueError(f"SlowerKernel: no kernel {ch.name!r} in the cycle")
             extra[hit] += ch.extra_ns
         elif isinstance(ch, HostGap):
+            if not 1 <= ch.before_op < len(codes):  # op 0's idle is the cycle start, not a gap
+                raise ValueError(f"HostGap: before_op must be in 1..{len(codes) - 1}")
             host_gap[ch.before_op] += ch.gap_ns
         elif isinstance(ch, Straggler):
+            if n_gpus < 2 or not 0 <= ch.rank < n_gpus:
+                raise ValueError(f"Straggler: rank must be in 0..{n_gpus - 1} of 2+ GPUs")
             straggle[ch.rank] += ch.late_ns
     copies = [ch for ch in changes if isinstance(ch, AddedCopy)]
     for ch in sorted(copies, key=lambda c: -c.after_op):

@@ -82,7 +82,11 @@ def _align_seq(seq: list[int], tpl: list[int], seq_kind: list[str], tpl_kind: li
 
 def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     """Add slot/status/contributor columns. Returns (ops, templates by device)."""
-    ops = ops.sort("side", "device_id", "cycle", "start_ns", "end_ns").with_columns(
+    # (side, device, cycle) packed in one integer: the same order ("base" < "head"; device ids
+    # < 2**16, cycles < 2**32), and a 3-key numeric sort costs ~1/3 of 5 keys with a string
+    group = ((pl.col("side") == "head").cast(pl.Int64) * (1 << 48)
+             + pl.col("device_id").cast(pl.Int64) * (1 << 32) + pl.col("cycle"))
+    ops = ops.sort(group, "start_ns", "end_ns").with_columns(
         pl.col("name").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("_code"),
         pl.int_range(pl.len()).over("side", "device_id", "cycle").alias("_pos"),
     )

@@ -30,7 +30,10 @@ GAP_CAUSES = {
 def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(ops with gap_ns/gap_cause, cycles: side, cycle, device_id, start_ns, end_ns, span_ns, busy_ns, idle_ns, critical)."""
     g = ["side", "cycle", "device_id"]
-    ops = ops.sort(*g, "start_ns", "end_ns").with_columns(
+    # (side, cycle, device) packed in one integer (see align.align): same order, cheaper sort
+    group = ((pl.col("side") == "head").cast(pl.Int64) * (1 << 62)
+             + pl.col("cycle") * (1 << 16) + pl.col("device_id").cast(pl.Int64))
+    ops = ops.sort(group, "start_ns", "end_ns").with_columns(
         pl.col("end_ns").cum_max().shift(1).over(g).alias("_prev_end")
     ).with_columns(
         (pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).fill_null(0).alias("gap_ns")
