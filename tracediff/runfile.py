@@ -46,6 +46,14 @@ class Run:
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    def read(self, name: str) -> pa.Table:
+        """A table without keeping it cached: for one-pass consumers of big tables (the engine's
+        op extraction, export), so a memory-mapped run does not hold every table it ever read.
+        An in-memory run (parsed from a report) returns its table as is."""
+        if isinstance(self.tables, _LazyTables):
+            return self.tables.load_uncached(name) if name in self.tables else schema.empty(name)
+        return self.table(name)
+
     def table(self, name: str) -> pa.Table:
         t = self.tables.get(name)
         return schema.empty(name) if t is None else t
@@ -141,7 +149,12 @@ class _LazyTables(dict[str, pa.Table]):
         self._offsets = offsets
         self._source = source
 
-    def _load(self, name: str) -> pa.Table:
+    def load_uncached(self, name: str) -> pa.Table:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        return self._load(name, cache=False)
+
+    def _load(self, name: str, cache: bool = True) -> pa.Table:
         off, length = self._offsets[name]
         try:
             reader = ipc.open_file(pa.py_buffer(self._buf)[off : off + length])
@@ -151,7 +164,8 @@ class _LazyTables(dict[str, pa.Table]):
                 f"{self._source}: table {name!r} is corrupt ({e})", "parse the report again"
             ) from None
         schema.validate(name, table, self._source)
-        dict.__setitem__(self, name, table)
+        if cache:
+            dict.__setitem__(self, name, table)
         return table
 
     def __getitem__(self, name: str) -> pa.Table:

@@ -288,3 +288,24 @@ def test_cycles_only_one_run_has_are_shown_as_missing(data_dir) -> None:  # noqa
         assert "base —" in strip and "head 6.464 ms" in strip
 
     run(body, TracediffApp(c), size=(100, 30))
+
+
+def test_whatif_key_predicts_the_selected_contributor(comparison: Comparison) -> None:
+    """`x` replays head with the highlighted contributor from base; the screen holds the same
+    prediction as the library, and it moves the cycle time toward base by that contributor."""
+    from tracediff.replay import predict
+
+    async def body(pilot: Pilot) -> None:
+        s = await ready(pilot)
+        cid = s.table.current()
+        assert cid is not None
+        await pilot.press("x")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        w = s.last_whatif
+        assert w is not None and w.selected["contributor_id"].to_list() == [cid]
+        ref = predict(comparison, cid)
+        assert abs(w.predicted_ms_per_cycle - ref.predicted_ms_per_cycle) < 1e-9
+        assert abs(w.head_ms_per_cycle - comparison.head.mean_ms) < 1e-9
+
+    run(body, TracediffApp(comparison))

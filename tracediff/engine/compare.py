@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import polars as pl
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine.cycles import Segmentation, segment
-from tracediff.engine.ops import gpu_ops
+from tracediff.engine.ops import gpu_ops_counted
 from tracediff.engine.result import Comparison, EnvDiff, SideSummary
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
@@ -133,13 +134,12 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared."""
     say = progress or (lambda _msg: None)
     say("collecting GPU operations")
-    ops_b, ops_h = gpu_ops(base), gpu_ops(head)
+    (ops_b, drop_b), (ops_h, drop_h) = gpu_ops_counted(base), gpu_ops_counted(head)
     if ops_b.height == 0 and ops_h.height == 0:  # host-only runs (NVTX ranges, no CUDA trace)
         from tracediff.engine.host import compare_host
 
         return compare_host(base, head, cycle, n_boot)
-    dropped = {s: r.table("kernels").num_rows + r.table("memops").num_rows - o.height  # gpu_ops drops end < start
-               for s, r, o in (("base", base, ops_b), ("head", head, ops_h))}
+    dropped = {"base": drop_b, "head": drop_h}  # gpu_ops drops ops that end before they start
     say("finding cycles")
     seg_b = segment(base, ops_b, cycle)
     spec = cycle
@@ -159,10 +159,12 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     del ops_b, ops_h  # the cycle-tagged copies are in seg_*.ops; free ~100 bytes per op a side
     if ndev_b != ndev_h:
         warnings.append(f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one")
+    devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in (("base", seg_b), ("head", seg_h))}
     ops = pl.concat([
         seg_b.ops.with_columns(pl.lit("base").alias("side")),
         seg_h.ops.with_columns(pl.lit("head").alias("side")),
     ], how="diagonal_relaxed")
+    seg_b.ops, seg_h.ops = seg_b.ops.clear(), seg_h.ops.clear()  # `ops` holds them now
     say(f"aligning {ops.height} operations")
     ops, templates = al.align(ops)
     say("attributing")
@@ -215,7 +217,7 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     significant = bool((tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS)  # NaN CI: False
     if len(sb) < 2 or len(sh) < 2:
         warnings.append("fewer than 2 cycles on a side: no confidence intervals, nothing is called significant")
-    events = _events(ops, cyc, attribution)
+    events = partial(_events, ops, cyc, attribution)  # built when first read (Comparison.events)
     wall = {s: walls.get(s) for s in ("base", "head")}
     # cycles table
     if seg_b.ranges.height and seg_h.ranges.height:
@@ -229,8 +231,8 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     cyc_out = cyc.select("side", "cycle", pl.col("device_id").cast(pl.Int32), "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "wall_ns", "critical")
     del templates
     return Comparison(
-        base=_side_summary(base, seg_b, sb, wall["base"], sorted(seg_b.ops["device_id"].unique().to_list())),
-        head=_side_summary(head, seg_h, sh, wall["head"], sorted(seg_h.ops["device_id"].unique().to_list())),
+        base=_side_summary(base, seg_b, sb, wall["base"], devices["base"]),
+        head=_side_summary(head, seg_h, sh, wall["head"], devices["head"]),
         delta_ms_per_cycle=delta,
         delta_ci95=(float(tot_lo[0]), float(tot_hi[0])),
         delta_pct=100.0 * delta / float(sb.mean()) if sb.mean() else float("nan"),

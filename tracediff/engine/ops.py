@@ -15,12 +15,17 @@ from tracediff.runfile import Run
 
 
 def _frame(run: Run, table: str) -> pl.DataFrame:
-    df = pl.from_arrow(run.table(table))
+    df = pl.from_arrow(run.read(table))  # not cached in the run: the ops frame replaces it
     assert isinstance(df, pl.DataFrame)
     return df
 
 
 def gpu_ops(run: Run) -> pl.DataFrame:
+    return gpu_ops_counted(run)[0]
+
+
+def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
+    """(ops, how many kernels/copies were dropped for ending before they start or never ending)."""
     k = _frame(run, "kernels")
     m = _frame(run, "memops")
     common = ["device_id", "process_id", "stream_id", "start_ns", "end_ns", "duration_ns",
@@ -32,8 +37,11 @@ def gpu_ops(run: Run) -> pl.DataFrame:
     kernels = k.select(
         *common,
         pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
-        pl.concat_str([pl.col("grid_x"), pl.col("grid_y"), pl.col("grid_z")], separator="x", ignore_nulls=True).alias("grid"),
-        pl.concat_str([pl.col("block_x"), pl.col("block_y"), pl.col("block_z")], separator="x", ignore_nulls=True).alias("block"),
+        # launch configurations repeat: categorical, like names
+        pl.concat_str([pl.col("grid_x"), pl.col("grid_y"), pl.col("grid_z")], separator="x", ignore_nulls=True)
+        .cast(pl.Categorical).alias("grid"),
+        pl.concat_str([pl.col("block_x"), pl.col("block_y"), pl.col("block_z")], separator="x", ignore_nulls=True)
+        .cast(pl.Categorical).alias("block"),
         pl.lit(None, pl.Int64).alias("bytes"),
     ).with_columns(
         pl.when(pl.col("name").is_in(comm.implode())).then(pl.lit("collective")).otherwise(pl.lit("kernel")).alias("kind"),
@@ -43,10 +51,13 @@ def gpu_ops(run: Run) -> pl.DataFrame:
         pl.when(pl.col("kind").cast(pl.String) == "memcpy")
         .then(pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String).fill_null("?")]))
         .otherwise(pl.lit("Memset")).cast(pl.Categorical).alias("name"),
-        pl.lit(None, pl.String).alias("grid"),
-        pl.lit(None, pl.String).alias("block"),
+        pl.lit(None, pl.Categorical).alias("grid"),
+        pl.lit(None, pl.Categorical).alias("block"),
         "bytes",
         pl.col("kind").cast(pl.String),
     )
     ops = pl.concat([kernels, memops], how="diagonal_relaxed")
-    return ops.filter(pl.col("end_ns") >= pl.col("start_ns")).sort("device_id", "start_ns", "end_ns")
+    n = ops.height
+    del k, m, kernels, memops
+    ops = ops.filter(pl.col("end_ns") >= pl.col("start_ns")).sort("device_id", "start_ns", "end_ns")
+    return ops, n - ops.height

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from tracediff import __version__, schema
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.errors import OutputError, UsageError
-from tracediff.runfile import Run, _LazyTables
+from tracediff.runfile import Run
 
 EXPORT_VERSION = 1
 """Version of this folder layout and the diff-table schemas below; in `_tracediff.json`."""
@@ -359,13 +359,6 @@ def unique_label(label: str, taken: Sequence[str]) -> str:
     return cand
 
 
-def _release(run: Run, name: str) -> None:
-    # A memory-mapped run caches each table on first access; drop it so that the next table
-    # does not stack on top. It is read again from the file if anything asks for it later.
-    if isinstance(run.tables, _LazyTables):
-        dict.pop(run.tables, name, None)
-
-
 def write_run_tables(
     run: Run, root: Path, label: str, progress: Progress | None = None
 ) -> dict[str, int]:
@@ -374,7 +367,8 @@ def write_run_tables(
     for name in schema.TABLES:
         if progress:
             progress(f"writing {label}: {name}")
-        table = schema.conform(name, run.table(name))
+        # read without caching, so the next table does not stack on top of this one
+        table = schema.conform(name, run.read(name))
         base = root / name / f"run={label}"
         if name in PARTITIONED:
             write_partitioned(table, base, ["device_id"])
@@ -382,7 +376,6 @@ def write_run_tables(
             _write_file(table, base / "part-0.parquet")
         rows[name] = table.num_rows
         del table
-        _release(run, name)
     return rows
 
 

@@ -62,6 +62,12 @@ class MainScreen(Screen[None]):
         Binding("0", "fit", "Fit cycle", tooltip="show the whole cycle"),
         Binding("a", "align", "Align head", tooltip="draw head so ops matched to base line up"),
         Binding("w", "notes", "Warnings", tooltip="environment differences and warnings"),
+        Binding(
+            "x",
+            "whatif",
+            "What if",
+            tooltip="replay head with the selected contributor taken from base: predicted cycle time",
+        ),
         Binding("escape", "clear_search", "Clear search", show=False),
     ]
 
@@ -72,6 +78,7 @@ class MainScreen(Screen[None]):
         self.kind: str | None = None
         self.gpu: int | None = None
         self.query_text = ""
+        self.last_whatif: Any = None
         self.spans = m.cycle_spans(comparison)
         self.cycle_ids = sorted({int(x) for ids, _ in self.spans.values() for x in ids}) or [0]
         self.cycle = self.cycle_ids[0]
@@ -226,6 +233,28 @@ class MainScreen(Screen[None]):
             exclusive=True,
         )
 
+    def action_whatif(self) -> None:
+        cid = self.table.current()
+        if cid is None:
+            return
+        self.notify(f"{cid}: replaying head with it taken from base…")
+
+        def work() -> tuple[str, Any]:
+            from tracediff.replay import predict  # numpy/polars only; first call builds the graph
+
+            return cid, predict(self.c, cid)
+
+        self.app.run_worker(work, name="whatif", thread=True, exit_on_error=False, group="whatif", exclusive=True)
+
+    def show_whatif(self, cid: str, w: Any) -> None:
+        self.last_whatif = w
+        self.notify(
+            f"what if {cid} were as in base: {w.predicted_ms_per_cycle:.3f} ms/cycle "
+            f"(head {w.head_ms_per_cycle:.3f}, base {w.base_ms_per_cycle:.3f}): "
+            f"recovers {w.recovered_ms_per_cycle:+.3f} ms/cycle",
+            timeout=12,
+        )
+
     def jump(self, cid: str, found: tuple[int, float] | None) -> None:
         if found is None:
             self.notify(f"{cid}: no head cycles to compare", severity="warning")
@@ -314,6 +343,8 @@ class TracediffApp(App[None]):
             main.set_model(result)
         elif w.name == "worst" and main is not None:
             main.jump(*result)
+        elif w.name == "whatif" and main is not None:
+            main.show_whatif(*result)
         elif w.name == "drill":
             screen, d = result
             if screen.is_attached:
