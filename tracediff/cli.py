@@ -20,7 +20,10 @@ from tracediff.errors import TracediffError
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse": ("tracediff.commands.parse", "read a report/trace and write a run file (.arrow)"),
     "info": ("tracediff.commands.info", "show what a run file or report holds"),
-    "compare": ("tracediff.commands.compare", "align two runs cycle by cycle and attribute the difference"),
+    "compare": (
+        "tracediff.commands.compare",
+        "align two runs cycle by cycle and attribute the difference",
+    ),
     "whatif": ("tracediff.commands.whatif", "replay HEAD with chosen durations taken from BASE"),
     "export": ("tracediff.commands.export", "write run tables as a Parquet dataset"),
     "capture": ("tracediff.commands.capture", "profile a workload at a git commit under nsys"),
@@ -86,8 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         given = [getattr(args, k, None) for k in ("report", "path", "base", "head")]
         inputs = [str(v) for v in given if v]
-        print(f"tracediff: error: {', '.join(inputs + [''])}out of memory "
-              "(the input is too large for this machine's memory)", file=sys.stderr)
+        print(
+            f"tracediff: error: {', '.join(inputs + [''])}out of memory "
+            "(the input is too large for this machine's memory)",
+            file=sys.stderr,
+        )
         return 1
 
 

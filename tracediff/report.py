@@ -44,29 +44,54 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
         "format_version": 1,
         "base": {k: _f(v) for k, v in asdict(c.base).items()},
         "head": {k: _f(v) for k, v in asdict(c.head).items()},
-        "delta_ms_per_cycle": {"mean": c.delta_ms_per_cycle, "ci95": list(c.delta_ci95), "pct": _f(c.delta_pct),
-                               "significant": c.significant},
+        "delta_ms_per_cycle": {
+            "mean": c.delta_ms_per_cycle,
+            "ci95": list(c.delta_ci95),
+            "pct": _f(c.delta_pct),
+            "significant": c.significant,
+        },
         "noise_floor_ms": c.noise_floor_ms,
         "residual_ms_per_cycle": c.residual_ms_per_cycle,
         "critical_device": c.critical_device,
         "environment": [{"key": d.key, "base": d.base, "head": d.head} for d in c.env_diffs],
         "attribution": [
-            {"id": r["contributor_id"], "kind": r["kind"], "name": r["name"], "phase": r["phase"], "device": r["device_id"],
-             "base_ms_per_cycle": r["base_ms_per_cycle"], "head_ms_per_cycle": r["head_ms_per_cycle"],
-             "delta_ms_per_cycle": r["delta_ms_per_cycle"], "ci95": [r["ci95_low"], r["ci95_high"]],
-             "significant": r["significant"], "share": _f(r["share"]), "status": r["status"],
-             "base_count_per_cycle": r["base_count_per_cycle"], "head_count_per_cycle": r["head_count_per_cycle"]}
+            {
+                "id": r["contributor_id"],
+                "kind": r["kind"],
+                "name": r["name"],
+                "phase": r["phase"],
+                "device": r["device_id"],
+                "base_ms_per_cycle": r["base_ms_per_cycle"],
+                "head_ms_per_cycle": r["head_ms_per_cycle"],
+                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+                "ci95": [r["ci95_low"], r["ci95_high"]],
+                "significant": r["significant"],
+                "share": _f(r["share"]),
+                "status": r["status"],
+                "base_count_per_cycle": r["base_count_per_cycle"],
+                "head_count_per_cycle": r["head_count_per_cycle"],
+            }
             for r in att.iter_rows(named=True)
         ],
         "phases": phase_rollup(c).to_dicts(),
         "host": [
-            {"phase": r["phase"], "base_ms_per_cycle": r["base_ms_per_cycle"], "head_ms_per_cycle": r["head_ms_per_cycle"],
-             "delta_ms_per_cycle": r["delta_ms_per_cycle"], "ci95": [r["ci95_low"], r["ci95_high"]], "significant": r["significant"]}
+            {
+                "phase": r["phase"],
+                "base_ms_per_cycle": r["base_ms_per_cycle"],
+                "head_ms_per_cycle": r["head_ms_per_cycle"],
+                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+                "ci95": [r["ci95_low"], r["ci95_high"]],
+                "significant": r["significant"],
+            }
             for r in c.host.iter_rows(named=True)
-        ] if c.host.height else [],
-        "collectives": c.collectives.rename({"device_id": "device"}).to_dicts() if c.collectives.height else [],
+        ]
+        if c.host.height
+        else [],
+        "collectives": c.collectives.rename({"device_id": "device"}).to_dicts()
+        if c.collectives.height
+        else [],
         "warnings": c.warnings,
-        **({"whatif": _whatif(c).to_dicts()} if _whatif(c) is not None else {}),
+        **({"whatif": wi.to_dicts()} if (wi := _whatif(c)) is not None else {}),
     }
 
 
@@ -80,8 +105,11 @@ def _whatif(c: Comparison) -> pl.DataFrame | None:
 def phase_rollup(c: Comparison) -> pl.DataFrame:
     if c.attribution.height == 0:
         return pl.DataFrame(schema={"phase": pl.String, "delta_ms_per_cycle": pl.Float64})
-    return (c.attribution.group_by("phase").agg(pl.col("delta_ms_per_cycle").sum())
-            .sort(pl.col("delta_ms_per_cycle").abs(), descending=True))
+    return (
+        c.attribution.group_by("phase")
+        .agg(pl.col("delta_ms_per_cycle").sum())
+        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+    )
 
 
 def verdict_lines(c: Comparison) -> list[str]:
@@ -110,55 +138,95 @@ def render_table(c: Comparison, top: int = 15) -> str:
         out.append("")
     out += verdict_lines(c)
     out.append("")
-    out.append(f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name")
+    out.append(
+        f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name"
+    )
     for r in c.attribution.head(top).iter_rows(named=True):
         mark = "*" if r["significant"] else " "
         share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
         ci = f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
         dev = "-" if r["device_id"] is None else str(r["device_id"])
-        name = r["name"] if r["status"] in ("matched", "-", "host-side") else f"{r['name']} ({r['status']})"
-        out.append(f"{r['kind']:<10} {dev:>3} {_short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
-                   f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {_short(name, 70)}")
+        name = (
+            r["name"]
+            if r["status"] in ("matched", "-", "host-side")
+            else f"{r['name']} ({r['status']})"
+        )
+        out.append(
+            f"{r['kind']:<10} {dev:>3} {_short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
+            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {_short(name, 70)}"
+        )
     if c.attribution.height > top:
         rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
-        out.append(f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle")
-    out.append("* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time")
-    if any(s == "host-side" and sig for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)):
-        out.append("note: host-bound idle follows CPU launch speed and swings from run to run; the CI covers cycle-to-cycle"
-                   " noise within these two runs only: repeat the capture before blaming the code")
+        out.append(
+            f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle"
+        )
+    out.append(
+        "* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
+    )
+    if any(
+        s == "host-side" and sig
+        for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)
+    ):
+        out.append(
+            "note: host-bound idle follows CPU launch speed and swings from run to run; the CI covers cycle-to-cycle"
+            " noise within these two runs only: repeat the capture before blaming the code"
+        )
     w = _whatif(c)
     if w is not None and w.height:
         names = dict(zip(c.attribution["contributor_id"], c.attribution["name"], strict=True))
         out.append("")
-        out.append("what-if: replay head with one contributor taken from base (tracediff whatif --take ID):")
+        out.append(
+            "what-if: replay head with one contributor taken from base (tracediff whatif --take ID):"
+        )
         for r in w.iter_rows(named=True):
-            out.append(f"  {r['contributor_id']:>5}  predicted {r['predicted_ms_per_cycle']:9.3f} ms/cycle, "
-                       f"recovers {r['recovered_ms_per_cycle']:+.3f}  {_short(names.get(r['contributor_id'], ''), 60)}")
+            out.append(
+                f"  {r['contributor_id']:>5}  predicted {r['predicted_ms_per_cycle']:9.3f} ms/cycle, "
+                f"recovers {r['recovered_ms_per_cycle']:+.3f}  {_short(names.get(r['contributor_id'], ''), 60)}"
+            )
     roll = phase_rollup(c)
     if roll.height > 1:
         out.append("")
-        out.append("GPU change by phase: " + ", ".join(f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms" for r in roll.iter_rows(named=True)))
+        out.append(
+            "GPU change by phase: "
+            + ", ".join(
+                f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms"
+                for r in roll.iter_rows(named=True)
+            )
+        )
     if c.host.height:
-        out.append("host wall time by phase: " + ", ".join(
-            f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms{'*' if r['significant'] else ''}" for r in c.host.iter_rows(named=True)))
-    for w in c.warnings:
-        out.append(f"warning: {w}")
+        out.append(
+            "host wall time by phase: "
+            + ", ".join(
+                f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms{'*' if r['significant'] else ''}"
+                for r in c.host.iter_rows(named=True)
+            )
+        )
+    for warning in c.warnings:
+        out.append(f"warning: {warning}")
     return "\n".join(out) + "\n"
 
 
 def render_markdown(c: Comparison, top: int = 20) -> str:
     out = ["## tracediff", ""]
     if c.env_diffs:
-        out += ["**Environment differs:**", ""] + [f"- `{d.key}`: `{d.base}` → `{d.head}`" for d in c.env_diffs] + [""]
+        out += (
+            ["**Environment differs:**", ""]
+            + [f"- `{d.key}`: `{d.base}` → `{d.head}`" for d in c.env_diffs]
+            + [""]
+        )
     out += [f"- {line}" for line in verdict_lines(c)] + [""]
-    out += ["| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
-            "|---|---|---|---:|---:|---:|---|---|---:|---|---|"]
+    out += [
+        "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
+        "|---|---|---|---:|---:|---:|---|---|---:|---|---|",
+    ]
     for r in c.attribution.head(top).iter_rows(named=True):
         share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
         name = r["name"].replace("|", "\\|")
-        out.append(f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
-                   f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
-                   f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{_short(name, 90)}` |")
+        out.append(
+            f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+            f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
+            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{_short(name, 90)}` |"
+        )
     out += [""] + [f"> warning: {w}" for w in c.warnings]
     return "\n".join(out) + "\n"
 
@@ -169,7 +237,12 @@ def render_csv(c: Comparison) -> str:
 
 def render(c: Comparison, fmt: str, top: int = 15) -> str:
     if fmt == "json":
-        return orjson.dumps(to_dict(c), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+        return (
+            orjson.dumps(
+                to_dict(c), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+            ).decode()
+            + "\n"
+        )
     if fmt == "markdown":
         return render_markdown(c, top)
     if fmt == "csv":

@@ -83,8 +83,10 @@ def write_run(run: Run, path: Path, *, force: bool = False) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
-        raise OutputError(f"{path}: cannot create a file in {parent}: {e.strerror or e}",
-                          "check the folder's permissions") from None
+        raise OutputError(
+            f"{path}: cannot create a file in {parent}: {e.strerror or e}",
+            "check the folder's permissions",
+        ) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a run file is an ordinary file
         with os.fdopen(fd, "wb") as f:
@@ -95,7 +97,9 @@ def write_run(run: Run, path: Path, *, force: bool = False) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise OutputError(f"{path}: cannot write run file: {e.strerror or e}", "check free space and permissions") from None
+        raise OutputError(
+            f"{path}: cannot write run file: {e.strerror or e}", "check free space and permissions"
+        ) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -175,7 +179,7 @@ class _LazyTables(dict[str, pa.Table]):
             return self._load(name)
         raise KeyError(name)
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         try:
             return self[name]
         except KeyError:
@@ -184,7 +188,7 @@ class _LazyTables(dict[str, pa.Table]):
     def __contains__(self, name: object) -> bool:
         return name in self._offsets
 
-    def keys(self) -> Any:  # type: ignore[override]
+    def keys(self) -> Any:
         return self._offsets.keys()
 
     def items(self) -> Iterator[tuple[str, pa.Table]]:  # type: ignore[override]
@@ -200,14 +204,24 @@ def read_run(path: Path) -> Run:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < len(MAGIC) + _TAIL.size + len(END_MAGIC):
-                raise InputError(f"{src}: too short to be a tracediff run file", "parse the report again")
+                raise InputError(
+                    f"{src}: too short to be a tracediff run file", "parse the report again"
+                )
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
-        raise InputError(f"{src}: cannot read: {e.strerror or e}", "check the path and permissions") from None
+        raise InputError(
+            f"{src}: cannot read: {e.strerror or e}", "check the path and permissions"
+        ) from None
     if buf[: len(MAGIC)] != MAGIC:
-        raise InputError(f"{src}: not a tracediff run file", "make one with `tracediff parse REPORT -o RUN.arrow`")
+        raise InputError(
+            f"{src}: not a tracediff run file",
+            "make one with `tracediff parse REPORT -o RUN.arrow`",
+        )
     if buf[-len(END_MAGIC) :] != END_MAGIC:
-        raise InputError(f"{src}: run file is truncated (no end marker)", "copy it again or parse the report again")
+        raise InputError(
+            f"{src}: run file is truncated (no end marker)",
+            "copy it again or parse the report again",
+        )
     (flen,) = _TAIL.unpack(buf[-len(END_MAGIC) - _TAIL.size : -len(END_MAGIC)])
     fstart = size - len(END_MAGIC) - _TAIL.size - flen
     if flen <= 0 or fstart < len(MAGIC):
@@ -225,7 +239,9 @@ def read_run(path: Path) -> Run:
         )
     for name, (off, length) in offsets.items():
         if off < len(MAGIC) or off + length > fstart:
-            raise InputError(f"{src}: table {name!r} lies outside the file", "parse the report again")
+            raise InputError(
+                f"{src}: table {name!r} lies outside the file", "parse the report again"
+            )
     tables = _LazyTables(buf, {k: v for k, v in offsets.items() if k in schema.TABLES}, src)
     metadata, warnings = footer.get("metadata") or {}, footer.get("warnings") or []
     if not isinstance(metadata, dict) or not isinstance(warnings, list):

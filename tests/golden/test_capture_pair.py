@@ -28,8 +28,20 @@ def runs(nsys: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     tmp = tmp_path_factory.mktemp("cap")
     for v in ("good", "slow-verify"):
         dst = tmp / f"{v}.arrow"
-        r = subprocess.run([sys.executable, "-m", "tracediff", "parse", str(DATA / v / "report.qdstrm"), "-o", str(dst)],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracediff",
+                "parse",
+                str(DATA / v / "report.qdstrm"),
+                "-o",
+                str(dst),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         out[v] = dst
     return out
@@ -57,9 +69,17 @@ def test_slow_verify_is_found_in_verify_kernels(runs: dict[str, Path]) -> None:
         assert 1.9 < r["head_ms_per_cycle"] / r["base_ms_per_cycle"] < 2.1
     # independent check: verify-phase kernel time per cycle straight from the events
     ev = c.events.filter(pl.col("kind") == "kernel")
-    per_side = {s: ev.filter(pl.col("side") == s)["duration_ns"].sum() / 1e6 for s in ("base", "head")}
+    per_side = {
+        s: ev.filter(pl.col("side") == s)["duration_ns"].sum() / 1e6 for s in ("base", "head")
+    }
     k = att.filter(pl.col("kind") == "kernel")
-    assert abs((k["head_ms_per_cycle"].sum() - k["base_ms_per_cycle"].sum()) * 20 - (per_side["head"] - per_side["base"])) < 1e-6
+    assert (
+        abs(
+            (k["head_ms_per_cycle"].sum() - k["base_ms_per_cycle"].sum()) * 20
+            - (per_side["head"] - per_side["base"])
+        )
+        < 1e-6
+    )
     # draft kernels are untouched
     draft_k = att.filter((pl.col("kind") == "kernel") & (pl.col("phase") == "draft"))
     assert not draft_k["significant"].any()

@@ -13,24 +13,55 @@ FAIL_EXIT = 3
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("base", type=Path, help="the good run: run file (.arrow) or any report tracediff parses")
+    p.add_argument(
+        "base", type=Path, help="the good run: run file (.arrow) or any report tracediff parses"
+    )
     p.add_argument("head", type=Path, help="the run to explain")
-    p.add_argument("--cycle", help="NVTX range (or Kineto annotation) that delimits a cycle: NAME or DOMAIN:NAME; "
-                                   "'whole' compares whole runs; default: found automatically")
-    p.add_argument("--format", choices=["table", "markdown", "json", "csv"],
-                   help="print a report (default: the TUI on a terminal, a table otherwise)")
-    p.add_argument("--top", type=int, default=15, help="contributors shown in table/markdown (default 15)")
-    p.add_argument("--fail-above", type=float, metavar="PCT",
-                   help=f"exit {FAIL_EXIT} when the mean cycle time grew significantly by more than PCT percent")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)")
+    p.add_argument(
+        "--cycle",
+        help="NVTX range (or Kineto annotation) that delimits a cycle: NAME or DOMAIN:NAME; "
+        "'whole' compares whole runs; default: found automatically",
+    )
+    p.add_argument(
+        "--format",
+        choices=["table", "markdown", "json", "csv"],
+        help="print a report (default: the TUI on a terminal, a table otherwise)",
+    )
+    p.add_argument(
+        "--top", type=int, default=15, help="contributors shown in table/markdown (default 15)"
+    )
+    p.add_argument(
+        "--fail-above",
+        type=float,
+        metavar="PCT",
+        help=f"exit {FAIL_EXIT} when the mean cycle time grew significantly by more than PCT percent",
+    )
+    p.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)"
+    )
     p.add_argument("--no-tui", action="store_true", help="print the report even on a terminal")
-    p.add_argument("--whatif", type=int, nargs="?", const=5, default=0, metavar="N",
-                   help="replay HEAD with each of the top N contributors (default 5) taken from "
-                        "BASE and report the time each would recover (see `tracediff whatif`)")
-    p.add_argument("--export", type=Path, metavar="DIR",
-                   help="also write the diff tables as a Parquet dataset (docs/parquet-schema.md)")
-    p.add_argument("--perfetto", type=Path, metavar="OUT.json[.gz]",
-                   help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace")
+    p.add_argument(
+        "--whatif",
+        type=int,
+        nargs="?",
+        const=5,
+        default=0,
+        metavar="N",
+        help="replay HEAD with each of the top N contributors (default 5) taken from "
+        "BASE and report the time each would recover (see `tracediff whatif`)",
+    )
+    p.add_argument(
+        "--export",
+        type=Path,
+        metavar="DIR",
+        help="also write the diff tables as a Parquet dataset (docs/parquet-schema.md)",
+    )
+    p.add_argument(
+        "--perfetto",
+        type=Path,
+        metavar="OUT.json[.gz]",
+        help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace",
+    )
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
 
 
@@ -91,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"tracediff: warning: {w}", file=sys.stderr)
         sys.stdout.write(render(result, fmt, args.top))
     if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
-        print(f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant", file=sys.stderr)
+        print(
+            f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant",
+            file=sys.stderr,
+        )
         return FAIL_EXIT
     return 0

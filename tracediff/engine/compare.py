@@ -27,20 +27,49 @@ REL_EFFECT = 0.01
 """...nor changes below 1 % of the contributor's own base time per cycle (clock jitter)."""
 
 # Manifest keys that differ between any two captures and say nothing about the environment.
-_VOLATILE = ("time", "start", "end", "output", "label", "pid", "report", "duration", "argv", "command", "outdir",
-             "cwd", "power_draw_w", "temperature", "utc", "reasons")
+_VOLATILE = (
+    "time",
+    "start",
+    "end",
+    "output",
+    "label",
+    "pid",
+    "report",
+    "duration",
+    "argv",
+    "command",
+    "outdir",
+    "cwd",
+    "power_draw_w",
+    "temperature",
+    "utc",
+    "reasons",
+)
 # Current clocks read before the workload starts are those of an idle GPU; compare the readings
 # taken right after it (manifest.gpus_end.*), when clocks are what the workload ran at.
 _IDLE_READINGS = re.compile(r"^manifest\.gpus\.\d+\.clock_(sm|mem)_mhz$")
 _WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
-def _side_summary(run: Run, seg: Segmentation, spans_ms: np.ndarray, wall_ms: np.ndarray | None, devices: list[int]) -> SideSummary:
+def _side_summary(
+    run: Run,
+    seg: Segmentation,
+    spans_ms: np.ndarray,
+    wall_ms: np.ndarray | None,
+    devices: list[int],
+) -> SideSummary:
     q = np.percentile(spans_ms, [50, 90, 99]) if len(spans_ms) else [float("nan")] * 3
     return SideSummary(
-        label=run.label, source=str(run.metadata.get("source", "")), cycles=len(spans_ms), cycle_method=seg.method,
-        mean_ms=float(spans_ms.mean()), p50_ms=float(q[0]), p90_ms=float(q[1]), p99_ms=float(q[2]),
-        min_ms=float(spans_ms.min()), max_ms=float(spans_ms.max()),
+        label=run.label,
+        source=str(run.metadata.get("source", "")),
+        cycles=len(spans_ms),
+        cycle_method=seg.method,
+        mean_ms=float(spans_ms.mean()),
+        p50_ms=float(q[0]),
+        p90_ms=float(q[1]),
+        p99_ms=float(q[2]),
+        min_ms=float(spans_ms.min()),
+        max_ms=float(spans_ms.max()),
         std_ms=float(spans_ms.std(ddof=1)) if len(spans_ms) > 1 else 0.0,
         wall_mean_ms=float(wall_ms.mean()) if wall_ms is not None and len(wall_ms) else None,
         devices=devices,
@@ -62,13 +91,17 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
     """Environment differences: capture manifests, tool versions, GPUs."""
+
     def env(run: Run) -> dict[str, Any]:
         e = {f"manifest.{k}": v for k, v in _flatten(run.metadata.get("manifest") or {}).items()}
         e["nsys_version"] = run.metadata.get("nsys_version")
         devs = pl.from_arrow(run.table("devices"))
         assert isinstance(devs, pl.DataFrame)
-        e["gpus"] = ", ".join(sorted(str(x) for x in devs["name"].to_list())) if devs.height else None
+        e["gpus"] = (
+            ", ".join(sorted(str(x) for x in devs["name"].to_list())) if devs.height else None
+        )
         return e
+
     def norm(v: Any) -> Any:
         return _WORKTREE.sub("<worktree>", v) if isinstance(v, str) else v
 
@@ -86,7 +119,9 @@ def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
     return diffs
 
 
-def _host(segs: dict[str, Segmentation], n_boot: int) -> tuple[dict[str, np.ndarray | None], pl.DataFrame]:
+def _host(
+    segs: dict[str, Segmentation], n_boot: int
+) -> tuple[dict[str, np.ndarray | None], pl.DataFrame]:
     """Host wall time per cycle and its split into nested phases."""
     walls: dict[str, np.ndarray | None] = {}
     rows = []
@@ -102,12 +137,25 @@ def _host(segs: dict[str, Segmentation], n_boot: int) -> tuple[dict[str, np.ndar
         inside = ph.group_by("cycle").agg(pl.col("duration_ns").sum().alias("_in"))
         rw = seg.ranges.filter(pl.col("process_id") == p0).select("cycle", "wall_ns")
         outside = rw.join(inside, on="cycle", how="left").select(
-            "cycle", pl.lit("(outside phases)").alias("phase"), (pl.col("wall_ns") - pl.col("_in").fill_null(0)).alias("duration_ns"))
-        rows.append(pl.concat([ph.select("cycle", "phase", "duration_ns"), outside]).with_columns(pl.lit(side).alias("side")))
+            "cycle",
+            pl.lit("(outside phases)").alias("phase"),
+            (pl.col("wall_ns") - pl.col("_in").fill_null(0)).alias("duration_ns"),
+        )
+        rows.append(
+            pl.concat([ph.select("cycle", "phase", "duration_ns"), outside]).with_columns(
+                pl.lit(side).alias("side")
+            )
+        )
     if len(rows) < 2:
         return walls, pl.DataFrame()
     long = pl.concat(rows).rename({"duration_ns": "value_ns"})
-    keys = long.select("phase").unique().sort("phase").with_row_index("_k").with_columns(pl.col("_k").cast(pl.Int64))
+    keys = (
+        long.select("phase")
+        .unique()
+        .sort("phase")
+        .with_row_index("_k")
+        .with_columns(pl.col("_k").cast(pl.Int64))
+    )
     cb = sorted(segs["base"].ranges["cycle"].unique().to_list())
     ch = sorted(segs["head"].ranges["cycle"].unique().to_list())
     mb = at.matrix(long, "base", ["phase"], cb, keys)
@@ -115,22 +163,37 @@ def _host(segs: dict[str, Segmentation], n_boot: int) -> tuple[dict[str, np.ndar
     lo, hi = at.bootstrap_delta(mb, mh, n_boot)
     bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
     d = hm - bm
-    host = keys.with_columns(
-        pl.Series("base_ms_per_cycle", bm), pl.Series("head_ms_per_cycle", hm), pl.Series("delta_ms_per_cycle", d),
-        pl.Series("ci95_low", lo / 1e6), pl.Series("ci95_high", hi / 1e6),
-    ).with_columns(_significant()).drop("_k").sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+    host = (
+        keys.with_columns(
+            pl.Series("base_ms_per_cycle", bm),
+            pl.Series("head_ms_per_cycle", hm),
+            pl.Series("delta_ms_per_cycle", d),
+            pl.Series("ci95_low", lo / 1e6),
+            pl.Series("ci95_high", hi / 1e6),
+        )
+        .with_columns(_significant())
+        .drop("_k")
+        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+    )
     return walls, host
 
 
 def _significant() -> pl.Expr:
     excl = (pl.col("ci95_low") > 0) | (pl.col("ci95_high") < 0)
     big = pl.col("delta_ms_per_cycle").abs() >= pl.max_horizontal(
-        pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs())
+        pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs()
+    )
     return (excl & big).alias("significant")
 
 
-def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 1000,
-            progress: Callable[[str], None] | None = None) -> Comparison:
+def compare(
+    base: Run,
+    head: Run,
+    *,
+    cycle: str | None = None,
+    n_boot: int = 1000,
+    progress: Callable[[str], None] | None = None,
+) -> Comparison:
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared."""
     say = progress or (lambda _msg: None)
     say("collecting GPU operations")
@@ -144,26 +207,43 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     seg_b = segment(base, ops_b, cycle)
     spec = cycle
     if spec is None and seg_b.method.startswith("nvtx:"):
-        spec = seg_b.method[len("nvtx:"):]
+        spec = seg_b.method[len("nvtx:") :]
     try:
         seg_h = segment(head, ops_h, spec, method=None if spec else seg_b.method)
     except AnalysisError as e:
-        raise AnalysisError(f"head {e.message}", f"base cycles are {seg_b.method}; {e.hint or ''}".strip()) from None
+        raise AnalysisError(
+            f"head {e.message}", f"base cycles are {seg_b.method}; {e.hint or ''}".strip()
+        ) from None
     if seg_b.method.split(":")[0] != seg_h.method.split(":")[0]:
-        raise AnalysisError(f"cycles found differently: base {seg_b.method}, head {seg_h.method}",
-                            "pass --cycle NAME with a range both runs have")
-    warnings = [f"base: {w}" for w in seg_b.warnings + base.warnings] + [f"head: {w}" for w in seg_h.warnings + head.warnings]
-    warnings += [f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"
-                 for s, n in dropped.items() if n]
+        raise AnalysisError(
+            f"cycles found differently: base {seg_b.method}, head {seg_h.method}",
+            "pass --cycle NAME with a range both runs have",
+        )
+    warnings = [f"base: {w}" for w in seg_b.warnings + base.warnings] + [
+        f"head: {w}" for w in seg_h.warnings + head.warnings
+    ]
+    warnings += [
+        f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"
+        for s, n in dropped.items()
+        if n
+    ]
     ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
     del ops_b, ops_h  # the cycle-tagged copies are in seg_*.ops; free ~100 bytes per op a side
     if ndev_b != ndev_h:
-        warnings.append(f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one")
-    devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in (("base", seg_b), ("head", seg_h))}
-    ops = pl.concat([
-        seg_b.ops.with_columns(pl.lit("base").alias("side")),
-        seg_h.ops.with_columns(pl.lit("head").alias("side")),
-    ], how="diagonal_relaxed")
+        warnings.append(
+            f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one"
+        )
+    devices = {
+        s: sorted(g.ops["device_id"].unique().to_list())
+        for s, g in (("base", seg_b), ("head", seg_h))
+    }
+    ops = pl.concat(
+        [
+            seg_b.ops.with_columns(pl.lit("base").alias("side")),
+            seg_h.ops.with_columns(pl.lit("head").alias("side")),
+        ],
+        how="diagonal_relaxed",
+    )
     seg_b.ops, seg_h.ops = seg_b.ops.clear(), seg_h.ops.clear()  # `ops` holds them now
     say(f"aligning {ops.height} operations")
     ops, templates = al.align(ops)
@@ -178,7 +258,13 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     sb, sh = span["base"]["span_ns"].to_numpy() / 1e6, span["head"]["span_ns"].to_numpy() / 1e6
     long = at.contributions(ops, cyc)
     keys = ["kind", "name", "phase", "device_id"]
-    key_order = long.select(keys).unique().sort(keys).with_row_index("_k").with_columns(pl.col("_k").cast(pl.Int64))
+    key_order = (
+        long.select(keys)
+        .unique()
+        .sort(keys)
+        .with_row_index("_k")
+        .with_columns(pl.col("_k").cast(pl.Int64))
+    )
     cb, chh = span["base"]["cycle"].to_list(), span["head"]["cycle"].to_list()
     mb = at.matrix(long, "base", keys, cb, key_order)
     mh = at.matrix(long, "head", keys, chh, key_order)
@@ -187,48 +273,120 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
     bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
     delta = float(sh.mean() - sb.mean())
     counts = long.group_by("side", *keys).agg(pl.col("count").sum())
-    cnt = key_order.join(counts.filter(pl.col("side") == "base").drop("side").rename({"count": "_cb"}), on=keys, how="left", nulls_equal=True)
-    cnt = cnt.join(counts.filter(pl.col("side") == "head").drop("side").rename({"count": "_ch"}), on=keys, how="left", nulls_equal=True).sort("_k")
+    cnt = key_order.join(
+        counts.filter(pl.col("side") == "base").drop("side").rename({"count": "_cb"}),
+        on=keys,
+        how="left",
+        nulls_equal=True,
+    )
+    cnt = cnt.join(
+        counts.filter(pl.col("side") == "head").drop("side").rename({"count": "_ch"}),
+        on=keys,
+        how="left",
+        nulls_equal=True,
+    ).sort("_k")
     d = hm - bm
-    attribution = cnt.with_columns(
-        pl.Series("base_ms_per_cycle", bm), pl.Series("head_ms_per_cycle", hm), pl.Series("delta_ms_per_cycle", d),
-        pl.Series("ci95_low", lo / 1e6), pl.Series("ci95_high", hi / 1e6),
-        (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
-        (pl.col("_ch").fill_null(0) / len(chh)).alias("head_count_per_cycle"),
-    ).with_columns(
-        _significant(),
-        (pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)).alias("share"),
-        pl.when(pl.col("name") == at.GAP_CAUSES["host"]).then(pl.lit("host-side"))
-        .when(pl.col("kind").is_in(["gap", "overlap"])).then(pl.lit("-"))
-        .when(pl.col("base_count_per_cycle") == 0).then(pl.lit("added"))
-        .when(pl.col("head_count_per_cycle") == 0).then(pl.lit("removed"))
-        .when(pl.col("base_count_per_cycle") != pl.col("head_count_per_cycle")).then(pl.lit("mixed"))
-        .otherwise(pl.lit("matched")).alias("status"),
-    ).filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
-    attribution = attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True).with_row_index("_r").with_columns(
-        pl.concat_str([pl.lit("c"), pl.col("_r").cast(pl.String)]).alias("contributor_id")
-    ).select("contributor_id", "kind", "name", "phase", pl.col("device_id").cast(pl.Int32), "base_ms_per_cycle", "head_ms_per_cycle",
-             "delta_ms_per_cycle", "ci95_low", "ci95_high", "significant", "share", "base_count_per_cycle",
-             "head_count_per_cycle", "status")
+    attribution = (
+        cnt.with_columns(
+            pl.Series("base_ms_per_cycle", bm),
+            pl.Series("head_ms_per_cycle", hm),
+            pl.Series("delta_ms_per_cycle", d),
+            pl.Series("ci95_low", lo / 1e6),
+            pl.Series("ci95_high", hi / 1e6),
+            (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
+            (pl.col("_ch").fill_null(0) / len(chh)).alias("head_count_per_cycle"),
+        )
+        .with_columns(
+            _significant(),
+            (
+                pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
+            ).alias("share"),
+            pl.when(pl.col("name") == at.GAP_CAUSES["host"])
+            .then(pl.lit("host-side"))
+            .when(pl.col("kind").is_in(["gap", "overlap"]))
+            .then(pl.lit("-"))
+            .when(pl.col("base_count_per_cycle") == 0)
+            .then(pl.lit("added"))
+            .when(pl.col("head_count_per_cycle") == 0)
+            .then(pl.lit("removed"))
+            .when(pl.col("base_count_per_cycle") != pl.col("head_count_per_cycle"))
+            .then(pl.lit("mixed"))
+            .otherwise(pl.lit("matched"))
+            .alias("status"),
+        )
+        .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
+    )
+    attribution = (
+        attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        .with_row_index("_r")
+        .with_columns(
+            pl.concat_str([pl.lit("c"), pl.col("_r").cast(pl.String)]).alias("contributor_id")
+        )
+        .select(
+            "contributor_id",
+            "kind",
+            "name",
+            "phase",
+            pl.col("device_id").cast(pl.Int32),
+            "base_ms_per_cycle",
+            "head_ms_per_cycle",
+            "delta_ms_per_cycle",
+            "ci95_low",
+            "ci95_high",
+            "significant",
+            "share",
+            "base_count_per_cycle",
+            "head_count_per_cycle",
+            "status",
+        )
+    )
     residual = delta - float(attribution["delta_ms_per_cycle"].sum())
     walls, host = _host({"base": seg_b, "head": seg_h}, n_boot)
-    pooled = float(np.sqrt(((len(sb) - 1) * sb.var(ddof=1) + (len(sh) - 1) * sh.var(ddof=1)) / max(len(sb) + len(sh) - 2, 1))) if len(sb) > 1 and len(sh) > 1 else 0.0
+    pooled = (
+        float(
+            np.sqrt(
+                ((len(sb) - 1) * sb.var(ddof=1) + (len(sh) - 1) * sh.var(ddof=1))
+                / max(len(sb) + len(sh) - 2, 1)
+            )
+        )
+        if len(sb) > 1 and len(sh) > 1
+        else 0.0
+    )
     crit_dev = crit.filter(pl.col("side") == "head")["device_id"].mode().sort()
-    significant = bool((tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS)  # NaN CI: False
+    significant = bool(
+        (tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS
+    )  # NaN CI: False
     if len(sb) < 2 or len(sh) < 2:
-        warnings.append("fewer than 2 cycles on a side: no confidence intervals, nothing is called significant")
+        warnings.append(
+            "fewer than 2 cycles on a side: no confidence intervals, nothing is called significant"
+        )
     events = partial(_events, ops, cyc, attribution)  # built when first read (Comparison.events)
     wall = {s: walls.get(s) for s in ("base", "head")}
     # cycles table
     if seg_b.ranges.height and seg_h.ranges.height:
-        wall_df = pl.concat([
-            s.ranges.group_by("cycle").agg(pl.col("wall_ns").max()).with_columns(pl.lit(side).alias("side"))
-            for side, s in (("base", seg_b), ("head", seg_h))
-        ])
+        wall_df = pl.concat(
+            [
+                s.ranges.group_by("cycle")
+                .agg(pl.col("wall_ns").max())
+                .with_columns(pl.lit(side).alias("side"))
+                for side, s in (("base", seg_b), ("head", seg_h))
+            ]
+        )
         cyc = cyc.join(wall_df, on=["side", "cycle"], how="left")
     else:
         cyc = cyc.with_columns(pl.lit(None, pl.Int64).alias("wall_ns"))
-    cyc_out = cyc.select("side", "cycle", pl.col("device_id").cast(pl.Int32), "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "wall_ns", "critical")
+    cyc_out = cyc.select(
+        "side",
+        "cycle",
+        pl.col("device_id").cast(pl.Int32),
+        "start_ns",
+        "end_ns",
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "wall_ns",
+        "critical",
+    )
     del templates
     return Comparison(
         base=_side_summary(base, seg_b, sb, wall["base"], devices["base"]),
@@ -243,7 +401,7 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
         env_diffs=env_diffs(base, head),
         attribution=attribution,
         cycles=cyc_out,
-        events=events,
+        events=events,  # type: ignore[arg-type]  # a thunk: see Comparison.__getattribute__
         host=host,
         collectives=_collectives(ops, len(cb), len(chh)),
         totals=_totals(ops),
@@ -254,30 +412,60 @@ def compare(base: Run, head: Run, *, cycle: str | None = None, n_boot: int = 100
 
 def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
     starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
-    ids = attribution.select("kind", pl.col("name").cast(pl.Categorical), "phase", "device_id", "contributor_id")
+    ids = attribution.select(
+        "kind", pl.col("name").cast(pl.Categorical), "phase", "device_id", "contributor_id"
+    )
     e = ops.join(starts, on=["side", "cycle", "device_id"], how="left")
     if "wait_ns" in e.columns and e["wait_ns"].is_not_null().any():
         # a collective split into wait and transfer: its instances belong to the transfer row
         e = e.with_columns(
             pl.when(pl.col("wait_ns").is_not_null())
             .then(pl.col("contributor").cast(pl.String) + " [transfer]")
-            .otherwise(pl.col("contributor").cast(pl.String)).cast(pl.Categorical).alias("contributor"))
-    e = e.join(ids, left_on=["kind", "contributor", "phase", "device_id"], right_on=["kind", "name", "phase", "device_id"], how="left")
+            .otherwise(pl.col("contributor").cast(pl.String))
+            .cast(pl.Categorical)
+            .alias("contributor")
+        )
+    e = e.join(
+        ids,
+        left_on=["kind", "contributor", "phase", "device_id"],
+        right_on=["kind", "name", "phase", "device_id"],
+        how="left",
+    )
     return e.select(
-        "side", "cycle", pl.col("device_id").cast(pl.Int32), "stream_id", "kind", "name",
-        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"), (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
-        "duration_ns", "slot", "contributor_id", "status", "grid", "block",
+        "side",
+        "cycle",
+        pl.col("device_id").cast(pl.Int32),
+        "stream_id",
+        "kind",
+        "name",
+        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
+        (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
+        "duration_ns",
+        "slot",
+        "contributor_id",
+        "status",
+        "grid",
+        "block",
     ).sort("side", "cycle", "device_id", "rel_start_ns")
 
 
 def _totals(ops: pl.DataFrame) -> pl.DataFrame:
     """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
-    g = ops.group_by("side", "kind", "name").agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n")).with_columns(
-        pl.col("name").cast(pl.String))
-    b = g.filter(pl.col("side") == "base").select("kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count"))
-    h = g.filter(pl.col("side") == "head").select("kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count"))
+    g = (
+        ops.group_by("side", "kind", "name")
+        .agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
+        .with_columns(pl.col("name").cast(pl.String))
+    )
+    b = g.filter(pl.col("side") == "base").select(
+        "kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count")
+    )
+    h = g.filter(pl.col("side") == "head").select(
+        "kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count")
+    )
     j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
-    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(pl.col("delta_ms").abs(), descending=True)
+    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
+        pl.col("delta_ms").abs(), descending=True
+    )
 
 
 def _collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
@@ -288,17 +476,39 @@ def _collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
 
     c = pl.concat([c, decode(c["name"]).select("op", "dtype")], how="horizontal")
     g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
-        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
+        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w")
+    )
     n = pl.when(pl.col("side") == "base").then(pl.lit(nb)).otherwise(pl.lit(nh))
-    g = g.with_columns((pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms"))
-    b = g.filter(pl.col("side") == "base").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("base_ms_per_cycle"), pl.col("wait_ms").alias("base_wait_ms_per_cycle"))
-    h = g.filter(pl.col("side") == "head").select("op", "dtype", "bytes", "device_id", pl.col("ms").alias("head_ms_per_cycle"), pl.col("wait_ms").alias("head_wait_ms_per_cycle"))
+    g = g.with_columns(
+        (pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms")
+    )
+    b = g.filter(pl.col("side") == "base").select(
+        "op",
+        "dtype",
+        "bytes",
+        "device_id",
+        pl.col("ms").alias("base_ms_per_cycle"),
+        pl.col("wait_ms").alias("base_wait_ms_per_cycle"),
+    )
+    h = g.filter(pl.col("side") == "head").select(
+        "op",
+        "dtype",
+        "bytes",
+        "device_id",
+        pl.col("ms").alias("head_ms_per_cycle"),
+        pl.col("wait_ms").alias("head_wait_ms_per_cycle"),
+    )
     # zero only the per-cycle times: fill_null(0.0) on the frame would turn device_id into a float
     # and unknown bytes into 0 (unknown is null)
-    j = b.join(h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True).with_columns(
-        pl.col("^.*_ms_per_cycle$").fill_null(0.0))
+    j = b.join(
+        h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True
+    ).with_columns(pl.col("^.*_ms_per_cycle$").fill_null(0.0))
     return j.with_columns(
-        (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias("base_transfer_ms_per_cycle"),
-        (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias("head_transfer_ms_per_cycle"),
+        (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias(
+            "base_transfer_ms_per_cycle"
+        ),
+        (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias(
+            "head_transfer_ms_per_cycle"
+        ),
         (pl.col("head_ms_per_cycle") - pl.col("base_ms_per_cycle")).alias("delta_ms_per_cycle"),
     ).sort(pl.col("delta_ms_per_cycle").abs(), descending=True)

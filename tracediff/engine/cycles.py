@@ -31,8 +31,12 @@ PREFERRED = ("cycle", "verify", "decode", "step", "ProfilerStep", "iteration", "
 
 @dataclass
 class Segmentation:
-    ops: pl.DataFrame  # gpu ops with `cycle` (i64) and `phase` (str) columns, only ops inside cycles
-    ranges: pl.DataFrame  # process_id, cycle, start_ns, end_ns, wall_ns (host range; empty for kernel-period)
+    ops: (
+        pl.DataFrame
+    )  # gpu ops with `cycle` (i64) and `phase` (str) columns, only ops inside cycles
+    ranges: (
+        pl.DataFrame
+    )  # process_id, cycle, start_ns, end_ns, wall_ns (host range; empty for kernel-period)
     phases: pl.DataFrame  # process_id, cycle, phase, duration_ns (host time of nested ranges)
     method: str
     warnings: list[str]
@@ -42,8 +46,10 @@ def _ranges(run: Run) -> pl.DataFrame:
     df = pl.from_arrow(run.table("nvtx_ranges"))
     assert isinstance(df, pl.DataFrame)
     return df.filter(
-        (pl.col("range_kind").cast(pl.String) != "mark") & pl.col("end_ns").is_not_null()
-        & (pl.col("domain").cast(pl.String).fill_null("") != "NCCL") & pl.col("device_id").is_null()
+        (pl.col("range_kind").cast(pl.String) != "mark")
+        & pl.col("end_ns").is_not_null()
+        & (pl.col("domain").cast(pl.String).fill_null("") != "NCCL")
+        & pl.col("device_id").is_null()
         # NCCL's own ranges (ncclAllReduce, ncclGroupEnd) even where the domain was not resolved
         & ~pl.col("name").cast(pl.String).fill_null("").str.contains(r"^nccl[A-Z]")
     ).with_columns(
@@ -63,19 +69,34 @@ def _match(ranges: pl.DataFrame, spec: str) -> pl.DataFrame:
 def _outermost(sel: pl.DataFrame) -> pl.DataFrame:
     """Same-named ranges nested in each other (recursion): keep the outermost of each thread."""
     min_depth = sel.group_by("process_id", "thread_id").agg(pl.col("depth").min().alias("_d"))
-    return sel.join(min_depth, on=["process_id", "thread_id"]).filter(pl.col("depth") == pl.col("_d")).drop("_d")
+    return (
+        sel.join(min_depth, on=["process_id", "thread_id"])
+        .filter(pl.col("depth") == pl.col("_d"))
+        .drop("_d")
+    )
 
 
 def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     """Tag ops with the cycle range whose host interval contains the op's launch call."""
     r = cyc.select(
-        "process_id", pl.col("thread_id").alias("launch_thread_id"),
-        pl.col("start_ns").alias("_rs"), pl.col("end_ns").alias("_re"), "cycle",
+        "process_id",
+        pl.col("thread_id").alias("launch_thread_id"),
+        pl.col("start_ns").alias("_rs"),
+        pl.col("end_ns").alias("_re"),
+        "cycle",
     ).sort("_rs")
     o = ops.filter(pl.col("launch_start_ns").is_not_null()).sort("launch_start_ns")
-    j = o.join_asof(r, left_on="launch_start_ns", right_on="_rs", by=["process_id", "launch_thread_id"],
-                    strategy="backward", check_sortedness=False)
-    return j.filter(pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))).drop("_rs", "_re")
+    j = o.join_asof(
+        r,
+        left_on="launch_start_ns",
+        right_on="_rs",
+        by=["process_id", "launch_thread_id"],
+        strategy="backward",
+        check_sortedness=False,
+    )
+    return j.filter(
+        pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
+    ).drop("_rs", "_re")
 
 
 def _number(sel: pl.DataFrame) -> pl.DataFrame:
@@ -89,23 +110,59 @@ def _phases(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     depth = cyc.select("process_id", "thread_id", (pl.col("depth") + 1).alias("depth")).unique()
     inner = ranges.join(depth, on=["process_id", "thread_id", "depth"])
     if inner.height == 0:
-        return pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String,
-                                    "start_ns": pl.Int64, "end_ns": pl.Int64})
-    r = cyc.select("process_id", "thread_id", pl.col("start_ns").alias("_rs"), pl.col("end_ns").alias("_re"), "cycle").sort("_rs")
-    j = inner.sort("start_ns").join_asof(r, left_on="start_ns", right_on="_rs", by=["process_id", "thread_id"], strategy="backward", check_sortedness=False)
+        return pl.DataFrame(
+            schema={
+                "process_id": pl.Int64,
+                "thread_id": pl.Int64,
+                "cycle": pl.Int64,
+                "phase": pl.String,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+            }
+        )
+    r = cyc.select(
+        "process_id",
+        "thread_id",
+        pl.col("start_ns").alias("_rs"),
+        pl.col("end_ns").alias("_re"),
+        "cycle",
+    ).sort("_rs")
+    j = inner.sort("start_ns").join_asof(
+        r,
+        left_on="start_ns",
+        right_on="_rs",
+        by=["process_id", "thread_id"],
+        strategy="backward",
+        check_sortedness=False,
+    )
     j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
-    return j.select("process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns")
+    return j.select(
+        "process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns"
+    )
 
 
 def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
     if phases.height == 0:
         return ops.with_columns(pl.lit("(cycle)").alias("phase"))
-    p = phases.select("process_id", pl.col("thread_id").alias("launch_thread_id"),
-                      pl.col("start_ns").alias("_ps"), pl.col("end_ns").alias("_pe"), pl.col("phase").alias("_ph")).sort("_ps")
-    j = ops.sort("launch_start_ns").join_asof(p, left_on="launch_start_ns", right_on="_ps",
-                                              by=["process_id", "launch_thread_id"], strategy="backward", check_sortedness=False)
+    p = phases.select(
+        "process_id",
+        pl.col("thread_id").alias("launch_thread_id"),
+        pl.col("start_ns").alias("_ps"),
+        pl.col("end_ns").alias("_pe"),
+        pl.col("phase").alias("_ph"),
+    ).sort("_ps")
+    j = ops.sort("launch_start_ns").join_asof(
+        p,
+        left_on="launch_start_ns",
+        right_on="_ps",
+        by=["process_id", "launch_thread_id"],
+        strategy="backward",
+        check_sortedness=False,
+    )
     inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
-    return j.with_columns(pl.when(inside).then(pl.col("_ph")).otherwise(pl.lit("(between phases)")).alias("phase")).drop("_ps", "_pe", "_ph")
+    return j.with_columns(
+        pl.when(inside).then(pl.col("_ph")).otherwise(pl.lit("(between phases)")).alias("phase")
+    ).drop("_ps", "_pe", "_ph")
 
 
 def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | None:
@@ -113,23 +170,32 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
     ranges = _ranges(run)
     if ranges.height == 0:
         if spec:
-            raise AnalysisError(f"{run.path}: no NVTX ranges or annotations to cut cycles at",
-                                "drop --cycle to cut cycles from the kernel sequence")
+            raise AnalysisError(
+                f"{run.path}: no NVTX ranges or annotations to cut cycles at",
+                "drop --cycle to cut cycles from the kernel sequence",
+            )
         return None
     if spec:
         sel = _match(ranges, spec)
         if sel.height == 0:
-            names = ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
-            raise AnalysisError(f"{run.path}: no range named {spec!r}",
-                                f"ranges present: {', '.join(names)}")
+            names = (
+                ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
+            )
+            raise AnalysisError(
+                f"{run.path}: no range named {spec!r}", f"ranges present: {', '.join(names)}"
+            )
         cyc = _number(_outermost(sel))
         chosen = spec
     else:
         best = None
-        cands = ranges.group_by("domain", "key").agg(pl.len().alias("n"), pl.col("depth").min().alias("depth"))
+        cands = ranges.group_by("domain", "key").agg(
+            pl.len().alias("n"), pl.col("depth").min().alias("depth")
+        )
         cands = cands.filter(pl.col("n") >= 3)
         for row in cands.iter_rows(named=True):
-            sel = ranges.filter((pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"])))
+            sel = ranges.filter(
+                (pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"]))
+            )
             cyc = _number(_outermost(sel))
             covered = _assign(ops, cyc).height
             if covered < MIN_COVERAGE * ops.height:
@@ -137,7 +203,10 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
             starts = cyc.filter(pl.col("process_id") == cyc["process_id"][0])["start_ns"].to_numpy()
             periods = np.diff(np.sort(starts))
             steady = len(periods) == 0 or (periods.std() <= periods.mean())
-            pref = next((i for i, p in enumerate(PREFERRED) if row["key"].lower() == p.lower()), len(PREFERRED))
+            pref = next(
+                (i for i, p in enumerate(PREFERRED) if row["key"].lower() == p.lower()),
+                len(PREFERRED),
+            )
             score = (steady, covered, -row["depth"], -pref)
             if best is None or score > best[0]:
                 name = row["key"] if row["domain"] is None else f"{row['domain']}:{row['key']}"
@@ -151,13 +220,28 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
     warnings = []
     outside = ops.height - tagged.height
     if tagged.height == 0:
-        raise AnalysisError(f"{run.path}: the {chosen!r} ranges launched no GPU work",
-                            "pick another range with --cycle, or none to cut cycles from the kernel sequence")
+        raise AnalysisError(
+            f"{run.path}: the {chosen!r} ranges launched no GPU work",
+            "pick another range with --cycle, or none to cut cycles from the kernel sequence",
+        )
     if outside:
-        warnings.append(f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared")
-    rng = cyc.select("process_id", "thread_id", "cycle", "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"))
-    ph = phases.group_by("process_id", "cycle", "phase").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns"))
-    return Segmentation(ops=tagged, ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=warnings)
+        warnings.append(
+            f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared"
+        )
+    rng = cyc.select(
+        "process_id",
+        "thread_id",
+        "cycle",
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"),
+    )
+    ph = phases.group_by("process_id", "cycle", "phase").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns")
+    )
+    return Segmentation(
+        ops=tagged, ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=warnings
+    )
 
 
 def _period(names: np.ndarray) -> int | None:
@@ -174,9 +258,17 @@ def _period(names: np.ndarray) -> int | None:
     s = pl.DataFrame({"n": names, "i": np.arange(n)})
     diffs = (
         s.with_columns(pl.col("i").diff().over("n").alias("d"))
-        .drop_nulls("d").group_by("d").len().sort("len", descending=True).head(64)["d"].to_list()
+        .drop_nulls("d")
+        .group_by("d")
+        .len()
+        .sort("len", descending=True)
+        .head(64)["d"]
+        .to_list()
     )
-    scores = {p: float(np.mean(names[:-p] == names[p:])) for p in sorted(int(d) for d in diffs if 2 <= d <= n // 3)}
+    scores = {
+        p: float(np.mean(names[:-p] == names[p:]))
+        for p in sorted(int(d) for d in diffs if 2 <= d <= n // 3)
+    }
     if not scores:
         return None
     best = max(scores.values())
@@ -207,13 +299,14 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
         once = np.abs(counts[codes] - d.height / p) <= max(1.0, 0.1 * d.height / p)
         resid = (
             pl.DataFrame({"r": idx % p, "g": gap, "once": once})
-            .group_by("r").agg(pl.col("g").median(), pl.col("once").mean())
+            .group_by("r")
+            .agg(pl.col("g").median(), pl.col("once").mean())
             .sort(["once", "g"], descending=[True, True])
         )
         r0 = int(resid["r"][0])
         anchor = codes[r0]
         occ = np.flatnonzero(codes == anchor)
-        starts = []
+        starts: list[int] = []
         for o in occ:  # loop over anchor occurrences (one per cycle), not over events
             if not starts or o - starts[-1] >= 0.9 * p:  # the anchor may recur inside a cycle
                 starts.append(int(o))
@@ -230,28 +323,73 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
         parts.append(d.with_columns(pl.Series("cycle", cyc)).filter(pl.col("cycle") >= 0))
         anchors.append(str(d["name"][int(starts_a[0])]))
     if not parts:
-        raise AnalysisError(f"{source}: no cycle markers and no repeating kernel sequence",
-                            "capture with NVTX ranges around each cycle and pass --cycle NAME")
+        raise AnalysisError(
+            f"{source}: no cycle markers and no repeating kernel sequence",
+            "capture with NVTX ranges around each cycle and pass --cycle NAME",
+        )
     tagged = pl.concat(parts).with_columns(pl.lit("(cycle)").alias("phase"))
-    empty_r = pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "wall_ns": pl.Int64})
-    empty_p = pl.DataFrame(schema={"process_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String, "duration_ns": pl.Int64})
+    empty_r = pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "thread_id": pl.Int64,
+            "cycle": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "wall_ns": pl.Int64,
+        }
+    )
+    empty_p = pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "cycle": pl.Int64,
+            "phase": pl.String,
+            "duration_ns": pl.Int64,
+        }
+    )
     short = anchors[0].split("(")[0][:60]
-    return Segmentation(ops=tagged, ranges=empty_r, phases=empty_p, method=f"kernel-period:{short}", warnings=warnings)
+    return Segmentation(
+        ops=tagged,
+        ranges=empty_r,
+        phases=empty_p,
+        method=f"kernel-period:{short}",
+        warnings=warnings,
+    )
 
 
 def whole(ops: pl.DataFrame) -> Segmentation:
     """The whole run as a single cycle."""
-    empty_r = pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64, "cycle": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "wall_ns": pl.Int64})
-    empty_p = pl.DataFrame(schema={"process_id": pl.Int64, "cycle": pl.Int64, "phase": pl.String, "duration_ns": pl.Int64})
+    empty_r = pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "thread_id": pl.Int64,
+            "cycle": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "wall_ns": pl.Int64,
+        }
+    )
+    empty_p = pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "cycle": pl.Int64,
+            "phase": pl.String,
+            "duration_ns": pl.Int64,
+        }
+    )
     tagged = ops.with_columns(pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)").alias("phase"))
     return Segmentation(ops=tagged, ranges=empty_r, phases=empty_p, method="whole-run", warnings=[])
 
 
-def segment(run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None = None) -> Segmentation:
+def segment(
+    run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None = None
+) -> Segmentation:
     """Cut cycles: by `spec` (range name, or "whole"), else as `method` says (the other side's), else found."""
     src = run.path
     if ops.height == 0:
-        raise AnalysisError(f"{src}: the run has no GPU operations", "profile with CUDA tracing on (nsys -t cuda,nvtx)")
+        raise AnalysisError(
+            f"{src}: the run has no GPU operations",
+            "profile with CUDA tracing on (nsys -t cuda,nvtx)",
+        )
     if (spec or "").lower() in WHOLE or method == "whole-run":
         return whole(ops)
     if method and method.startswith("kernel-period"):
@@ -262,5 +400,7 @@ def segment(run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None
             seg = by_kernel_period(ops, src)
         except AnalysisError:
             seg = whole(ops)
-            seg.warnings.append("no cycle markers and no repeating kernel sequence: compared the whole run as one cycle")
+            seg.warnings.append(
+                "no cycle markers and no repeating kernel sequence: compared the whole run as one cycle"
+            )
     return seg

@@ -20,44 +20,83 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
     src = run.path
     ranges = cy._ranges(run)
     if ranges.height == 0:
-        raise AnalysisError(f"{src}: the run has no GPU operations and no NVTX ranges",
-                            "profile with CUDA tracing on (nsys -t cuda,nvtx) or mark cycles with NVTX ranges")
+        raise AnalysisError(
+            f"{src}: the run has no GPU operations and no NVTX ranges",
+            "profile with CUDA tracing on (nsys -t cuda,nvtx) or mark cycles with NVTX ranges",
+        )
     if spec:
         sel = cy._match(ranges, spec)
         if sel.height == 0:
-            names = ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
-            raise AnalysisError(f"{src}: no range named {spec!r}", f"ranges present: {', '.join(names)}")
+            names = (
+                ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
+            )
+            raise AnalysisError(
+                f"{src}: no range named {spec!r}", f"ranges present: {', '.join(names)}"
+            )
         chosen = spec
     else:
-        cands = ranges.group_by("domain", "key").agg(pl.len().alias("n"), pl.col("depth").min().alias("depth"))
+        cands = ranges.group_by("domain", "key").agg(
+            pl.len().alias("n"), pl.col("depth").min().alias("depth")
+        )
         cands = cands.filter(pl.col("n") >= 3)
         if cands.height == 0:
-            raise AnalysisError(f"{src}: no GPU operations and no range repeats 3 or more times",
-                                "pass --cycle NAME")
+            raise AnalysisError(
+                f"{src}: no GPU operations and no range repeats 3 or more times",
+                "pass --cycle NAME",
+            )
         pref = {p.lower(): i for i, p in enumerate(cy.PREFERRED)}
         cands = cands.with_columns(
-            pl.col("key").str.to_lowercase().replace_strict(pref, default=len(pref), return_dtype=pl.Int64).alias("_p")
+            pl.col("key")
+            .str.to_lowercase()
+            .replace_strict(pref, default=len(pref), return_dtype=pl.Int64)
+            .alias("_p")
         ).sort(["_p", "depth", "n"], descending=[False, False, True])
         row = cands.row(0, named=True)
-        sel = ranges.filter((pl.col("key") == row["key"]) & pl.col("domain").eq_missing(row["domain"]))
+        sel = ranges.filter(
+            (pl.col("key") == row["key"]) & pl.col("domain").eq_missing(row["domain"])
+        )
         chosen = row["key"] if row["domain"] is None else f"{row['domain']}:{row['key']}"
     cyc = cy._number(cy._outermost(sel))
     phases = cy._phases(ranges, cyc)
-    rng = cyc.select("process_id", "thread_id", "cycle", "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"))
-    ph = phases.group_by("process_id", "cycle", "phase").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns"))
-    return cy.Segmentation(ops=pl.DataFrame(), ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=[])
+    rng = cyc.select(
+        "process_id",
+        "thread_id",
+        "cycle",
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"),
+    )
+    ph = phases.group_by("process_id", "cycle", "phase").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns")
+    )
+    return cy.Segmentation(
+        ops=pl.DataFrame(), ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=[]
+    )
 
 
-_EVENTS = {"side": pl.String, "cycle": pl.Int64, "device_id": pl.Int32, "stream_id": pl.Int64, "kind": pl.String,
-           "name": pl.String, "rel_start_ns": pl.Int64, "rel_end_ns": pl.Int64, "duration_ns": pl.Int64, "slot": pl.Int64,
-           "contributor_id": pl.String, "status": pl.String, "grid": pl.String, "block": pl.String}
+_EVENTS = {
+    "side": pl.String,
+    "cycle": pl.Int64,
+    "device_id": pl.Int32,
+    "stream_id": pl.Int64,
+    "kind": pl.String,
+    "name": pl.String,
+    "rel_start_ns": pl.Int64,
+    "rel_end_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "slot": pl.Int64,
+    "contributor_id": pl.String,
+    "status": pl.String,
+    "grid": pl.String,
+    "block": pl.String,
+}
 
 
 def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Comparison:
     from tracediff.engine import compare as cmp
 
     seg_b = host_segment(base, cycle)
-    seg_h = host_segment(head, cycle or seg_b.method[len("nvtx:"):])
+    seg_h = host_segment(head, cycle or seg_b.method[len("nvtx:") :])
     walls, host = cmp._host({"base": seg_b, "head": seg_h}, n_boot)
     wb, wh = walls["base"], walls["head"]
     assert wb is not None and wh is not None
@@ -68,31 +107,71 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
     if host.height:
         attribution = host.with_row_index("_r").select(
             pl.concat_str([pl.lit("h"), pl.col("_r").cast(pl.String)]).alias("contributor_id"),
-            pl.lit("host").alias("kind"), pl.col("phase").alias("name"), "phase",
-            pl.lit(None, pl.Int32).alias("device_id"), "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle",
-            "ci95_low", "ci95_high", "significant",
-            (pl.col("delta_ms_per_cycle") / delta if delta else pl.lit(None, pl.Float64)).alias("share"),
-            pl.lit(1.0).alias("base_count_per_cycle"), pl.lit(1.0).alias("head_count_per_cycle"), pl.lit("-").alias("status"),
+            pl.lit("host").alias("kind"),
+            pl.col("phase").alias("name"),
+            "phase",
+            pl.lit(None, pl.Int32).alias("device_id"),
+            "base_ms_per_cycle",
+            "head_ms_per_cycle",
+            "delta_ms_per_cycle",
+            "ci95_low",
+            "ci95_high",
+            "significant",
+            (pl.col("delta_ms_per_cycle") / delta if delta else pl.lit(None, pl.Float64)).alias(
+                "share"
+            ),
+            pl.lit(1.0).alias("base_count_per_cycle"),
+            pl.lit(1.0).alias("head_count_per_cycle"),
+            pl.lit("-").alias("status"),
         )
     else:
         attribution = pl.DataFrame()
-    cyc = pl.concat([
-        s.ranges.group_by("cycle").agg(pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wall_ns").max())
-        .with_columns(pl.lit(side).alias("side")) for side, s in (("base", seg_b), ("head", seg_h))
-    ]).select("side", "cycle", pl.lit(None, pl.Int32).alias("device_id"), "start_ns", "end_ns", pl.col("wall_ns").alias("span_ns"),
-              pl.lit(None, pl.Int64).alias("busy_ns"), pl.lit(None, pl.Int64).alias("idle_ns"), "wall_ns",
-              pl.lit(True).alias("critical"))
-    pooled = float(np.sqrt((wb.var(ddof=1) * (len(wb) - 1) + wh.var(ddof=1) * (len(wh) - 1)) / max(len(wb) + len(wh) - 2, 1))) \
-        if len(wb) > 1 and len(wh) > 1 else 0.0
+    cyc = pl.concat(
+        [
+            s.ranges.group_by("cycle")
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wall_ns").max())
+            .with_columns(pl.lit(side).alias("side"))
+            for side, s in (("base", seg_b), ("head", seg_h))
+        ]
+    ).select(
+        "side",
+        "cycle",
+        pl.lit(None, pl.Int32).alias("device_id"),
+        "start_ns",
+        "end_ns",
+        pl.col("wall_ns").alias("span_ns"),
+        pl.lit(None, pl.Int64).alias("busy_ns"),
+        pl.lit(None, pl.Int64).alias("idle_ns"),
+        "wall_ns",
+        pl.lit(True).alias("critical"),
+    )
+    pooled = (
+        float(
+            np.sqrt(
+                (wb.var(ddof=1) * (len(wb) - 1) + wh.var(ddof=1) * (len(wh) - 1))
+                / max(len(wb) + len(wh) - 2, 1)
+            )
+        )
+        if len(wb) > 1 and len(wh) > 1
+        else 0.0
+    )
     resid = delta - float(attribution["delta_ms_per_cycle"].sum()) if attribution.height else delta
     return Comparison(
         base=cmp._side_summary(base, seg_b, wb, wb, []),
         head=cmp._side_summary(head, seg_h, wh, wh, []),
-        delta_ms_per_cycle=delta, delta_ci95=(float(lo[0]), float(hi[0])),
+        delta_ms_per_cycle=delta,
+        delta_ci95=(float(lo[0]), float(hi[0])),
         delta_pct=100.0 * delta / float(wb.mean()) if wb.mean() else float("nan"),
         significant=bool((lo[0] > 0 or hi[0] < 0) and abs(delta) >= cmp.MIN_EFFECT_MS),
-        noise_floor_ms=pooled, residual_ms_per_cycle=resid, critical_device=None,
-        env_diffs=cmp.env_diffs(base, head), attribution=attribution, cycles=cyc,
-        events=pl.DataFrame(schema=_EVENTS), host=host,
-        warnings=["no GPU operations in either run: compared host NVTX range wall times (cycles are host ranges, contributors are phases)"],
+        noise_floor_ms=pooled,
+        residual_ms_per_cycle=resid,
+        critical_device=None,
+        env_diffs=cmp.env_diffs(base, head),
+        attribution=attribution,
+        cycles=cyc,
+        events=pl.DataFrame(schema=_EVENTS),
+        host=host,
+        warnings=[
+            "no GPU operations in either run: compared host NVTX range wall times (cycles are host ranges, contributors are phases)"
+        ],
     )

@@ -8,7 +8,6 @@ per-cycle summary numbers are ms (their names say so).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -75,8 +74,8 @@ class Comparison:
     run), device_id (i32), start_ns, end_ns (i64, GPU span), span_ns, busy_ns, idle_ns (i64),
     wall_ns (i64 | null: host range), critical (bool: this device finished last in this cycle)."""
 
-    events: pl.DataFrame | Callable[[], pl.DataFrame]
-    """(Built on first access when given as a callable.) GPU operations of every cycle of both sides, for timelines and drill-down. Columns:
+    events: pl.DataFrame
+    """(May be handed over as a zero-argument callable: built on first access.) GPU operations of every cycle of both sides, for timelines and drill-down. Columns:
     side, cycle (i64), device_id (i32), stream_id (i64), kind (str), name (str), rel_start_ns,
     rel_end_ns (i64, relative to the cycle's GPU span start on that device), duration_ns (i64),
     slot (i64 | null: aligned position in the cycle template; equal slot = matched across sides),

@@ -24,8 +24,10 @@ def detect(path: Path) -> str:
     if path.is_dir():
         if any(path.glob("*.parquet")):
             return "parquetdir"
-        raise InputError(f"{path}: is a directory, not a report",
-                         "give a report file, or an `nsys export --type parquetdir` folder")
+        raise InputError(
+            f"{path}: is a directory, not a report",
+            "give a report file, or an `nsys export --type parquetdir` folder",
+        )
     if not path.is_file():  # a FIFO would block open() forever, and every reader re-reads its input
         raise InputError(
             f"{path}: not a regular file (a pipe, socket or device)",
@@ -35,7 +37,9 @@ def detect(path: Path) -> str:
         with open(path, "rb") as f:
             head = f.read(64)
     except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}", "check the path and permissions") from None
+        raise InputError(
+            f"{path}: cannot read: {e.strerror}", "check the path and permissions"
+        ) from None
     if not head:
         raise InputError(f"{path}: file is empty", "give a report or trace with data in it")
     if head.startswith(RUN_MAGIC):
@@ -51,8 +55,10 @@ def detect(path: Path) -> str:
         return "kineto"
     if name.endswith((".json", ".json.gz")):
         return "kineto"
-    raise InputError(f"{path}: unrecognised file type",
-                     "give a .nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz] or tracediff .arrow")
+    raise InputError(
+        f"{path}: unrecognised file type",
+        "give a .nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz] or tracediff .arrow",
+    )
 
 
 def load(path: Path, *, progress: bool = False) -> Run:

@@ -244,7 +244,9 @@ class MainScreen(Screen[None]):
 
             return cid, predict(self.c, cid)
 
-        self.app.run_worker(work, name="whatif", thread=True, exit_on_error=False, group="whatif", exclusive=True)
+        self.app.run_worker(
+            work, name="whatif", thread=True, exit_on_error=False, group="whatif", exclusive=True
+        )
 
     def show_whatif(self, cid: str, w: Any) -> None:
         self.last_whatif = w
