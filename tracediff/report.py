@@ -123,6 +123,16 @@ def verdict_lines(c: Comparison) -> list[str]:
     ]
     if c.critical_device is not None and len(h.devices) > 1:
         lines.append(f"critical GPU (finishes last in most head cycles): {c.critical_device}")
+    if b.wall_mean_ms is not None and h.wall_mean_ms is not None and h.devices:
+        dw = h.wall_mean_ms - b.wall_mean_ms
+        lines.append(
+            f"host range wall time per cycle: {b.wall_mean_ms:.3f} -> {h.wall_mean_ms:.3f} ms ({dw:+.3f} ms)"
+        )
+        if abs(dw) > 3 * max(abs(c.delta_ms_per_cycle), c.noise_floor_ms):
+            lines.append(
+                "the change is on the host side, outside the GPU span of the cycle (data loading,"
+                " Python, syncs): see the host phases below"
+            )
     return lines
 
 

@@ -77,7 +77,12 @@ def _outermost(sel: pl.DataFrame) -> pl.DataFrame:
 
 
 def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
-    """Tag ops with the cycle range whose host interval contains the op's launch call."""
+    """Tag ops with the cycle range whose host interval contains the op's launch call.
+
+    First on the range's own thread. Ops launched by another thread of the same process while a
+    cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
+    cycle too: they get `_other_thread` = true and are phased "(other thread)".
+    """
     r = cyc.select(
         "process_id",
         pl.col("thread_id").alias("launch_thread_id"),
@@ -85,7 +90,11 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         pl.col("end_ns").alias("_re"),
         "cycle",
     ).sort("_rs")
-    o = ops.filter(pl.col("launch_start_ns").is_not_null()).sort("launch_start_ns")
+    o = (
+        ops.filter(pl.col("launch_start_ns").is_not_null())
+        .sort("launch_start_ns")
+        .with_row_index("_op")
+    )
     j = o.join_asof(
         r,
         left_on="launch_start_ns",
@@ -94,9 +103,27 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         strategy="backward",
         check_sortedness=False,
     )
-    return j.filter(
-        pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
-    ).drop("_rs", "_re")
+    inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
+    same = j.filter(inside).drop("_rs", "_re").with_columns(pl.lit(False).alias("_other_thread"))
+    rest = o.join(same.select("_op"), on="_op", how="anti")
+    if rest.height:
+        rp = r.drop("launch_thread_id")
+        other = rest.join_asof(
+            rp,
+            left_on="launch_start_ns",
+            right_on="_rs",
+            by="process_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        other = (
+            other.filter(inside)
+            .drop("_rs", "_re")
+            .with_columns(pl.lit(True).alias("_other_thread"))
+        )
+        if other.height:
+            same = pl.concat([same, other])
+    return same.drop("_op")
 
 
 def _number(sel: pl.DataFrame) -> pl.DataFrame:
@@ -143,7 +170,12 @@ def _phases(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
 
 def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
     if phases.height == 0:
-        return ops.with_columns(pl.lit("(cycle)").alias("phase"))
+        return ops.with_columns(
+            pl.when(pl.col("_other_thread"))
+            .then(pl.lit("(other thread)"))
+            .otherwise(pl.lit("(cycle)"))
+            .alias("phase")
+        )
     p = phases.select(
         "process_id",
         pl.col("thread_id").alias("launch_thread_id"),
@@ -161,7 +193,12 @@ def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
     )
     inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
     return j.with_columns(
-        pl.when(inside).then(pl.col("_ph")).otherwise(pl.lit("(between phases)")).alias("phase")
+        pl.when(pl.col("_other_thread"))
+        .then(pl.lit("(other thread)"))
+        .when(inside)
+        .then(pl.col("_ph"))
+        .otherwise(pl.lit("(between phases)"))
+        .alias("phase")
     ).drop("_ps", "_pe", "_ph")
 
 
@@ -218,6 +255,13 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
     phases = _phases(ranges, cyc)
     tagged = _tag_phase(tagged, phases)
     warnings = []
+    n_other = int(tagged["_other_thread"].sum())
+    tagged = tagged.drop("_other_thread")
+    if n_other:
+        warnings.append(
+            f"{n_other} GPU ops launched by other threads while a {chosen!r} range was open are "
+            "included, phase '(other thread)'"
+        )
     outside = ops.height - tagged.height
     if tagged.height == 0:
         raise AnalysisError(
