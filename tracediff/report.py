@@ -46,7 +46,7 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
         "head": {k: _f(v) for k, v in asdict(c.head).items()},
         "delta_ms_per_cycle": {
             "mean": c.delta_ms_per_cycle,
-            "ci95": list(c.delta_ci95),
+            "ci95": [_f(x) for x in c.delta_ci95],
             "pct": _f(c.delta_pct),
             "significant": c.significant,
         },
@@ -64,7 +64,7 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
                 "base_ms_per_cycle": r["base_ms_per_cycle"],
                 "head_ms_per_cycle": r["head_ms_per_cycle"],
                 "delta_ms_per_cycle": r["delta_ms_per_cycle"],
-                "ci95": [r["ci95_low"], r["ci95_high"]],
+                "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
                 "significant": r["significant"],
                 "share": _f(r["share"]),
                 "status": r["status"],
@@ -80,7 +80,7 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
                 "base_ms_per_cycle": r["base_ms_per_cycle"],
                 "head_ms_per_cycle": r["head_ms_per_cycle"],
                 "delta_ms_per_cycle": r["delta_ms_per_cycle"],
-                "ci95": [r["ci95_low"], r["ci95_high"]],
+                "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
                 "significant": r["significant"],
             }
             for r in c.host.iter_rows(named=True)
@@ -114,11 +114,16 @@ def phase_rollup(c: Comparison) -> pl.DataFrame:
 
 def verdict_lines(c: Comparison) -> list[str]:
     b, h = c.base, c.head
-    sig = "significant" if c.significant else "not significant (within noise)"
+    if math.isnan(c.delta_ci95[0]):
+        sig = "no CI with fewer than 2 cycles a side (try --cycle NAME)"
+    else:
+        sig = "significant" if c.significant else "not significant (within noise)"
+    lo, hi = c.delta_ci95
+    ci = "-" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]"
     lines = [
         f"base  {b.label}: {b.cycles} cycles ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
         f"head  {h.label}: {h.cycles} cycles ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
-        f"change {c.delta_ms_per_cycle:+.3f} ms/cycle ({c.delta_pct:+.1f} %), 95% CI [{c.delta_ci95[0]:+.3f}, {c.delta_ci95[1]:+.3f}]: {sig}; "
+        f"change {c.delta_ms_per_cycle:+.3f} ms/cycle ({c.delta_pct:+.1f} %), 95% CI {ci}: {sig}; "
         f"noise floor {c.noise_floor_ms:.3f} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
     ]
     if c.critical_device is not None and len(h.devices) > 1:
@@ -154,7 +159,7 @@ def render_table(c: Comparison, top: int = 15) -> str:
     for r in c.attribution.head(top).iter_rows(named=True):
         mark = "*" if r["significant"] else " "
         share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
-        ci = f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
+        ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
         dev = "-" if r["device_id"] is None else str(r["device_id"])
         name = (
             r["name"]

@@ -179,7 +179,10 @@ def _host(
 
 
 def _significant() -> pl.Expr:
-    excl = (pl.col("ci95_low") > 0) | (pl.col("ci95_high") < 0)
+    # NaN CI (fewer than 2 cycles a side) is never significant; polars orders NaN above every
+    # number, so it must be excluded explicitly
+    known = pl.col("ci95_low").is_not_nan() & pl.col("ci95_high").is_not_nan()
+    excl = known & ((pl.col("ci95_low") > 0) | (pl.col("ci95_high") < 0))
     big = pl.col("delta_ms_per_cycle").abs() >= pl.max_horizontal(
         pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs()
     )
