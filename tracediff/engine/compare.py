@@ -415,25 +415,42 @@ def compare(
 
 def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
     starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
-    ids = attribution.select(
-        "kind", pl.col("name").cast(pl.Categorical), "phase", "device_id", "contributor_id"
-    )
     e = ops.join(starts, on=["side", "cycle", "device_id"], how="left")
-    if "wait_ns" in e.columns and e["wait_ns"].is_not_null().any():
-        # a collective split into wait and transfer: its instances belong to the transfer row
-        e = e.with_columns(
-            pl.when(pl.col("wait_ns").is_not_null())
-            .then(pl.col("contributor").cast(pl.String) + " [transfer]")
-            .otherwise(pl.col("contributor").cast(pl.String))
-            .cast(pl.Categorical)
-            .alias("contributor")
-        )
-    e = e.join(
-        ids,
-        left_on=["kind", "contributor", "phase", "device_id"],
-        right_on=["kind", "name", "phase", "device_id"],
-        how="left",
+    e = e.with_columns(
+        pl.col("wait_ns").is_not_null().alias("_split")
+        if "wait_ns" in e.columns
+        else pl.lit(False).alias("_split")
     )
+    # contributor ids by string on the distinct keys (small), then joined back on the frame's own
+    # columns: never compare categoricals built in different places. A collective split into
+    # wait and transfer belongs to its transfer row.
+    key = ["kind", "contributor", "phase", "device_id", "_split"]
+    name = pl.col("contributor").cast(pl.String)
+    distinct = (
+        e.select(key)
+        .unique()
+        .with_columns(
+            pl.when(pl.col("_split")).then(name + " [transfer]").otherwise(name).alias("_name"),
+            pl.when(pl.col("_split")).then(name + " [wait for last rank]").alias("_wname"),
+        )
+    )
+    att = attribution.select("kind", "name", "phase", "device_id", "contributor_id")
+    on = ["kind", "phase", "device_id"]
+    ids = (
+        distinct.join(
+            att.rename({"name": "_name"}), on=[*on, "_name"], how="left", nulls_equal=True
+        )
+        .join(
+            att.rename({"name": "_wname", "contributor_id": "_wid"}),
+            on=[*on, "_wname"],
+            how="left",
+            nulls_equal=True,
+        )
+        # an instance that was all wait has no transfer row: it belongs to the wait row
+        .with_columns(pl.coalesce("contributor_id", "_wid").alias("contributor_id"))
+        .drop("_name", "_wname", "_wid")
+    )
+    e = e.join(ids, on=key, how="left", nulls_equal=True)
     return e.select(
         "side",
         "cycle",

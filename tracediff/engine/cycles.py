@@ -321,6 +321,31 @@ def _period(names: np.ndarray) -> int | None:
     return min(p for p, m in scores.items() if m >= best - 0.005)
 
 
+def _no_ranges() -> pl.DataFrame:
+    """Segmentation.ranges of a method without host ranges."""
+    return pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "thread_id": pl.Int64,
+            "cycle": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "wall_ns": pl.Int64,
+        }
+    )
+
+
+def _no_phases() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "cycle": pl.Int64,
+            "phase": pl.String,
+            "duration_ns": pl.Int64,
+        }
+    )
+
+
 def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
     """Cycles from the repeating op sequence of each device."""
     parts = []
@@ -372,29 +397,11 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
             "capture with NVTX ranges around each cycle and pass --cycle NAME",
         )
     tagged = pl.concat(parts).with_columns(pl.lit("(cycle)").alias("phase"))
-    empty_r = pl.DataFrame(
-        schema={
-            "process_id": pl.Int64,
-            "thread_id": pl.Int64,
-            "cycle": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "wall_ns": pl.Int64,
-        }
-    )
-    empty_p = pl.DataFrame(
-        schema={
-            "process_id": pl.Int64,
-            "cycle": pl.Int64,
-            "phase": pl.String,
-            "duration_ns": pl.Int64,
-        }
-    )
     short = anchors[0].split("(")[0][:60]
     return Segmentation(
         ops=tagged,
-        ranges=empty_r,
-        phases=empty_p,
+        ranges=_no_ranges(),
+        phases=_no_phases(),
         method=f"kernel-period:{short}",
         warnings=warnings,
     )
@@ -402,26 +409,10 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
 
 def whole(ops: pl.DataFrame) -> Segmentation:
     """The whole run as a single cycle."""
-    empty_r = pl.DataFrame(
-        schema={
-            "process_id": pl.Int64,
-            "thread_id": pl.Int64,
-            "cycle": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "wall_ns": pl.Int64,
-        }
-    )
-    empty_p = pl.DataFrame(
-        schema={
-            "process_id": pl.Int64,
-            "cycle": pl.Int64,
-            "phase": pl.String,
-            "duration_ns": pl.Int64,
-        }
-    )
     tagged = ops.with_columns(pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)").alias("phase"))
-    return Segmentation(ops=tagged, ranges=empty_r, phases=empty_p, method="whole-run", warnings=[])
+    return Segmentation(
+        ops=tagged, ranges=_no_ranges(), phases=_no_phases(), method="whole-run", warnings=[]
+    )
 
 
 def segment(
