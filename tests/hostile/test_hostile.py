@@ -552,15 +552,14 @@ def test_file_larger_than_memory_is_one_line(tmp_path: Path, outdir: Path) -> No
         f.write(b'{"traceEvents": [')
         f.truncate(64 << 30)
     r = cli("parse", big, "-o", outdir / "run.arrow", preexec_fn=_address_space(9 << 29), env=_ENV)
-    assert_error(r, big, "out of memory")
+    # refused from its size before a byte is read (it used to be MemoryError after reading)
+    assert_error(r, big, "this machine has memory for")
     assert_nothing_written(outdir)
 
 
-@pytest.mark.skipif(
-    not os.environ.get("TRACEDIFF_SLOW_TESTS"),
-    reason="~16 s: gunzips ~1.5 GB before memory runs out; set TRACEDIFF_SLOW_TESTS=1",
-)
 def test_gzip_bomb_is_one_line(corpus: Path, outdir: Path) -> None:
+    """Refused from the gzip trailer's size, without inflating it (it took ~16 s to run out of
+    memory before)."""
     path = corpus / "kineto_gzip_bomb.json.gz"
     r = cli(
         "parse",
@@ -569,7 +568,7 @@ def test_gzip_bomb_is_one_line(corpus: Path, outdir: Path) -> None:
         outdir / "run.arrow",
         preexec_fn=_address_space(4 << 30),
         env=_ENV,
-        timeout=120,
+        timeout=20,
     )
-    assert_error(r, path, "out of memory")
+    assert_error(r, path, "this machine has memory for")
     assert_nothing_written(outdir)

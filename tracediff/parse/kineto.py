@@ -27,6 +27,7 @@ both stay null rather than hold the sum.
 from __future__ import annotations
 
 import gc
+import os
 import re
 import zlib
 from decimal import Decimal
@@ -215,16 +216,64 @@ _ARG_COLUMNS: dict[type, dict[str, pl.DataType]] = {
 # ---------------------------------------------------------------- reading
 
 
+PEAK_PER_JSON_BYTE = 3
+"""Peak memory of a parse is up to ~3x the uncompressed JSON (bench/kineto_ingest.py)."""
+
+
+def memory_budget() -> int:
+    """Bytes of JSON this machine can parse: available memory / PEAK_PER_JSON_BYTE.
+
+    $TRACEDIFF_MEMORY_BYTES overrides the available memory (containers whose limits
+    /proc/meminfo does not show)."""
+    env = os.environ.get("TRACEDIFF_MEMORY_BYTES")
+    avail = int(env) if env and env.isdigit() else None
+    if avail is None:
+        try:
+            with open("/proc/meminfo") as f:
+                info = dict(line.split(":", 1) for line in f)
+            avail = int(info["MemAvailable"].split()[0]) * 1024
+        except (OSError, KeyError, ValueError):
+            avail = 1 << 62
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)  # an address-space limit caps it too
+    if soft != resource.RLIM_INFINITY:
+        avail = min(avail, soft)
+    return avail // PEAK_PER_JSON_BYTE
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def _too_big(path: Path, size: int, budget: int) -> InputError:
+    return InputError(
+        f"{path}: the trace is {_size(size)} of JSON or more; parsing it needs about "
+        f"{PEAK_PER_JSON_BYTE}x that and this machine has memory for {_size(budget)} of JSON",
+        "profile fewer steps, or parse it on a machine with more memory",
+    )
+
+
 def _read(path: Path) -> bytes:
+    budget = memory_budget()
     try:
+        size = path.stat().st_size
+        if size > budget:  # fail before reading, not after swapping
+            raise _too_big(path, size, budget)
         data = path.read_bytes()
     except OSError as e:
         raise InputError(
             f"{path}: cannot read: {e.strerror or e}", "check the path and permissions"
         ) from None
     if data[:2] == b"\x1f\x8b":
+        # ISIZE, the gzip trailer: the last member's size mod 2**32 -- a bomb under 4 GiB is
+        # refused without inflating a byte; larger ones are stopped by the limit while inflating
+        if len(data) >= 18 and int.from_bytes(data[-4:], "little") > budget:
+            raise _too_big(path, int.from_bytes(data[-4:], "little"), budget)
         try:
-            data = _gunzip(data)
+            data = _gunzip(data, budget)
+        except _Oversized:
+            raise _too_big(path, budget + 1, budget) from None
         except (OSError, EOFError, zlib.error, _inflate.error) as e:
             raise InputError(
                 f"{path}: gzip data is truncated or corrupt ({e})",
@@ -233,12 +282,22 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def _gunzip(data: bytes) -> bytes:
-    """gzip → bytes in one C call per member (gzip.decompress adds a second CRC pass)."""
+class _Oversized(Exception):
+    pass
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """gzip → bytes in one C call per member (gzip.decompress adds a second CRC pass), stopping
+    as soon as the output would pass `limit` bytes (a gzip bomb fails at once, not at OOM)."""
     out = []
+    total = 0
     while data:
         d = _inflate.decompressobj(wbits=31)
-        out.append(d.decompress(data))
+        chunk = d.decompress(data, max(limit - total, 0) + 1)
+        total += len(chunk)
+        if total > limit or d.unconsumed_tail:
+            raise _Oversized()
+        out.append(chunk)
         if not d.eof:
             raise EOFError("compressed stream ended before the end-of-stream marker")
         data = d.unused_data.lstrip(b"\x00")
