@@ -149,29 +149,10 @@ def _host(
     if len(rows) < 2:
         return walls, pl.DataFrame()
     long = pl.concat(rows).rename({"duration_ns": "value_ns"})
-    keys = (
-        long.select("phase")
-        .unique()
-        .sort("phase")
-        .with_row_index("_k")
-        .with_columns(pl.col("_k").cast(pl.Int64))
-    )
     cb = sorted(segs["base"].ranges["cycle"].unique().to_list())
     ch = sorted(segs["head"].ranges["cycle"].unique().to_list())
-    mb = at.matrix(long, "base", ["phase"], cb, keys)
-    mh = at.matrix(long, "head", ["phase"], ch, keys)
-    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
-    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
-    d = hm - bm
     host = (
-        keys.with_columns(
-            pl.Series("base_ms_per_cycle", bm),
-            pl.Series("head_ms_per_cycle", hm),
-            pl.Series("delta_ms_per_cycle", d),
-            pl.Series("ci95_low", lo / 1e6),
-            pl.Series("ci95_high", hi / 1e6),
-        )
-        .with_columns(_significant())
+        _per_cycle_stats(long, ["phase"], cb, ch, n_boot)
         .drop("_k")
         .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
     )
@@ -187,6 +168,32 @@ def _significant() -> pl.Expr:
         pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs()
     )
     return (excl & big).alias("significant")
+
+
+def _per_cycle_stats(
+    long: pl.DataFrame, keys: list[str], cycles_b: list[int], cycles_h: list[int], n_boot: int
+) -> pl.DataFrame:
+    """One row per distinct `keys` of `long` (side, cycle, keys..., value_ns), in key order (`_k`):
+    base/head ms per cycle (absent cycles count 0), their difference, its bootstrap 95 % CI over
+    cycles, and whether it is significant."""
+    key_order = (
+        long.select(keys)
+        .unique()
+        .sort(keys)
+        .with_row_index("_k")
+        .with_columns(pl.col("_k").cast(pl.Int64))
+    )
+    mb = at.matrix(long, "base", keys, cycles_b, key_order)
+    mh = at.matrix(long, "head", keys, cycles_h, key_order)
+    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
+    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
+    return key_order.with_columns(
+        pl.Series("base_ms_per_cycle", bm),
+        pl.Series("head_ms_per_cycle", hm),
+        pl.Series("delta_ms_per_cycle", hm - bm),
+        pl.Series("ci95_low", lo / 1e6),
+        pl.Series("ci95_high", hi / 1e6),
+    ).with_columns(_significant())
 
 
 def compare(
@@ -261,22 +268,12 @@ def compare(
     sb, sh = span["base"]["span_ns"].to_numpy() / 1e6, span["head"]["span_ns"].to_numpy() / 1e6
     long = at.contributions(ops, cyc)
     keys = ["kind", "name", "phase", "device_id"]
-    key_order = (
-        long.select(keys)
-        .unique()
-        .sort(keys)
-        .with_row_index("_k")
-        .with_columns(pl.col("_k").cast(pl.Int64))
-    )
     cb, chh = span["base"]["cycle"].to_list(), span["head"]["cycle"].to_list()
-    mb = at.matrix(long, "base", keys, cb, key_order)
-    mh = at.matrix(long, "head", keys, chh, key_order)
-    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
+    stats = _per_cycle_stats(long, keys, cb, chh, n_boot)
     tot_lo, tot_hi = at.bootstrap_delta(sb[None, :], sh[None, :], n_boot)
-    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
     delta = float(sh.mean() - sb.mean())
     counts = long.group_by("side", *keys).agg(pl.col("count").sum())
-    cnt = key_order.join(
+    cnt = stats.join(
         counts.filter(pl.col("side") == "base").drop("side").rename({"count": "_cb"}),
         on=keys,
         how="left",
@@ -288,19 +285,12 @@ def compare(
         how="left",
         nulls_equal=True,
     ).sort("_k")
-    d = hm - bm
     attribution = (
         cnt.with_columns(
-            pl.Series("base_ms_per_cycle", bm),
-            pl.Series("head_ms_per_cycle", hm),
-            pl.Series("delta_ms_per_cycle", d),
-            pl.Series("ci95_low", lo / 1e6),
-            pl.Series("ci95_high", hi / 1e6),
             (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
             (pl.col("_ch").fill_null(0) / len(chh)).alias("head_count_per_cycle"),
         )
         .with_columns(
-            _significant(),
             (
                 pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
             ).alias("share"),
