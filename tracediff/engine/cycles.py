@@ -76,6 +76,17 @@ def _outermost(sel: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _latest_started(
+    points: pl.DataFrame, at: str, intervals: pl.DataFrame, start: str, by: list[str]
+) -> pl.DataFrame:
+    """Each row of `points` (sorted by `at`) with the interval of the same `by` keys that started
+    last at or before it (null columns where none): the candidate enclosing interval. Callers
+    check its end, since the intervals of one key do not overlap."""
+    return points.join_asof(
+        intervals, left_on=at, right_on=start, by=by, strategy="backward", check_sortedness=False
+    )
+
+
 def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     """Tag ops with the cycle range whose host interval contains the op's launch call.
 
@@ -95,27 +106,13 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         .sort("launch_start_ns")
         .with_row_index("_op")
     )
-    j = o.join_asof(
-        r,
-        left_on="launch_start_ns",
-        right_on="_rs",
-        by=["process_id", "launch_thread_id"],
-        strategy="backward",
-        check_sortedness=False,
-    )
+    j = _latest_started(o, "launch_start_ns", r, "_rs", ["process_id", "launch_thread_id"])
     inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
     same = j.filter(inside).drop("_rs", "_re").with_columns(pl.lit(False).alias("_other_thread"))
     rest = o.join(same.select("_op"), on="_op", how="anti")
     if rest.height:
         rp = r.drop("launch_thread_id")
-        other = rest.join_asof(
-            rp,
-            left_on="launch_start_ns",
-            right_on="_rs",
-            by="process_id",
-            strategy="backward",
-            check_sortedness=False,
-        )
+        other = _latest_started(rest, "launch_start_ns", rp, "_rs", ["process_id"])
         other = (
             other.filter(inside)
             .drop("_rs", "_re")
@@ -154,14 +151,7 @@ def _phases(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         pl.col("end_ns").alias("_re"),
         "cycle",
     ).sort("_rs")
-    j = inner.sort("start_ns").join_asof(
-        r,
-        left_on="start_ns",
-        right_on="_rs",
-        by=["process_id", "thread_id"],
-        strategy="backward",
-        check_sortedness=False,
-    )
+    j = _latest_started(inner.sort("start_ns"), "start_ns", r, "_rs", ["process_id", "thread_id"])
     j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
     return j.select(
         "process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns"
@@ -183,13 +173,8 @@ def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
         pl.col("end_ns").alias("_pe"),
         pl.col("phase").alias("_ph"),
     ).sort("_ps")
-    j = ops.sort("launch_start_ns").join_asof(
-        p,
-        left_on="launch_start_ns",
-        right_on="_ps",
-        by=["process_id", "launch_thread_id"],
-        strategy="backward",
-        check_sortedness=False,
+    j = _latest_started(
+        ops.sort("launch_start_ns"), "launch_start_ns", p, "_ps", ["process_id", "launch_thread_id"]
     )
     inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
     return j.with_columns(
