@@ -154,6 +154,28 @@ SYNCS = pa.schema(
     ]
 )
 
+CUDA_EVENTS = pa.schema(
+    [
+        # CUDA event records (cudaEventRecord: the event completes when the recording stream's
+        # work enqueued before it is done) and stream waits (cudaStreamWaitEvent: work enqueued
+        # on the waiting stream afterwards starts only after the event completed). One row per
+        # record or wait; the API call is joined on (process, correlation id). A run file from an
+        # older tracediff has no such table: it reads as empty.
+        ("action", _name),  # "record" | "wait"
+        ("device_id", pa.int32()),
+        ("process_id", pa.int64()),
+        ("stream_id", pa.int64()),  # the recording stream (record) or the waiting stream (wait)
+        ("event_id", pa.int64()),  # the CUDA event; one event is re-recorded many times
+        ("event_sync_id", pa.int64()),  # links a wait to its record directly (newer nsys); null
+        ("correlation_id", pa.int64()),  # of the API call
+        ("api", _name),  # cudaEventRecord, cudaStreamWaitEvent, ... (no _vNNNN suffix)
+        ("thread_id", pa.int64()),  # OS tid of the calling thread
+        ("api_start_ns", pa.int64()),
+        ("api_end_ns", pa.int64()),
+        ("completed_ns", pa.int64()),  # record: when the event completed on the GPU, if traced
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "memops": MEMOPS,
@@ -162,6 +184,7 @@ TABLES: dict[str, pa.Schema] = {
     "collectives": COLLECTIVES,
     "devices": DEVICES,
     "syncs": SYNCS,
+    "cuda_events": CUDA_EVENTS,
 }
 
 
