@@ -15,7 +15,9 @@ import pytest
 
 from tracediff.errors import InputError
 from tracediff.parse import load
-from tracediff.parse.nsys_sqlite import SqliteSource, nesting_depth, read_nsys_sqlite
+from tracediff.parse.intervals import nesting_depth
+from tracediff.parse.nsys_source import SqliteSource
+from tracediff.parse.nsys_sqlite import read_nsys_sqlite
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 H200 = [DATA / "h200" / f"{s}.sqlite" for s in ("g_good", "g_bad", "e_good", "e_bad")]
@@ -288,9 +290,10 @@ def test_parallel_and_serial_reads_agree() -> None:
     path = DATA / "h200" / "e_bad.sqlite"
     a, b = SqliteSource(path, workers=1), SqliteSource(path, workers=2)
     a.CHUNK_ROWS = b.CHUNK_ROWS = 1000  # force several rowid ranges on a small file
-    from tracediff.parse.nsys_sqlite import _RUNTIME_COLS, RUNTIME, Read
+    from tracediff.parse.nsys_schema import RUNTIME, RUNTIME_COLS
+    from tracediff.parse.nsys_source import Read
 
-    r = Read(RUNTIME, _RUNTIME_COLS)
+    r = Read(RUNTIME, RUNTIME_COLS)
     assert len(b._ranges(r)) > 1
     x, y = a.read([r])[0], b.read([r])[0]
     a.close()

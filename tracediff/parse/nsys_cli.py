@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from tracediff import nsys_tool
 from tracediff.errors import InputError
 from tracediff.parse import nsys_sqlite
-from tracediff.parse.nsys_sqlite import Read, typed
+from tracediff.parse.nsys_source import Read, typed
 from tracediff.runfile import Run
 
 DEFAULT_TIMEOUT_S = 1800.0

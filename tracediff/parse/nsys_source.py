@@ -1,0 +1,296 @@
+"""Raw nsys tables as polars frames: the `Read` request, the `Source` protocol, SQLite reader.
+
+Stage: parse (nsys), first step. Input: an nsys SQLite export (`SqliteSource`; the Parquet
+folder reader `ParquetSource` is in nsys_cli.py and answers the same `Read`s). Output: one
+polars frame per `Read`, columns in the requested order and types, absent columns as nulls.
+
+Each raw table is pulled as Arrow (ADBC's SQLite driver, large tables split by rowid range over
+a thread pool, since SQLite readers run concurrently and ADBC releases the GIL), with a stdlib
+`sqlite3` fallback. No Python loop runs per row except the UTF-8 repair of a column that has
+invalid bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+import pyarrow as pa
+
+from tracediff.errors import InputError
+from tracediff.parse.nsys_schema import F64, I64, STR
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Read:
+    """One raw-table read: wanted columns and their types (absent columns come back as nulls),
+    optionally only rows whose integer column `where_in[0]` is in `where_in[1]`."""
+
+    table: str
+    cols: Mapping[str, pl.DataType]
+    where_in: tuple[str, tuple[int, ...]] | None = None
+
+
+class Source(Protocol):
+    """Where raw nsys tables come from: an SQLite export or a Parquet folder."""
+
+    src: str
+    tables: set[str]
+
+    def columns(self, table: str) -> list[str]: ...
+
+    def read(self, reads: Sequence[Read]) -> list[pl.DataFrame]: ...
+
+    def close(self) -> None: ...
+
+
+def typed(df: pl.DataFrame, read: Read, have: Sequence[str], src: str) -> pl.DataFrame:
+    """Columns of `read` in order with their declared types; absent ones as typed nulls.
+
+    uint64 columns (Parquet exports) are reinterpreted as int64, which is what SQLite stores.
+    A value that cannot take its column's type is an error, never a silent null.
+    """
+    exprs = []
+    for name, dtype in read.cols.items():
+        if name not in have:  # repeat, not lit: the frame keeps its height even with no columns
+            exprs.append(pl.repeat(None, df.height, dtype=dtype).alias(name))
+        elif df.schema[name] == pl.UInt64 and dtype == I64:
+            exprs.append(pl.col(name).reinterpret(signed=True))
+        elif df.schema[name] != dtype:
+            exprs.append(pl.col(name).cast(dtype, strict=True))
+        else:
+            exprs.append(pl.col(name))
+    try:
+        return df.select(exprs)
+    except pl.exceptions.PolarsError:
+        raise InputError(
+            f"{src}: table {read.table} holds values of the wrong type",
+            "the export is corrupt or not from Nsight Systems; export the report again",
+        ) from None
+
+
+def _utf8(table: pa.Table) -> pa.Table:
+    """SQLite TEXT can hold any bytes; Arrow strings must be UTF-8. Bad bytes become U+FFFD.
+
+    The check is one pass in C++; the repair loop runs only over a column that fails it.
+    """
+    for i, field in enumerate(table.schema):
+        if not pa.types.is_string(field.type) and not pa.types.is_large_string(field.type):
+            continue
+        col = table.column(i)
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = col.cast(pa.large_binary()).to_pylist()
+            fixed = pa.array(
+                [None if b is None else b.decode("utf-8", "replace") for b in raw], field.type
+            )
+            table = table.set_column(i, field, fixed)
+    return table
+
+
+class SqliteSource:
+    """A read-only nsys SQLite export. Queries run through ADBC (Arrow) with a stdlib fallback."""
+
+    CHUNK_ROWS = 262_144  # tables larger than this are read in parallel rowid ranges
+
+    def __init__(self, path: Path, workers: int | None = None) -> None:
+        self.path = Path(path)
+        self.src = str(path)
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self._check_header()
+        self._uri = f"file:{self.path}?mode=ro&immutable=1"
+        try:
+            self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            names = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise InputError(
+                f"{self.src}: SQLite file is unreadable ({e})",
+                "the file may be truncated or corrupt; export the report again",
+            ) from None
+        self.tables = {n for (n,) in names}
+        self._cols: dict[str, list[str]] = {}
+        self._local = threading.local()
+        self._adbc_cons: list[Any] = []
+        self._lock = threading.Lock()
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+
+            self._adbc: Any = adbc
+        except ImportError:
+            self._adbc = None
+
+    def _check_header(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(100)
+        except OSError as e:
+            raise InputError(
+                f"{self.src}: cannot read: {e.strerror}", "check the path and permissions"
+            ) from None
+        if head[:16] == SQLITE_MAGIC and len(head) < 100:
+            raise InputError(
+                f"{self.src}: not an SQLite file: truncated inside its 100-byte header",
+                "copy or export the report again",
+            )
+        if head[:16] != SQLITE_MAGIC:
+            raise InputError(
+                f"{self.src}: not an SQLite file",
+                "give an nsys report (.nsys-rep, .sqlite, .qdstrm) or a Kineto trace",
+            )
+        page = int.from_bytes(head[16:18], "big")
+        page = 65536 if page == 1 else page
+        npages = int.from_bytes(head[28:32], "big")
+        size = self.path.stat().st_size
+        if npages and page and size < npages * page:
+            raise InputError(
+                f"{self.src}: SQLite file is truncated ({size} of {npages * page} bytes)",
+                "copy or export the report again",
+            )
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._cols:
+            self._cols[table] = [r[1] for r in self._exec(f'PRAGMA table_info("{table}")')]
+        return self._cols[table]
+
+    def _exec(self, sql: str) -> list[tuple[Any, ...]]:
+        try:
+            return self.con.execute(sql).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise InputError(
+                f"{self.src}: SQLite file is corrupt ({e})",
+                "the export may be truncated; export it again",
+            ) from None
+
+    def _sql(self, read: Read, rowids: tuple[int, int] | None, cast_all: bool) -> str:
+        have = set(self.columns(read.table))
+        exprs = []
+        for c, t in read.cols.items():
+            if c not in have:
+                continue
+            # TEXT columns are cast so a stray integer cannot fix the column's Arrow type
+            if t == STR or (cast_all and t == F64):
+                exprs.append(f'CAST("{c}" AS {"TEXT" if t == STR else "REAL"}) AS "{c}"')
+            else:
+                exprs.append(f'"{c}"')
+        where = []
+        if read.where_in and read.where_in[0] in have:
+            where.append(
+                f'"{read.where_in[0]}" IN ({",".join(str(int(v)) for v in read.where_in[1])})'
+            )
+        if rowids:
+            where.append(f"rowid BETWEEN {rowids[0]} AND {rowids[1]}")
+        sql = f'SELECT {", ".join(exprs) or "NULL AS _none"} FROM "{read.table}"'
+        return sql + (f" WHERE {' AND '.join(where)}" if where else "")
+
+    def _adbc_con(self) -> Any:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._adbc.connect(self._uri)
+            self._local.con = con
+            with self._lock:
+                self._adbc_cons.append(con)
+        return con
+
+    def _fetch(self, read: Read, rowids: tuple[int, int] | None) -> pl.DataFrame:
+        have = [c for c in read.cols if c in set(self.columns(read.table))]
+        if self._adbc is not None:
+            # Type inference looks at the first batch; on a mismatch later (a column NULL for
+            # 64k rows, then text) retry with one batch so inference sees every row.
+            for batch in (1 << 16, 1 << 30):
+                cur = self._adbc_con().cursor()
+                try:
+                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch)})
+                    cur.execute(self._sql(read, rowids, cast_all=False))
+                    table = cur.fetch_arrow_table()
+                except Exception:  # noqa: BLE001 - ADBC raises several types; fall back below
+                    continue
+                finally:
+                    cur.close()
+                df = pl.from_arrow(_utf8(table))
+                assert isinstance(df, pl.DataFrame)
+                return typed(
+                    df.rename(dict(zip(df.columns, have, strict=False))), read, have, self.src
+                )
+        return self._fetch_stdlib(read, rowids, have)
+
+    def _fetch_stdlib(
+        self, read: Read, rowids: tuple[int, int] | None, have: list[str]
+    ) -> pl.DataFrame:
+        con = sqlite3.connect(self._uri, uri=True)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")  # TEXT may hold any bytes
+        try:
+            rows = con.execute(self._sql(read, rowids, cast_all=True)).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise InputError(
+                f"{self.src}: SQLite file is corrupt ({e})",
+                "the export may be truncated; export it again",
+            ) from None
+        finally:
+            con.close()
+        cols = list(zip(*rows, strict=True)) if rows else [() for _ in have]
+        try:
+            data = {
+                c: pl.Series(c, list(v), dtype=read.cols[c], strict=True)
+                for c, v in zip(have, cols, strict=True)
+            }
+        except (TypeError, OverflowError, pl.exceptions.PolarsError):
+            raise InputError(
+                f"{self.src}: table {read.table} holds values of the wrong type",
+                "the export is corrupt or not from Nsight Systems; export the report again",
+            ) from None
+        return typed(
+            pl.DataFrame(data, schema={c: read.cols[c] for c in have}), read, have, self.src
+        )
+
+    def _ranges(self, read: Read) -> list[tuple[int, int] | None]:
+        if self.workers == 1:
+            return [None]
+        # two queries: SQLite answers a lone min() or max() of rowid from the b-tree ends
+        (lo,) = self._exec(f'SELECT min(rowid) FROM "{read.table}"')[0]
+        (hi,) = self._exec(f'SELECT max(rowid) FROM "{read.table}"')[0]
+        if lo is None or hi - lo < self.CHUNK_ROWS:
+            return [None]
+        n = min(self.workers * 2, -(-(hi - lo + 1) // (self.CHUNK_ROWS // 2)))
+        step = -(-(hi - lo + 1) // n)
+        return [(a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
+
+    def read(self, reads: Sequence[Read]) -> list[pl.DataFrame]:
+        tasks = [
+            (i, r, rng)
+            for i, r in enumerate(reads)
+            if r.table in self.tables
+            for rng in self._ranges(r)
+        ]
+        parts: dict[int, list[pl.DataFrame]] = {i: [] for i in range(len(reads))}
+        if len(tasks) > 1 and self.workers > 1:
+            with ThreadPoolExecutor(self.workers) as pool:
+                results = list(pool.map(lambda t: self._fetch(t[1], t[2]), tasks))
+        else:
+            results = [self._fetch(r, rng) for _, r, rng in tasks]
+        for (i, _, _), df in zip(tasks, results, strict=True):
+            parts[i].append(df)
+        out = []
+        for i, r in enumerate(reads):
+            if not parts[i]:
+                out.append(pl.DataFrame(schema=r.cols))
+            else:
+                # one contiguous chunk: every later step (joins, gathers, casts) runs faster on it
+                df = parts[i][0] if len(parts[i]) == 1 else pl.concat(parts[i], rechunk=False)
+                out.append(df.rechunk())
+        return out
+
+    def close(self) -> None:
+        self.con.close()
+        for con in self._adbc_cons:
+            con.close()
+        self._adbc_cons.clear()
