@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.errors import InputError
-from tracediff.parse import nccl
+from tracediff.parse import nccl, nsys_events
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.nsys_columns import Strings
 from tracediff.parse.nsys_nvtx import nvtx_table
@@ -129,6 +129,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
+    tables["cuda_events"] = nsys_events.cuda_events_table(source, tables["api_calls"])
     unnamed = kern["demangledName"].null_count()
     if unnamed:
         warnings.append(
@@ -171,6 +172,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
 TABLES_READ = (
     *META_TABLES, STRINGS, "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
     "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
+    nsys_events.CUDA_EVENT,
 )  # fmt: skip
 
 

@@ -1,0 +1,161 @@
+"""Nsight Systems CUDA event records and stream waits → the run file's `cuda_events` table.
+
+Stage: parse (nsys). Input: a `Source` (SQLite export or Parquet folder) and the run's
+`api_calls` table, already read; output: `cuda_events`, one row per event record and per stream
+wait, from which the what-if replay draws its cross-stream edges (replay/events.py).
+
+The one place that knows CUPTI_ACTIVITY_KIND_CUDA_EVENT and the stream-wait rows of
+CUPTI_ACTIVITY_KIND_SYNCHRONIZATION. What real exports hold (nsys 2024.2.3 captures of
+capture/workload/twostream.py on an H200; nsys 2026.2 exports in tests/data/nsys/nsys-ai):
+
+- CUDA_EVENT: one row per cudaEventRecord with the recording stream and `eventId`, the event
+  itself (a re-recorded event keeps its id; waits name the same id). nsys 2024.2 writes none for
+  cudaEventRecordWithFlags, which torch 2.11's Event.record calls, and 2026.2 exports may hold
+  none at all: such records are kept from their API calls, with stream and event unknown (null).
+  Newer schemas add `timestamp` (device-side completion, 0 when not collected) and `eventSyncId`.
+- SYNCHRONIZATION: one row per sync call; `eventId` is the event waited on. `syncType` is not to
+  be trusted: in 2024.2 (schema 3.11) cudaStreamWaitEvent rows carry 3 (labelled "Stream sync")
+  and cudaEventQuery rows 2 ("Stream wait sync"); 2026.2 (3.25, which adds `deprecatedSyncType`)
+  writes CUPTI's values, 2 and 1. So a wait is a row whose API call is cu(da)StreamWaitEvent;
+  only where that call is missing, and the schema has `deprecatedSyncType`, does syncType 2 say so.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracediff.parse.nsys_columns import code_column, finish, pid_of
+from tracediff.parse.nsys_schema import ints
+from tracediff.parse.nsys_source import Read, Source
+
+CUDA_EVENT = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+TABLES_READ = (CUDA_EVENT, SYNC)
+"""The raw tables this module reads (for `nsys export --tables`)."""
+
+_EVENT_COLS = ints(
+    "deviceId", "streamId", "correlationId", "globalPid", "eventId", "eventSyncId", "timestamp"
+)
+_SYNC_COLS = ints(
+    "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType", "eventId",
+    "eventSyncId",
+)  # fmt: skip
+RECORD_API = re.compile(r"^cu(da)?EventRecord")  # ...WithFlags, _ptsz variants too
+WAIT_API = re.compile(r"^cu(da)?StreamWaitEvent")
+_CUPTI_ENUM_COLUMN = "deprecatedSyncType"  # present: syncType follows CUPTI's enum
+_CUPTI_STREAM_WAIT = 2
+_NO_ID = 0xFFFFFFFF  # CUPTI's "none" for stream and event ids
+ACTIONS = ["record", "wait"]
+
+
+def _calls(api_calls: pa.Table) -> pl.DataFrame:
+    """The record and stream-wait API calls, picked on the name dictionary (not per row)."""
+    cols = ["process_id", "thread_id", "start_ns", "end_ns", "name", "correlation_id"]
+    empty = pl.DataFrame(
+        schema={
+            "process_id": pl.Int64,
+            "correlation_id": pl.Int64,
+            "thread_id": pl.Int64,
+            "api_start_ns": pl.Int64,
+            "api_end_ns": pl.Int64,
+            "api": pl.String,
+            "_rec": pl.Boolean,
+        }
+    )
+    if api_calls.num_rows == 0:
+        return empty
+    name = api_calls.column("name").combine_chunks()
+    if not isinstance(name, pa.DictionaryArray):
+        name = name.dictionary_encode()
+    words = name.dictionary.to_pylist()
+    want = [i for i, w in enumerate(words) if w and (RECORD_API.match(w) or WAIT_API.match(w))]
+    if not want:
+        return empty
+    rows = pc.is_in(name.indices, pa.array(want, name.indices.type))
+    t = api_calls.select(cols).filter(rows)
+    df = pl.from_arrow(t)
+    assert isinstance(df, pl.DataFrame)
+    return (
+        df.select(
+            "process_id",
+            "correlation_id",
+            "thread_id",
+            pl.col("start_ns").alias("api_start_ns"),
+            pl.col("end_ns").alias("api_end_ns"),
+            pl.col("name").cast(pl.String).alias("api"),
+        )
+        .with_columns(pl.col("api").str.contains(RECORD_API.pattern).alias("_rec"))
+        .filter(pl.col("correlation_id").is_not_null())
+        .unique(subset=["process_id", "correlation_id"], keep="first", maintain_order=True)
+    )
+
+
+def _id(col: str) -> pl.Expr:
+    return pl.when(pl.col(col) != _NO_ID).then(pl.col(col))
+
+
+def cuda_events_table(source: Source, api_calls: pa.Table) -> pa.Table:
+    """Event records and stream waits of an nsys export (empty where it has neither)."""
+    ev, sync = source.read([Read(CUDA_EVENT, _EVENT_COLS), Read(SYNC, _SYNC_COLS)])
+    calls = _calls(api_calls)
+    on = ["process_id", "correlation_id"]
+    rec = ev.select(
+        pl.col("deviceId").alias("device_id"),
+        pid_of("globalPid").alias("process_id"),
+        _id("streamId").alias("stream_id"),
+        _id("eventId").alias("event_id"),
+        pl.col("eventSyncId").alias("event_sync_id"),
+        pl.col("correlationId").alias("correlation_id"),
+        pl.when(pl.col("timestamp") > 0).then(pl.col("timestamp")).alias("completed_ns"),
+    ).join(calls.drop("_rec"), on=on, how="left")
+    # record calls the report wrote no CUDA_EVENT row for: stream and event unknown
+    bare = calls.filter(pl.col("_rec")).drop("_rec").join(rec.select(on), on=on, how="anti")
+    waits = sync.select(
+        pl.col("deviceId").alias("device_id"),
+        pid_of("globalPid").alias("process_id"),
+        _id("streamId").alias("stream_id"),
+        _id("eventId").alias("event_id"),
+        pl.col("eventSyncId").alias("event_sync_id"),
+        pl.col("correlationId").alias("correlation_id"),
+        "syncType",
+        "start",
+        "end",
+    ).join(calls.drop("_rec"), on=on, how="left")
+    cupti_enum = _CUPTI_ENUM_COLUMN in source.columns(SYNC) if SYNC in source.tables else False
+    is_wait = pl.col("api").str.contains(WAIT_API.pattern).fill_null(False)
+    if cupti_enum:
+        is_wait = is_wait | (pl.col("api").is_null() & (pl.col("syncType") == _CUPTI_STREAM_WAIT))
+    waits = (
+        waits.filter(is_wait & pl.col("stream_id").is_not_null())
+        .with_columns(
+            pl.col("api_start_ns").fill_null(pl.col("start")),
+            pl.col("api_end_ns").fill_null(pl.col("end")),
+        )
+        .drop("syncType", "start", "end")
+    )
+    parts = [
+        rec.with_columns(pl.lit(0, pl.Int32).alias("_action")),
+        bare.with_columns(pl.lit(0, pl.Int32).alias("_action")),
+        waits.with_columns(pl.lit(1, pl.Int32).alias("_action")),
+    ]
+    df = pl.concat(parts, how="diagonal_relaxed")
+    if df.height:
+        df = df.sort("api_start_ns", "_action", nulls_last=True, maintain_order=True)
+    action = code_column(df["_action"] if df.height else pl.Series([], dtype=pl.Int32), ACTIONS)
+    return finish("cuda_events", df.drop("_action"), {"action": action})
+
+
+def counts(table: pa.Table) -> dict[str, int]:
+    """Rows by action, and records whose stream the report does not give (for `info`, tests)."""
+    act = np.asarray(table.column("action").cast(pa.string()).to_pylist(), dtype=object)
+    stream_known = np.asarray(table.column("stream_id").is_valid())
+    return {
+        "records": int((act == "record").sum()),
+        "records_without_stream": int(((act == "record") & ~stream_known).sum()),
+        "waits": int((act == "wait").sum()),
+    }
