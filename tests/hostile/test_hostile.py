@@ -38,6 +38,7 @@ GOOD_COUNTS = {
     "collectives": 72,
     "devices": 1,
     "syncs": 82,
+    "cuda_events": 144,  # 72 cudaEventRecord (CUDA_EVENT rows) + 72 ...WithFlags (API calls only)
 }
 
 
@@ -323,15 +324,20 @@ def test_usage_errors_exit_2(outdir: Path) -> None:
 # table dropped -> (run-table row counts that change, warning phrase or None)
 MISSING = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ({"kernels": 0}, "the report has no kernels"),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ({"api_calls": 0}, "the report has no CUDA API calls"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        {"api_calls": 0, "cuda_events": 72},  # the CUDA_EVENT rows stay, without their calls
+        "the report has no CUDA API calls",
+    ),
     "NVTX_EVENTS": ({"nvtx_ranges": 0, "collectives": 0}, "the report has no NVTX ranges"),
-    "StringIds": ({"collectives": 0}, "no StringIds table"),  # NCCL ranges are named by id
+    # NCCL ranges are named by id; record calls are known by name (the CUDA_EVENT rows stay)
+    "StringIds": ({"collectives": 0, "cuda_events": 72}, "no StringIds table"),
     "TARGET_INFO_GPU": ({}, "GPU names and properties are unknown"),
     "META_DATA_EXPORT": ({}, None),
     # nsys writes no table for an activity that did not happen: no warning
     "CUPTI_ACTIVITY_KIND_MEMCPY": ({"memops": 132}, None),
     "CUPTI_ACTIVITY_KIND_MEMSET": ({"memops": 12}, None),
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ({"syncs": 0}, None),
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ({}, None),  # all 144 records from their calls, no stream
     "TARGET_INFO_SESSION_START_TIME": ({}, None),
     "ENUM_CUDA_MEMCPY_OPER": ({}, None),
 }

@@ -399,7 +399,11 @@ def compare(
         collectives=_collectives(ops, len(cb), len(chh)),
         totals=_totals(ops),
         warnings=warnings,
-        replay_inputs={"ops": ops, "head_api": head.table("api_calls")},
+        replay_inputs={
+            "ops": ops,
+            "head_api": head.table("api_calls"),
+            "head_events": head.table("cuda_events"),  # cross-stream edges (replay/events.py)
+        },
     )
 
 

@@ -17,10 +17,12 @@ Model (times relative to each cycle's first GPU op, host time fixed):
   `launch end + floor`, the device's launch-to-start latency floor measured on host-bound ops.
 - CUDA-graph nodes run in their recorded order; only a graph launch's first node is released
   by the host (`cudaGraphLaunch` start + its floor); later nodes follow their predecessor.
-- Cross-stream waits: an op launched early whose start neither its stream predecessor nor the
-  host explains is tied to the op of another stream that ended just before it (an event wait;
-  nsys's CUDA_EVENT records are not in the run file, so the edge is read off the timeline).
-  Where nothing explains the start, the op keeps its measured start.
+- Cross-stream waits (events.py): each cudaStreamWaitEvent in the trace ties the first op
+  enqueued after it on the waiting stream to the last op enqueued before the matching
+  cudaEventRecord on the recording stream. Where the trace has no stream waits (or for CUDA-graph
+  nodes), an op launched early whose start neither its stream predecessor nor the host explains
+  is tied to the op of another stream that ended just before it (read off the timeline). Where
+  nothing explains the start, the op keeps its measured start.
 - Collectives on >= 2 GPUs: the k-th collective of a cycle on each GPU forms one instance; a
   rank ends no earlier than the last rank's arrival plus its own transfer time.
 - Host syncs inside a cycle (host.py): launches after a cudaDeviceSynchronize / event wait /
@@ -41,6 +43,7 @@ import polars as pl
 from tracediff.engine.attribute import GAP_CAUSES
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
+from tracediff.replay.events import TRACE_NONE, cross_edges, targets, trace_edges
 from tracediff.replay.host import HostSyncs, find_syncs
 from tracediff.replay.order import (
     NEG,
@@ -50,7 +53,6 @@ from tracediff.replay.order import (
     host_order,
     is_sorted,
     missing_slots,
-    wait_edges,
 )
 
 __all__ = ["NEG", "ReplayGraph", "build"]
@@ -362,8 +364,20 @@ def build(c: Comparison) -> ReplayGraph:
             .alias("_fl")
         )
     )
+    # cross-stream edges the trace records (events.py); a target's slack is that wait, not the
+    # device's dispatch gap, so it is left out of the typical gap
+    multi_stream = bool((first & ~new_dev).any())  # else no other stream to wait on
+    events = (c.replay_inputs or {}).get("head_events")
+    trace, tr_stats = trace_edges(h, events) if multi_stream else (TRACE_NONE, {})
+    h = h.with_columns(pl.Series("_tgt", targets(trace, n)))
     typ = (
-        h.filter(~pl.col("_hb") & ~pl.col("_first") & pl.col("_hostled") & (pl.col("_slack") >= 0))
+        h.filter(
+            ~pl.col("_hb")
+            & ~pl.col("_first")
+            & pl.col("_hostled")
+            & (pl.col("_slack") >= 0)
+            & ~pl.col("_tgt")
+        )
         .group_by("device_id")
         .agg(pl.col("_slack").median().cast(pl.Int64).alias("_typ"))
     )
@@ -389,10 +403,11 @@ def build(c: Comparison) -> ReplayGraph:
             | early_first
         ).alias("_ux"),
     )
-    multi_stream = bool((first & ~new_dev).any())  # else no other stream to wait on
-    edges = wait_edges(h) if multi_stream else NO_EDGES
-    has_edge = np.zeros(n, dtype=bool)
-    has_edge[edges["_i"].to_numpy()] = True
+    edges, has_edge, ev_stats = (
+        cross_edges(h, trace, events)
+        if multi_stream
+        else (NO_EDGES, np.zeros(n, dtype=bool), {"wait_edges": 0})
+    )
     h = h.with_columns(pl.Series("_has_edge", has_edge))
     pinned = (
         pl.col("_hb")
@@ -410,7 +425,7 @@ def build(c: Comparison) -> ReplayGraph:
     lag = (
         pl.when(pl.col("_first"))
         .then(0)
-        .when(pinned | pl.col("_ux"))
+        .when(pinned | pl.col("_ux") | pl.col("_has_edge"))
         .then(pl.min_horizontal(pl.col("_slack"), pl.col("_typ")))
         .otherwise(pl.col("_slack"))
     )
@@ -483,7 +498,8 @@ def build(c: Comparison) -> ReplayGraph:
             stats={
                 "host_bound_ops": int(h["_hb"].sum()),
                 "unaligned_share": float(h["slot"].is_null().to_numpy().mean()),
-                "wait_edges": edges.height,
+                **tr_stats,  # edges read from the trace's events (events.py)
+                **ev_stats,  # ...of which explain a start; edges inferred (wait_edges)
                 # ops that waited on something the trace does not show (the device's first
                 # op of each cycle excluded): they keep their measured start
                 "pinned_unexplained": int(
