@@ -284,6 +284,9 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
     else:
         take_g = pick[g.gid]
     take_g &= g.devprev >= 0
+    # an op that began while its device predecessor (on another stream) still ran had no idle
+    # before it: there is no gap to take, and tying it behind that op would serialise streams
+    take_g &= g.start >= g.end[np.maximum(g.devprev, 0)]
     # template slots missing from a HEAD cycle, taken from BASE: put back before the next op
     extra = np.zeros(n, dtype=np.int64)
     miss = g.missing
