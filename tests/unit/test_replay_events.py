@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from tracediff import schema
@@ -24,6 +26,7 @@ from tracediff.engine.result import Comparison
 from tracediff.parse import load
 from tracediff.replay import predict
 from tracediff.replay.graph import build
+from tracediff.runfile import Run
 
 TWO = Path(__file__).resolve().parent.parent / "data" / "h200" / "twostream"
 _cache: dict[tuple[str, str, bool], Comparison] = {}
@@ -106,3 +109,32 @@ def test_everything_from_base_predicts_base(base: str, head: str) -> None:
     stream's op still ran had no idle before it (before that, `all` missed by up to 30 %)."""
     c = _cmp(base, head)
     assert _err(predict(c, "all"), c.base.mean_ms) < 0.05
+
+
+def _two_ranks(run: Run) -> Run:
+    """The run plus a copy as a second process on device 1, with the same stream ids (as every
+    rank of a multi-GPU job has its stream 7). The copy's waits say device 0, as nsys 2026.2
+    writes on another process's synchronization rows: streams are matched by process."""
+    tables = {}
+    for name, t in run.tables.items():
+        c = t
+        for col, add in (("process_id", 1), ("thread_id", 1), ("launch_thread_id", 1)):
+            if col in c.column_names:
+                i = c.schema.get_field_index(col)
+                c = c.set_column(i, c.field(i), pc.add(c.column(i), pa.scalar(add, pa.int64())))
+        if "device_id" in c.column_names and name != "cuda_events":
+            i = c.schema.get_field_index("device_id")
+            c = c.set_column(i, c.field(i), pc.add(c.column(i), pa.scalar(1, pa.int32())))
+        tables[name] = pa.concat_tables([t, c]).combine_chunks()
+    return Run(tables=tables, metadata=dict(run.metadata))
+
+
+def test_two_ranks_with_the_same_stream_ids() -> None:
+    base, head = (_two_ranks(load(TWO / f"cupy_{x}.sqlite")) for x in ("slow-a", "good"))
+    c = compare(base, head, n_boot=20)
+    assert c.head.devices == [0, 1]
+    g = build(c)
+    assert g.stats["event_edges"] == 80 and g.stats["event_edges_contradicted"] == 0
+    n = g.stats["event_edges"]
+    assert (g.device[g.edge_src[:n]] == g.device[g.edge_dst[:n]]).all()  # never across ranks
+    assert _err(predict(c, "name:spin_kernel"), c.base.mean_ms) < 0.02
