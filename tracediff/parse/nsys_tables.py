@@ -7,6 +7,8 @@ output: Arrow tables of `tracediff.schema`. Vectorised: joins, sorted searches, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -38,31 +40,74 @@ def launch_keys(api: pl.DataFrame) -> pl.DataFrame:
 
 
 def _launch_join(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
-    """Left-join each GPU op to its launch call; an id seen twice in a process keeps the first."""
+    """Left-join each GPU op to its launch call; an id seen twice in a process keeps the first.
+
+    A binary search on one packed int64 key (process rank, correlationId) instead of a hash join
+    on two columns: the API table is in correlationId order within each process, so sorting it
+    is at most a stable radix sort on the process rank (8 processes, 5 M launches: ~10x less CPU
+    than the polars join).
+    """
     on = ["globalPid", "correlationId"]
-    if ops.is_empty() or keys.is_empty():
+    if ops.is_empty():
+        return ops.join(keys.clear(), on=on, how="left")
+    if keys.is_empty():
         return ops.join(keys, on=on, how="left")
-    lo = ops["globalPid"].min()
-    if lo == ops["globalPid"].max() and keys["globalPid"].min() == keys["globalPid"].max() == lo:
-        # One process on both sides (the usual report): binary search on correlationId, 3-4x
-        # faster than a hash join (the API table is already in correlationId order).
-        keys = keys.drop("globalPid")
-        kc = keys["correlationId"].to_numpy()
-        if not keys["correlationId"].is_sorted():
-            order = np.argsort(kc, kind="stable")
-            keys, kc = keys[pl.Series(order)], kc[order]
-        q = ops["correlationId"].fill_null(-1).to_numpy()
-        pos = np.minimum(np.searchsorted(kc, q), len(kc) - 1)
-        found = (kc[pos] == q) & ops["correlationId"].is_not_null().to_numpy()
-        idx = pl.Series("_i", pos)
-        if not found.all():
-            idx = idx.set(pl.Series(~found), None)
-        return pl.concat([ops, keys.drop("correlationId")[idx]], how="horizontal")
-    out = ops.join(keys, on=on, how="left", maintain_order="left")
-    if out.height != ops.height:
-        keys = keys.unique(subset=on, keep="first", maintain_order=True)
+    packed = _packer(keys["globalPid"], keys["correlationId"])
+    if packed is None:  # correlation ids too large or negative to pack: hash join
         out = ops.join(keys, on=on, how="left", maintain_order="left")
-    return out
+        if out.height != ops.height:
+            keys = keys.unique(subset=on, keep="first", maintain_order=True)
+            out = ops.join(keys, on=on, how="left", maintain_order="left")
+        return out
+    kk, rank = packed(keys["globalPid"], keys["correlationId"])
+    order = None
+    if not _is_sorted(kk):
+        order = np.argsort(rank, kind="stable")  # radix sort on a small int
+        if not _is_sorted(kk[order]):
+            order = np.argsort(kk, kind="stable")
+        kk = kk[order]
+    q, _ = packed(ops["globalPid"], ops["correlationId"])
+    pos = np.minimum(np.searchsorted(kk, q), len(kk) - 1)
+    found = (kk[pos] == q) & (q >= 0)
+    idx = pl.Series("_i", pos if order is None else order[pos])
+    if not found.all():
+        idx = idx.set(pl.Series(~found), None)
+    return pl.concat([ops, keys.drop(on)[idx]], how="horizontal")
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool((a[1:] >= a[:-1]).all())
+
+
+_Pack = Callable[[pl.Series, pl.Series], tuple[np.ndarray, np.ndarray]]
+
+
+def _packer(pid: pl.Series, cid: pl.Series) -> _Pack | None:
+    """A function (process, correlationId) → (packed key, process rank), or None.
+
+    Keys are rank << bits | correlationId over the processes and id range of the API table;
+    a pair that cannot match (null, unknown process, id out of range) packs to -1.
+    """
+    pids = pid.drop_nulls().unique().sort().to_numpy()
+    lo, hi = cid.min(), cid.max()
+    if not len(pids) or not isinstance(lo, int) or not isinstance(hi, int) or lo < 0:
+        return None
+    bits = hi.bit_length()
+    if len(pids) >= 1 << max(0, 62 - bits):
+        return None
+    rank_dtype = np.uint8 if len(pids) <= 256 else np.int64
+
+    def pack(p: pl.Series, c: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        pn = p.fill_null(-1).to_numpy()
+        cn = c.fill_null(-1).to_numpy()
+        rank = np.minimum(np.searchsorted(pids, pn), len(pids) - 1)
+        ok = (pids[rank] == pn) & (cn >= 0) & (cn <= hi)
+        if p.null_count():
+            ok &= p.is_not_null().to_numpy()
+        key = (rank.astype(np.int64) << bits) | cn
+        return np.where(ok, key, -1), rank.astype(rank_dtype)
+
+    return pack
 
 
 def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
