@@ -30,8 +30,11 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
 # nsys's own ENUM_CUDA_MEM_KIND numbering (not CUPTI's): checked on 2022.2, 2024.2 and 2026.1 data
 MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
               5: "Device Static", 6: "Managed Static", 7: "Unknown"}  # fmt: skip
-# ENUM_CUPTI_SYNC_TYPE labels. Not validated: in real 2024.2 and 2026.1 exports syncType 2
-# ("stream wait") sits on cudaStreamSynchronize and cudaEventQuery calls.
+# ENUM_CUPTI_SYNC_TYPE labels. Wrong before schema 3.2x: in 2024.2 (3.11) exports syncType 3
+# ("stream") sits on cudaStreamWaitEvent calls and 2 ("stream wait") on cudaEventQuery, in a
+# 2024.6 (3.16) export 2 on cudaStreamSynchronize; 2026.2 (3.25, which adds deprecatedSyncType)
+# writes CUPTI's values (1 cudaEventQuery, 2 cudaStreamWaitEvent, 3 cudaStreamSynchronize).
+# nsys_events.py tells stream waits by their API call instead.
 SYNC_KINDS = {1: "event", 2: "stream_wait", 3: "stream", 4: "context"}
 KNOWN_SCHEMA_MAJOR = 3
 
