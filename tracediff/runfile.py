@@ -46,13 +46,20 @@ class Run:
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
-    def read(self, name: str) -> pa.Table:
+    def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """A table without keeping it cached: for one-pass consumers of big tables (the engine's
         op extraction, export), so a memory-mapped run does not hold every table it ever read.
-        An in-memory run (parsed from a report) returns its table as is."""
+        An in-memory run (parsed from a report) returns its table as is. `columns`: only these
+        (a memory-mapped run then decompresses only their buffers)."""
         if isinstance(self.tables, _LazyTables):
-            return self.tables.load_uncached(name) if name in self.tables else schema.empty(name)
-        return self.table(name)
+            t = (
+                self.tables.load_uncached(name, columns)
+                if name in self.tables
+                else schema.empty(name)
+            )
+        else:
+            t = self.table(name)
+        return t if columns is None else t.select(columns)
 
     def table(self, name: str) -> pa.Table:
         t = self.tables.get(name)
@@ -153,20 +160,29 @@ class _LazyTables(dict[str, pa.Table]):
         self._offsets = offsets
         self._source = source
 
-    def load_uncached(self, name: str) -> pa.Table:
+    def load_uncached(self, name: str, columns: list[str] | None = None) -> pa.Table:
         if dict.__contains__(self, name):
             return dict.__getitem__(self, name)
-        return self._load(name, cache=False)
+        return self._load(name, cache=False, columns=columns)
 
-    def _load(self, name: str, cache: bool = True) -> pa.Table:
+    def _load(self, name: str, cache: bool = True, columns: list[str] | None = None) -> pa.Table:
         off, length = self._offsets[name]
         try:
-            reader = ipc.open_file(pa.py_buffer(self._buf)[off : off + length])
-            table = reader.read_all()
+            buf = pa.py_buffer(self._buf)[off : off + length]
+            if columns is None:
+                table = ipc.open_file(buf).read_all()
+            else:  # validate the whole schema, decompress only the columns asked for
+                full = ipc.open_file(buf).schema
+                schema.validate_schema(name, full, self._source)
+                fields = [full.get_field_index(c) for c in columns]
+                opts = ipc.IpcReadOptions(included_fields=fields)
+                table = ipc.open_file(buf, options=opts).read_all()
         except (pa.ArrowInvalid, OSError, ValueError) as e:
             raise InputError(
                 f"{self._source}: table {name!r} is corrupt ({e})", "parse the report again"
             ) from None
+        if columns is not None:
+            return table.select(columns)
         schema.validate(name, table, self._source)
         if cache:
             dict.__setitem__(self, name, table)

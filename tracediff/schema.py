@@ -219,8 +219,13 @@ def conform(table: str, data: pa.Table) -> pa.Table:
 
 def validate(table: str, data: pa.Table, source: str) -> None:
     """Check that a table read from a run file matches its schema exactly."""
+    validate_schema(table, data.schema, source)
+
+
+def validate_schema(table: str, got: pa.Schema, source: str) -> None:
+    """`validate` on a schema alone (before reading some of the table's columns)."""
     schema = TABLES[table]
-    if not data.schema.remove_metadata().equals(schema):
+    if not got.remove_metadata().equals(schema):
         raise InputError(
             f"{source}: table {table!r} does not match tracediff's schema",
             "the run file is corrupt or was written by an incompatible tracediff; parse the report again",

@@ -83,139 +83,183 @@ def _align_seq(
     return out
 
 
+SIDES = pl.Enum(["base", "head"])
+STATUS = pl.Enum(["matched", "added"])
+_MULT = np.random.default_rng(0x7D1F).integers(1, 1 << 63, size=1 << 16, dtype=np.uint64) | 1
+"""Per-position multipliers of the sequence hash (odd, so no position is ignored)."""
+
+
+def group_key(ops: pl.DataFrame) -> np.ndarray:
+    """(side, device, cycle) packed in one int64, in that order ("base" < "head"; device ids
+    < 2**16, cycles < 2**32)."""
+    return (
+        ops.select(
+            (pl.col("side") == "head").cast(pl.Int64) * (1 << 48)
+            + pl.col("device_id").cast(pl.Int64) * (1 << 32)
+            + pl.col("cycle")
+        )
+        .to_series()
+        .to_numpy()
+    )
+
+
+def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+    """ops sorted by (side, device, cycle, start, end), and their packed group keys.
+
+    The ops usually arrive in that order already (each side sorted by device and start, and a
+    device's cycles follow each other), so the wide frame is only gathered when they do not.
+    """
+    key = group_key(ops)
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    dk, ds, de = np.diff(key), np.diff(s), np.diff(e)
+    if not bool(np.all((dk > 0) | ((dk == 0) & ((ds > 0) | ((ds == 0) & (de >= 0)))))):
+        order = (
+            pl.DataFrame({"k": key, "s": s, "e": e})
+            .select(pl.arg_sort_by("k", "s", "e", maintain_order=True))
+            .to_series()
+            .to_numpy()
+        )
+        ops, key = ops[order], key[order]
+    return ops, key
+
+
+def groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows sorted by `key`: the group index of each row and the first row of each group."""
+    n = len(key)
+    brk = np.flatnonzero(key[1:] != key[:-1]) + 1 if n else np.zeros(0, np.int64)
+    first = np.concatenate([np.zeros(min(n, 1), np.int64), brk])
+    gid = np.zeros(n, np.int64)
+    gid[brk] = 1
+    return np.cumsum(gid), first
+
+
+def _seq_hash(
+    codes: np.ndarray, pos: np.ndarray, first: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """A 64-bit hash of each group's code sequence: Σ (code + 1) · M[pos] mod 2**64, mixed with
+    the length (numpy's unsigned arithmetic wraps)."""
+    mult = _MULT
+    if len(pos) and int(pos.max()) >= len(mult):
+        mult = (
+            np.random.default_rng(0x7D1F).integers(
+                1, 1 << 63, size=int(pos.max()) + 1, dtype=np.uint64
+            )
+            | 1
+        )
+    with np.errstate(over="ignore"):
+        terms = (codes.astype(np.uint64) + np.uint64(1)) * mult[pos]
+        h = np.add.reduceat(terms, first) if len(first) else np.zeros(0, np.uint64)
+        return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+
 def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
-    """Add slot/status/contributor columns. Returns (ops, templates by device)."""
-    # (side, device, cycle) packed in one integer: the same order ("base" < "head"; device ids
-    # < 2**16, cycles < 2**32), and a 3-key numeric sort costs ~1/3 of 5 keys with a string
-    group = (
-        (pl.col("side") == "head").cast(pl.Int64) * (1 << 48)
-        + pl.col("device_id").cast(pl.Int64) * (1 << 32)
-        + pl.col("cycle")
-    )
-    ops = ops.sort(group, "start_ns", "end_ns").with_columns(
-        pl.col("name").cast(pl.Categorical).to_physical().cast(pl.Int64).alias("_code"),
-        pl.int_range(pl.len()).over("side", "device_id", "cycle").alias("_pos"),
-    )
-    seqs = (
-        ops.group_by("side", "device_id", "cycle", maintain_order=True)
-        .agg(pl.col("_code").alias("codes"), pl.col("kind").alias("kinds"))
-        .with_columns(pl.col("codes").hash().alias("_h"))
-    )
+    """Add slot/status/contributor columns. Returns (ops in cycle order, templates by device).
+
+    Works on numpy arrays of the few columns it needs; the wide frame only gains columns.
+    """
+    ops, key = in_cycle_order(ops)
+    gid, first = groups(key)
+    n = ops.height
+    lengths = np.diff(np.append(first, n))
+    pos = np.arange(n, dtype=np.int64) - first[gid]
+    codes = ops["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    h = _seq_hash(codes, pos, first, lengths)
+    g_side = (key[first] >> 48).astype(np.int64)  # 0 base, 1 head
+    g_dev = ((key[first] >> 32) & 0xFFFF).astype(np.int64)
+    kinds = ops["kind"].cast(pl.String)
+
     templates: dict[int, pl.DataFrame] = {}
-    slot_rows = []
-    for dev in seqs["device_id"].unique().sort().to_list():
-        sd = seqs.filter(pl.col("device_id") == dev)
-        base = sd.filter(pl.col("side") == "base")
-        if base.height == 0:
-            base = sd  # device only in head: template from head
-        mode_h = base.group_by("_h").len().sort(["len", "_h"], descending=[True, False])["_h"][0]
-        trow = base.filter(pl.col("_h") == mode_h).row(0, named=True)
-        tpl, tkind = list(trow["codes"]), list(trow["kinds"])
-        tcycle = trow["cycle"]
-        tops = ops.filter(
-            (pl.col("side") == trow["side"])
-            & (pl.col("device_id") == dev)
-            & (pl.col("cycle") == tcycle)
+    g_off = np.zeros(len(first), np.int64)  # each group's offset into `flat` (slot per position)
+    flat_parts: list[np.ndarray] = []
+    t_off: dict[int, int] = {}  # each device's offset into `t_flat` (template code per slot)
+    t_parts: list[np.ndarray] = []
+    used = 0
+    t_used = 0
+    for dev in np.unique(g_dev).tolist():
+        on_dev = np.flatnonzero(g_dev == dev)
+        cand = on_dev[g_side[on_dev] == 0]
+        if len(cand) == 0:
+            cand = on_dev  # device only in head: template from head
+        # template: base's most frequent sequence (ties: the one seen first)
+        uh, first_at, counts = np.unique(h[cand], return_index=True, return_counts=True)
+        best = np.lexsort((first_at, -counts))[0]
+        tg = int(cand[first_at[best]])
+        t0, tl = int(first[tg]), int(lengths[tg])
+        tpl = codes[t0 : t0 + tl]
+        tkind = kinds[t0 : t0 + tl].to_list()
+        templates[dev] = (
+            ops.slice(t0, tl).select("name", "kind", "grid", "block").with_row_index("slot")
         )
-        templates[dev] = tops.select("name", "kind", "grid", "block").with_row_index("slot")
-        for h in sd["_h"].unique().to_list():
-            r = sd.filter(pl.col("_h") == h).row(0, named=True)
-            if h == mode_h:
-                slots = list(range(len(tpl)))
+        t_off[dev] = t_used
+        t_parts.append(tpl)
+        t_used += tl
+        dh, d_first, d_inv = np.unique(h[on_dev], return_index=True, return_inverse=True)
+        offs = np.zeros(len(dh), np.int64)
+        for i, hv in enumerate(dh.tolist()):  # one alignment per distinct sequence
+            g = int(on_dev[d_first[i]])
+            s0, ln = int(first[g]), int(lengths[g])
+            if hv == int(h[tg]):
+                slots = np.arange(ln, dtype=np.int64)
             else:
-                slots = _align_seq(list(r["codes"]), tpl, list(r["kinds"]), tkind)
-            slot_rows.append(
-                pl.DataFrame(
-                    {
-                        "device_id": [dev] * len(slots),
-                        "_h": [h] * len(slots),
-                        "_pos": list(range(len(slots))),
-                        "slot": slots,
-                    },
-                    schema={
-                        "device_id": pl.Int32,
-                        "_h": pl.UInt64,
-                        "_pos": pl.Int64,
-                        "slot": pl.Int64,
-                    },
+                seq = codes[s0 : s0 + ln]
+                slots = np.asarray(
+                    _align_seq(seq.tolist(), tpl.tolist(), kinds[s0 : s0 + ln].to_list(), tkind),
+                    dtype=np.int64,
                 )
-            )
-    slot_map = (
-        pl.concat(slot_rows)
-        if slot_rows
-        else pl.DataFrame(
-            schema={"device_id": pl.Int32, "_h": pl.UInt64, "_pos": pl.Int64, "slot": pl.Int64}
-        )
-    )
-    ops = ops.join(
-        seqs.select("side", "device_id", "cycle", "_h"),
-        on=["side", "device_id", "cycle"],
-        how="left",
-    )
-    ops = ops.with_columns(pl.col("device_id").cast(pl.Int32), pl.col("_pos").cast(pl.Int64))
-    ops = ops.join(slot_map, on=["device_id", "_h", "_pos"], how="left").with_columns(
-        pl.when(pl.col("slot") >= 0).then(pl.col("slot")).alias("slot")
-    )
-    tnames = (
-        pl.concat(
-            [
-                t.select(
-                    pl.lit(dev, pl.Int32).alias("device_id"),
-                    pl.col("slot").cast(pl.Int64),
-                    pl.col("name").alias("_tname"),
-                )
-                for dev, t in templates.items()
-            ]
-        )
-        if templates
-        else pl.DataFrame(schema={"device_id": pl.Int32, "slot": pl.Int64, "_tname": pl.String})
-    )
-    ops = ops.join(tnames, on=["device_id", "slot"], how="left", maintain_order="left")
-    # contributor of each distinct (template name, name) pair, joined back, so it stays categorical
-    pairs = (
-        ops.select("name", "_tname")
-        .unique()
-        .with_columns(
-            pl.when(pl.col("_tname").is_null() | (pl.col("_tname") == pl.col("name")))
-            .then(pl.col("name").cast(pl.String))
-            .otherwise(
-                pl.concat_str(
-                    [
-                        pl.col("_tname").cast(pl.String),
-                        pl.lit(" → "),
-                        pl.col("name").cast(pl.String),
-                    ]
-                )
-            )
-            .cast(pl.Categorical)
-            .alias("contributor")
-        )
-    )
-    ops = ops.join(
-        pairs, on=["name", "_tname"], how="left", nulls_equal=True, maintain_order="left"
-    )
+            offs[i] = used
+            flat_parts.append(slots)
+            used += ln
+        g_off[on_dev] = offs[d_inv.ravel()]
+    flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int64)
+    t_flat = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
+    slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int64)
+    matched = slot >= 0
+    # the template op's name at this slot; where it differs, the contributor is "old → new"
+    dev_off = np.zeros(int(g_dev.max()) + 1 if len(g_dev) else 1, np.int64)
+    for dev, off in t_off.items():
+        dev_off[dev] = off
+    tcode = np.where(matched, t_flat[dev_off[g_dev[gid]] + np.where(matched, slot, 0)], codes)
+    differs = tcode != codes
     ops = ops.with_columns(
-        pl.when(pl.col("slot").is_null())
-        .then(pl.lit("added"))
-        .otherwise(pl.lit("matched"))
-        .alias("status"),
-    ).drop("_code", "_pos", "_h", "_tname")
-    return ops, templates
+        pl.Series("_slot", slot),
+        _status(matched),
+        pl.Series("_differs", differs),
+        _renamed(ops["name"], codes, tcode, differs),
+    ).with_columns(
+        pl.when(pl.col("_slot") >= 0).then(pl.col("_slot")).alias("slot"),
+        pl.when(pl.col("_differs"))
+        .then(pl.col("_renamed"))
+        .otherwise(pl.col("name").cast(pl.Categorical))
+        .alias("contributor"),
+    )
+    return ops.drop("_slot", "_differs", "_renamed"), templates
 
 
-def removed_counts(ops: pl.DataFrame, templates: dict[int, pl.DataFrame]) -> pl.DataFrame:
-    """Template slots missing from each cycle: (side, device_id, cycle, slot, name, kind)."""
-    rows = []
-    for dev, t in templates.items():
-        present = (
-            ops.filter((pl.col("device_id") == dev) & pl.col("slot").is_not_null())
-            .select("side", "cycle", "slot")
-            .unique()
-        )
-        cycles = ops.filter(pl.col("device_id") == dev).select("side", "cycle").unique()
-        full = cycles.join(t.select(pl.col("slot").cast(pl.Int64), "name", "kind"), how="cross")
-        miss = full.join(present, on=["side", "cycle", "slot"], how="anti")
-        rows.append(miss.with_columns(pl.lit(dev, pl.Int32).alias("device_id")))
-    if not rows:
-        return pl.DataFrame()
-    return pl.concat(rows)
+def _status(matched: np.ndarray) -> pl.Series:
+    lookup = pl.Series("status", ["added", "matched"], dtype=STATUS)
+    return lookup.gather(matched.astype(np.uint32))
+
+
+def _renamed(
+    names: pl.Series, codes: np.ndarray, tcode: np.ndarray, differs: np.ndarray
+) -> pl.Series:
+    """`template name → name` for ops whose template slot held another op (a renamed or re-tuned
+    kernel in the same place); categorical, one label per distinct pair; elsewhere any label."""
+    rows = np.flatnonzero(differs)
+    out = np.zeros(len(codes), np.uint32)
+    if len(rows) == 0:
+        return pl.Series("_renamed", [None], dtype=pl.Categorical).gather(out)
+    pair = tcode[rows] * (int(codes.max()) + 1) + codes[rows]
+    upair, first_at, inv = np.unique(pair, return_index=True, return_inverse=True)
+    text = {}
+    for r in rows[first_at].tolist():
+        text[int(codes[r])] = names[r]
+    # the template's name: an op of the frame carries that code somewhere
+    need = set(tcode[rows[first_at]].tolist()) - set(text)
+    if need:
+        at = np.flatnonzero(np.isin(codes, np.fromiter(need, np.int64)))
+        for r in at.tolist():
+            text.setdefault(int(codes[r]), names[r])
+    labels = [f"{text[int(tcode[r])]} → {text[int(codes[r])]}" for r in rows[first_at].tolist()]
+    out[rows] = inv.ravel().astype(np.uint32)
+    return pl.Series("_renamed", labels, dtype=pl.Categorical).gather(out)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.engine import align as al
+
 GAP_CAUSES = {
     "host": "idle: host-bound (launch began after the GPU went idle)",
     "launch": "idle: launch latency (launch call still running)",
@@ -27,89 +29,145 @@ GAP_CAUSES = {
 }
 
 
+def _segmented_cummax(v: np.ndarray, gid: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running maximum of v within each group of contiguous rows (exact, int64).
+
+    Each group's values are shifted into a band above every earlier group's band, so one global
+    running maximum never carries a value across a group boundary.
+    """
+    if len(v) == 0:
+        return v
+    lo = np.minimum.reduceat(v, first)
+    hi = np.maximum.reduceat(v, first)
+    width = hi - lo + 1
+    band = np.concatenate([[0], np.cumsum(width)[:-1]])
+    if band[-1] + width[-1] >= 1 << 62:  # never on real traces: bands are per-cycle spans
+        return (
+            pl.Series(v)
+            .cum_max()
+            .to_frame("v")
+            .with_columns(pl.Series("g", gid))
+            .select(pl.col("v").cum_max().over("g"))
+            .to_series()
+            .to_numpy()
+        )
+    shift = band - lo
+    return np.maximum.accumulate(v + shift[gid]) - shift[gid]
+
+
+_CAUSE = pl.Enum(list(GAP_CAUSES))
+
+
 def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(ops with gap_ns/gap_cause, cycles: side, cycle, device_id, start_ns, end_ns, span_ns, busy_ns, idle_ns, critical)."""
-    g = ["side", "cycle", "device_id"]
-    # (side, cycle, device) packed in one integer (see align.align): same order, cheaper sort
-    group = (
-        (pl.col("side") == "head").cast(pl.Int64) * (1 << 62)
-        + pl.col("cycle") * (1 << 16)
-        + pl.col("device_id").cast(pl.Int64)
+    """(ops in cycle order with gap_ns, gap_cause and `critical` (the op ran on its cycle's
+    critical device); cycles: side, cycle, device_id, start_ns, end_ns, span_ns, busy_ns, idle_ns,
+    critical)."""
+    ops, key = al.in_cycle_order(ops)
+    gid, first = al.groups(key)
+    start = ops["start_ns"].to_numpy()
+    end = ops["end_ns"].to_numpy()
+    n = len(start)
+    head_row = np.zeros(n, bool)
+    head_row[first] = True
+    run_max = _segmented_cummax(end, gid, first)
+    prev_end = np.empty(n, np.int64)
+    prev_end[1:] = run_max[:-1]
+    gap = np.where(head_row, 0, np.maximum(start - prev_end, 0))
+    ops = ops.with_columns(
+        pl.Series("gap_ns", gap),
+        pl.Series("_prev_end", np.where(head_row, 0, prev_end)),
+    ).with_columns(
+        pl.when(pl.col("gap_ns") == 0)
+        .then(pl.lit(None, _CAUSE))
+        .when(pl.col("launch_start_ns").is_null())
+        .then(pl.lit("unknown", _CAUSE))
+        .when(pl.col("launch_start_ns") >= pl.col("_prev_end"))
+        .then(pl.lit("host", _CAUSE))
+        .when(pl.col("launch_end_ns") > pl.col("_prev_end"))
+        .then(pl.lit("launch", _CAUSE))
+        .otherwise(pl.lit("wait", _CAUSE))
+        .alias("gap_cause")
     )
-    ops = (
-        ops.sort(group, "start_ns", "end_ns")
-        .with_columns(pl.col("end_ns").cum_max().shift(1).over(g).alias("_prev_end"))
-        .with_columns(
-            (pl.col("start_ns") - pl.col("_prev_end"))
-            .clip(lower_bound=0)
-            .fill_null(0)
-            .alias("gap_ns")
-        )
-        .with_columns(
-            pl.when(pl.col("gap_ns") == 0)
-            .then(pl.lit(None, pl.String))
-            .when(pl.col("launch_start_ns").is_null())
-            .then(pl.lit("unknown"))
-            .when(pl.col("launch_start_ns") >= pl.col("_prev_end"))
-            .then(pl.lit("host"))
-            .when(pl.col("launch_end_ns") > pl.col("_prev_end"))
-            .then(pl.lit("launch"))
-            .otherwise(pl.lit("wait"))
-            .alias("gap_cause")
-        )
-        .drop("_prev_end")
-    )
-    cyc = (
-        ops.group_by(g)
-        .agg(
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            pl.col("duration_ns").sum().alias("sum_ns"),
-            pl.col("gap_ns").sum().alias("idle_ns"),
-        )
-        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
-    )
+    if n:
+        g_start = np.minimum.reduceat(start, first)
+        g_end = run_max[np.append(first[1:], n) - 1]  # the group's running max at its last row
+        g_sum = np.add.reduceat(ops["duration_ns"].to_numpy(), first)
+        g_idle = np.add.reduceat(gap, first)
+    else:
+        g_start = g_end = g_sum = g_idle = np.zeros(0, np.int64)
+    gk = key[first] if n else np.zeros(0, np.int64)
+    cyc = pl.DataFrame(
+        {
+            "side": pl.Series(np.where((gk >> 48) == 1, "head", "base")).cast(al.SIDES),
+            "cycle": gk & 0xFFFFFFFF,
+            "device_id": ((gk >> 32) & 0xFFFF).astype(np.int32),
+            "start_ns": g_start,
+            "end_ns": g_end,
+            "sum_ns": g_sum,
+            "idle_ns": g_idle,
+        }
+    ).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
     cyc = cyc.with_columns((pl.col("span_ns") - pl.col("idle_ns")).alias("busy_ns"))
     # critical device: finishes last in the cycle (ties: the longer span)
-    cyc = cyc.sort(
-        "side", "cycle", "end_ns", "span_ns", descending=[False, False, True, True]
-    ).with_columns((pl.int_range(pl.len()).over("side", "cycle") == 0).alias("critical"))
-    return ops, cyc.sort(g)
+    cyc = (
+        cyc.with_row_index("_g")
+        .sort("side", "cycle", "end_ns", "span_ns", descending=[False, False, True, True])
+        .with_columns((pl.int_range(pl.len()).over("side", "cycle") == 0).alias("critical"))
+    )
+    crit_g = cyc.sort("_g")["critical"].to_numpy()
+    ops = ops.with_columns(pl.Series("critical", crit_g[gid] if n else np.zeros(0, bool))).drop(
+        "_prev_end"
+    )
+    return ops, cyc.drop("_g").sort("side", "cycle", "device_id")
 
 
 def collective_split(ops: pl.DataFrame) -> pl.DataFrame:
-    """On >= 2 GPUs: wait_ns (skew: waiting for the last rank) and transfer for collective ops."""
+    """On >= 2 GPUs: wait_ns (skew: waiting for the last rank) and transfer for collective ops.
+
+    The k-th collective of a (side, cycle) on each device is one instance; its last rank to
+    start sets when the transfer can begin. ops must be in cycle order (per_device_cycles).
+    """
     ndev = ops["device_id"].n_unique()
-    coll = pl.col("kind") == "collective"
-    if ndev < 2 or ops.filter(coll).height == 0:
+    coll = (ops["kind"] == "collective").to_numpy()
+    if ndev < 2 or not coll.any():
         return ops.with_columns(pl.lit(None, pl.Int64).alias("wait_ns"))
-    ops = ops.with_columns(
-        pl.when(coll)
-        .then(pl.col("start_ns").rank("ordinal").over("side", "cycle", "device_id", "kind"))
-        .alias("_k")
+    rows = np.flatnonzero(coll)
+    key = al.group_key(ops)[rows]
+    _, cfirst = al.groups(key)  # rows are in cycle order, so each device-cycle is contiguous
+    cgid = np.cumsum(np.isin(np.arange(len(rows)), cfirst)) - 1
+    k = np.arange(len(rows)) - cfirst[cgid]
+    c = pl.DataFrame(
+        {
+            "s": key >> 48,
+            "cycle": key & 0xFFFFFFFF,
+            "k": k,
+            "start": ops["start_ns"].to_numpy()[rows],
+            "dur": ops["duration_ns"].to_numpy()[rows],
+        }
     )
-    last = (
-        ops.filter(coll)
-        .group_by("side", "cycle", "_k")
-        .agg(pl.col("start_ns").max().alias("_last_start"), pl.len().alias("_ranks"))
+    c = c.with_columns(
+        pl.col("start").max().over("s", "cycle", "k").alias("_last"),
+        pl.len().over("s", "cycle", "k").alias("_ranks"),
+    ).select(
+        pl.when(pl.col("_ranks") >= 2)
+        .then(pl.min_horizontal(pl.col("dur"), (pl.col("_last") - pl.col("start")).clip(0)))
+        .alias("w")
     )
-    ops = ops.join(last, on=["side", "cycle", "_k"], how="left")
-    return ops.with_columns(
-        pl.when(coll & (pl.col("_ranks") >= 2))
-        .then(
-            pl.min_horizontal(
-                pl.col("duration_ns"),
-                (pl.col("_last_start") - pl.col("start_ns")).clip(lower_bound=0),
-            )
-        )
-        .alias("wait_ns")
-    ).drop("_k", "_last_start", "_ranks")
+    w = np.zeros(ops.height, np.int64)
+    valid = np.zeros(ops.height, bool)
+    wv = c["w"]
+    w[rows] = wv.fill_null(0).to_numpy()
+    valid[rows] = wv.is_not_null().to_numpy()
+    return (
+        ops.with_columns(pl.Series("_w", w), pl.Series("_v", valid))
+        .with_columns(pl.when(pl.col("_v")).then(pl.col("_w")).alias("wait_ns"))
+        .drop("_w", "_v")
+    )
 
 
 def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
     """Long table (side, cycle, kind, name, phase, device_id, value_ns, count) on critical devices."""
-    crit = cycles.filter(pl.col("critical")).select("side", "cycle", "device_id")
-    o = ops.join(crit, on=["side", "cycle", "device_id"], how="semi")
+    o = ops.filter(pl.col("critical"))
     key = ["side", "cycle", "kind", "name", "phase", "device_id"]
     has_wait = o["wait_ns"].is_not_null().any()
     parts = []
@@ -149,7 +207,10 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
             )
         )
     gaps = o.filter(pl.col("gap_ns") > 0).with_columns(
-        pl.col("gap_cause").replace_strict(GAP_CAUSES, default="idle").alias("name"),
+        pl.col("gap_cause")
+        .cast(pl.String)
+        .replace_strict(GAP_CAUSES, default="idle")
+        .alias("name"),
         pl.lit("gap").alias("kind"),
     )
     parts.append(
@@ -171,9 +232,11 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
         )
     )
     parts.append(ov.select(key + ["value_ns", "count"]))
+    text = [pl.col(c).cast(pl.String) for c in ("side", "kind", "name", "phase")]
     return pl.concat(
-        [p.select(key + ["value_ns", "count"]) for p in parts], how="vertical_relaxed"
-    ).with_columns(pl.col("name").cast(pl.String))
+        [p.select(key + ["value_ns", "count"]).with_columns(text) for p in parts],
+        how="vertical_relaxed",
+    )
 
 
 def bootstrap_delta(

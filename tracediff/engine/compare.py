@@ -207,23 +207,28 @@ def compare(
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared."""
     say = progress or (lambda _msg: None)
     say("collecting GPU operations")
-    (ops_b, drop_b), (ops_h, drop_h) = gpu_ops_counted(base), gpu_ops_counted(head)
-    if ops_b.height == 0 and ops_h.height == 0:  # host-only runs (NVTX ranges, no CUDA trace)
-        from tracediff.engine.host import compare_host
+    # one side at a time, each side's untagged ops freed once it is cut into cycles: at most
+    # one untagged and one tagged copy of a side's ops are alive at once
+    ops_b, drop_b = gpu_ops_counted(base)
+    if ops_b.height == 0 and gpu_ops_counted(head)[0].height == 0:
+        from tracediff.engine.host import compare_host  # host-only runs (NVTX, no CUDA trace)
 
         return compare_host(base, head, cycle, n_boot)
-    dropped = {"base": drop_b, "head": drop_h}  # gpu_ops drops ops that end before they start
     say("finding cycles")
     seg_b = segment(base, ops_b, cycle)
+    del ops_b
     spec = cycle
     if spec is None and seg_b.method.startswith("nvtx:"):
         spec = seg_b.method[len("nvtx:") :]
+    ops_h, drop_h = gpu_ops_counted(head)
+    dropped = {"base": drop_b, "head": drop_h}  # gpu_ops drops ops that end before they start
     try:
         seg_h = segment(head, ops_h, spec, method=None if spec else seg_b.method)
     except AnalysisError as e:
         raise AnalysisError(
             f"head {e.message}", f"base cycles are {seg_b.method}; {e.hint or ''}".strip()
         ) from None
+    del ops_h
     if seg_b.method.split(":")[0] != seg_h.method.split(":")[0]:
         raise AnalysisError(
             f"cycles found differently: base {seg_b.method}, head {seg_h.method}",
@@ -238,7 +243,6 @@ def compare(
         if n
     ]
     ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
-    del ops_b, ops_h  # the cycle-tagged copies are in seg_*.ops; free ~100 bytes per op a side
     if ndev_b != ndev_h:
         warnings.append(
             f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one"
@@ -249,8 +253,8 @@ def compare(
     }
     ops = pl.concat(
         [
-            seg_b.ops.with_columns(pl.lit("base").alias("side")),
-            seg_h.ops.with_columns(pl.lit("head").alias("side")),
+            seg_b.ops.with_columns(pl.lit("base", al.SIDES).alias("side")),
+            seg_h.ops.with_columns(pl.lit("head", al.SIDES).alias("side")),
         ],
         how="diagonal_relaxed",
     )
@@ -361,7 +365,7 @@ def compare(
             [
                 s.ranges.group_by("cycle")
                 .agg(pl.col("wall_ns").max())
-                .with_columns(pl.lit(side).alias("side"))
+                .with_columns(pl.lit(side, al.SIDES).alias("side"))
                 for side, s in (("base", seg_b), ("head", seg_h))
             ]
         )
@@ -369,7 +373,7 @@ def compare(
     else:
         cyc = cyc.with_columns(pl.lit(None, pl.Int64).alias("wall_ns"))
     cyc_out = cyc.select(
-        "side",
+        pl.col("side").cast(pl.String),
         "cycle",
         pl.col("device_id").cast(pl.Int32),
         "start_ns",
@@ -428,8 +432,18 @@ def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> 
             pl.when(pl.col("_split")).then(name + " [wait for last rank]").alias("_wname"),
         )
     )
-    att = attribution.select("kind", "name", "phase", "device_id", "contributor_id")
-    on = ["kind", "phase", "device_id"]
+    att = attribution.select(
+        pl.col("kind").alias("_kind"),
+        "name",
+        pl.col("phase").alias("_phase"),
+        "device_id",
+        "contributor_id",
+    )
+    on = ["_kind", "_phase", "device_id"]
+    distinct = distinct.with_columns(
+        pl.col("kind").cast(pl.String).alias("_kind"),
+        pl.col("phase").cast(pl.String).alias("_phase"),
+    )
     ids = (
         distinct.join(
             att.rename({"name": "_name"}), on=[*on, "_name"], how="left", nulls_equal=True
@@ -442,22 +456,22 @@ def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> 
         )
         # an instance that was all wait has no transfer row: it belongs to the wait row
         .with_columns(pl.coalesce("contributor_id", "_wid").alias("contributor_id"))
-        .drop("_name", "_wname", "_wid")
+        .drop("_name", "_wname", "_wid", "_kind", "_phase")
     )
     e = e.join(ids, on=key, how="left", nulls_equal=True)
     return e.select(
-        "side",
+        pl.col("side").cast(pl.String),
         "cycle",
         pl.col("device_id").cast(pl.Int32),
         "stream_id",
-        "kind",
+        pl.col("kind").cast(pl.String),
         "name",
         (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
         (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
         "duration_ns",
         "slot",
         "contributor_id",
-        "status",
+        pl.col("status").cast(pl.String),
         "grid",
         "block",
     ).sort("side", "cycle", "device_id", "rel_start_ns")

@@ -33,7 +33,7 @@ PREFERRED = ("cycle", "verify", "decode", "step", "ProfilerStep", "iteration", "
 class Segmentation:
     ops: (
         pl.DataFrame
-    )  # gpu ops with `cycle` (i64) and `phase` (str) columns, only ops inside cycles
+    )  # gpu ops with `cycle` (i64) and `phase` (categorical) columns, only ops inside cycles
     ranges: (
         pl.DataFrame
     )  # process_id, cycle, start_ns, end_ns, wall_ns (host range; empty for kernel-period)
@@ -88,11 +88,14 @@ def _latest_started(
 
 
 def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
-    """Tag ops with the cycle range whose host interval contains the op's launch call.
+    """Which cycle range launched each op: (_op = row of `ops`, process_id, launch_thread_id,
+    launch_start_ns, device_id, start_ns, end_ns, cycle, _other_thread); ops in no cycle are
+    absent.
 
     First on the range's own thread. Ops launched by another thread of the same process while a
     cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
-    cycle too: they get `_other_thread` = true and are phased "(other thread)".
+    cycle too: they get `_other_thread` = true and are phased "(other thread)". Works on these
+    few columns only: the wide op frame is gathered once, by `_tagged`.
     """
     r = cyc.select(
         "process_id",
@@ -102,9 +105,12 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         "cycle",
     ).sort("_rs")
     o = (
-        ops.filter(pl.col("launch_start_ns").is_not_null())
-        .sort("launch_start_ns")
+        ops.select(
+            "process_id", "launch_thread_id", "launch_start_ns", "device_id", "start_ns", "end_ns"
+        )
         .with_row_index("_op")
+        .filter(pl.col("launch_start_ns").is_not_null())
+        .sort("launch_start_ns")
     )
     j = _latest_started(o, "launch_start_ns", r, "_rs", ["process_id", "launch_thread_id"])
     inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
@@ -120,7 +126,14 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         )
         if other.height:
             same = pl.concat([same, other])
-    return same.drop("_op")
+    return same
+
+
+def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
+    """The ops `tags` names, with cycle and phase, in (device, start, end) order: the wide frame
+    is gathered once, dropping ops outside cycles and ordering them for alignment together."""
+    tags = tags.sort("device_id", "start_ns", "end_ns", "_op")
+    return ops[tags["_op"]].with_columns(tags["cycle"], tags["phase"])
 
 
 def _number(sel: pl.DataFrame) -> pl.DataFrame:
@@ -158,12 +171,14 @@ def _phases(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """`tags` (from _assign) with `phase`: the nested host range that launched the op."""
+    other = pl.lit("(other thread)", pl.Categorical)
     if phases.height == 0:
-        return ops.with_columns(
+        return tags.with_columns(
             pl.when(pl.col("_other_thread"))
-            .then(pl.lit("(other thread)"))
-            .otherwise(pl.lit("(cycle)"))
+            .then(other)
+            .otherwise(pl.lit("(cycle)", pl.Categorical))
             .alias("phase")
         )
     p = phases.select(
@@ -171,18 +186,22 @@ def _tag_phase(ops: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
         pl.col("thread_id").alias("launch_thread_id"),
         pl.col("start_ns").alias("_ps"),
         pl.col("end_ns").alias("_pe"),
-        pl.col("phase").alias("_ph"),
+        pl.col("phase").cast(pl.Categorical).alias("_ph"),
     ).sort("_ps")
     j = _latest_started(
-        ops.sort("launch_start_ns"), "launch_start_ns", p, "_ps", ["process_id", "launch_thread_id"]
+        tags.sort("launch_start_ns"),
+        "launch_start_ns",
+        p,
+        "_ps",
+        ["process_id", "launch_thread_id"],
     )
     inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
     return j.with_columns(
         pl.when(pl.col("_other_thread"))
-        .then(pl.lit("(other thread)"))
+        .then(other)
         .when(inside)
         .then(pl.col("_ph"))
-        .otherwise(pl.lit("(between phases)"))
+        .otherwise(pl.lit("(between phases)", pl.Categorical))
         .alias("phase")
     ).drop("_ps", "_pe", "_ph")
 
@@ -236,12 +255,12 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
         if best is None:
             return None
         _, cyc, chosen = best
-    tagged = _assign(ops, cyc)
     phases = _phases(ranges, cyc)
-    tagged = _tag_phase(tagged, phases)
+    tags = _tag_phase(_assign(ops, cyc), phases)
     warnings = []
-    n_other = int(tagged["_other_thread"].sum())
-    tagged = tagged.drop("_other_thread")
+    n_other = int(tags["_other_thread"].sum())
+    tagged = _tagged(ops, tags)
+    del tags
     if n_other:
         warnings.append(
             f"{n_other} GPU ops launched by other threads while a {chosen!r} range was open are "
@@ -381,7 +400,7 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
             f"{source}: no cycle markers and no repeating kernel sequence",
             "capture with NVTX ranges around each cycle and pass --cycle NAME",
         )
-    tagged = pl.concat(parts).with_columns(pl.lit("(cycle)").alias("phase"))
+    tagged = pl.concat(parts).with_columns(pl.lit("(cycle)", pl.Categorical).alias("phase"))
     short = anchors[0].split("(")[0][:60]
     return Segmentation(
         ops=tagged,
@@ -394,7 +413,9 @@ def by_kernel_period(ops: pl.DataFrame, source: str) -> Segmentation:
 
 def whole(ops: pl.DataFrame) -> Segmentation:
     """The whole run as a single cycle."""
-    tagged = ops.with_columns(pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)").alias("phase"))
+    tagged = ops.with_columns(
+        pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)", pl.Categorical).alias("phase")
+    )
     return Segmentation(
         ops=tagged, ranges=_no_ranges(), phases=_no_phases(), method="whole-run", warnings=[]
     )

@@ -3,7 +3,7 @@
 Stage: engine input. Input: a `Run`; output: a DataFrame with one row per GPU operation:
 device_id, process_id, stream_id, start_ns, end_ns, duration_ns, kind (kernel | collective |
 memcpy | memset), name (str), launch_thread_id, launch_start_ns, launch_end_ns, graph_node_id,
-config (grid/block as text, the tie-breaker for alignment), bytes.
+config (grid/block as text, the tie-breaker for alignment), bytes. Rows in the run's order.
 """
 
 from __future__ import annotations
@@ -13,9 +13,28 @@ import polars as pl
 from tracediff.parse.nccl import is_comm
 from tracediff.runfile import Run
 
+_COMMON = [
+    "device_id",
+    "process_id",
+    "stream_id",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "launch_thread_id",
+    "launch_start_ns",
+    "launch_end_ns",
+    "graph_node_id",
+]
+_KERNEL_COLS = [*_COMMON, "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+_MEMOP_COLS = [*_COMMON, "kind", "copy_kind", "bytes"]
+KINDS = pl.Enum(["kernel", "collective", "memcpy", "memset"])
+"""Op kinds: an enum (one byte per op, not a string)."""
 
-def _frame(run: Run, table: str) -> pl.DataFrame:
-    df = pl.from_arrow(run.read(table))  # not cached in the run: the ops frame replaces it
+
+def _frame(run: Run, table: str, columns: list[str]) -> pl.DataFrame:
+    # not cached in the run (the ops frame replaces it), and only the columns used: a run file
+    # then decompresses only their buffers
+    df = pl.from_arrow(run.read(table, columns))
     assert isinstance(df, pl.DataFrame)
     return df
 
@@ -24,22 +43,31 @@ def gpu_ops(run: Run) -> pl.DataFrame:
     return gpu_ops_counted(run)[0]
 
 
+def _config(df: pl.DataFrame, prefix: str) -> pl.Series:
+    """`XxYxZ` of a launch dimension as a categorical. Configurations repeat, so the text is built
+    once per distinct (x, y, z), not once per op."""
+    dims = [pl.col(f"{prefix}_{a}") for a in "xyz"]
+    packed = df.select(
+        pl.when(pl.any_horizontal(d.is_not_null() for d in dims)).then(
+            pl.sum_horizontal(
+                d.fill_null(0).cast(pl.Int64) * (1 << s)
+                for d, s in zip(dims, (42, 21, 0), strict=True)
+            )
+        )
+    ).to_series()
+    distinct = df.select(*dims, packed.alias("_p")).unique("_p").drop_nulls("_p")
+    text = distinct.select(
+        pl.col("_p"),
+        pl.concat_str(dims, separator="x", ignore_nulls=True).cast(pl.Categorical).alias(prefix),
+    )
+    return packed.replace_strict(text["_p"], text[prefix], default=None).alias(prefix)
+
+
 def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     """(ops, how many kernels/copies were dropped for ending before they start or never ending)."""
-    k = _frame(run, "kernels")
-    m = _frame(run, "memops")
-    common = [
-        "device_id",
-        "process_id",
-        "stream_id",
-        "start_ns",
-        "end_ns",
-        "duration_ns",
-        "launch_thread_id",
-        "launch_start_ns",
-        "launch_end_ns",
-        "graph_node_id",
-    ]
+    k = _frame(run, "kernels", _KERNEL_COLS)
+    m = _frame(run, "memops", _MEMOP_COLS)
+    common = _COMMON
     # Names stay categorical: one copy of each distinct string instead of one per op (5 M ops of
     # ~150-character kernel names are ~1 GB as plain strings). The regex runs per distinct name.
     names = k.select(pl.col("name").cast(pl.Categorical)).unique().drop_nulls()
@@ -47,26 +75,16 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     kernels = k.select(
         *common,
         pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
-        # launch configurations repeat: categorical, like names
-        pl.concat_str(
-            [pl.col("grid_x"), pl.col("grid_y"), pl.col("grid_z")], separator="x", ignore_nulls=True
-        )
-        .cast(pl.Categorical)
-        .alias("grid"),
-        pl.concat_str(
-            [pl.col("block_x"), pl.col("block_y"), pl.col("block_z")],
-            separator="x",
-            ignore_nulls=True,
-        )
-        .cast(pl.Categorical)
-        .alias("block"),
+        _config(k, "grid"),
+        _config(k, "block"),
         pl.lit(None, pl.Int64).alias("bytes"),
     ).with_columns(
         pl.when(pl.col("name").is_in(comm.implode()))
-        .then(pl.lit("collective"))
-        .otherwise(pl.lit("kernel"))
+        .then(pl.lit("collective", KINDS))
+        .otherwise(pl.lit("kernel", KINDS))
         .alias("kind"),
     )
+    del k
     memops = m.select(
         *common,
         pl.when(pl.col("kind").cast(pl.String) == "memcpy")
@@ -79,10 +97,16 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
         pl.lit(None, pl.Categorical).alias("grid"),
         pl.lit(None, pl.Categorical).alias("block"),
         "bytes",
-        pl.col("kind").cast(pl.String),
+        pl.col("kind").cast(pl.String).cast(KINDS),
     )
-    ops = pl.concat([kernels, memops], how="diagonal_relaxed")
+    del m
+    ops = pl.concat([kernels, memops], how="diagonal_relaxed") if memops.height else kernels
     n = ops.height
-    del k, m, kernels, memops
-    ops = ops.filter(pl.col("end_ns") >= pl.col("start_ns")).sort("device_id", "start_ns", "end_ns")
+    del kernels, memops
+    bad = ops.select(
+        (pl.col("end_ns") < pl.col("start_ns")) | pl.col("end_ns").is_null()
+    ).to_series()
+    if bad.any():
+        ops = ops.filter(~bad)
+    # not sorted here: segmentation gathers the ops of its cycles once, in (device, start) order
     return ops, n - ops.height

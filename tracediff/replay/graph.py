@@ -139,8 +139,12 @@ def _ops(c: Comparison) -> pl.DataFrame:
             "this comparison carries no replay inputs",
             "compute it with tracediff.engine.compare.compare() of this version",
         )
-    return ops.select(x for x in _COLS if x in ops.columns).with_columns(
-        pl.col("device_id").cast(pl.Int32)
+    ops = ops.select(x for x in _COLS if x in ops.columns)
+    return ops.with_columns(
+        pl.col("device_id").cast(pl.Int32),
+        # the engine keeps side/kind/status/gap cause as enums (one byte per op); joins here
+        # meet plain strings
+        *(pl.col(c).cast(pl.String) for c, t in ops.schema.items() if isinstance(t, pl.Enum)),
     )
 
 
