@@ -75,7 +75,7 @@ def replicate(src: Path, out: Path, times: int) -> None:
     )
     events = doc.pop("traceEvents")
     ts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
-    span = max(ts) - min(ts) + 1000.0
+    span = max(ts) - min(ts) + 1000  # an int when every ts is: integer µs stay integers
     corr = [
         e["args"]["correlation"]
         for e in events
@@ -88,8 +88,11 @@ def replicate(src: Path, out: Path, times: int) -> None:
             chunk = []
             for e in events:
                 e = dict(e)
-                if isinstance(e.get("ts"), (int, float)):
-                    e["ts"] = round(e["ts"] + k * span, 3)
+                t = e.get("ts")
+                if isinstance(t, int):
+                    e["ts"] = t + k * span
+                elif isinstance(t, float):
+                    e["ts"] = round(t + k * span, 3)
                 a = e.get("args")
                 if isinstance(a, dict) and isinstance(a.get("correlation"), int):
                     e["args"] = {**a, "correlation": a["correlation"] + k * step}

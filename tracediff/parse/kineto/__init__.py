@@ -1,0 +1,19 @@
+"""PyTorch profiler (Kineto) Chrome trace → run-file tables.
+
+Stage: parse. Input: a Kineto trace, `.json` or `.json.gz`: the current schema (categories
+`kernel`, `cuda_runtime`, ...), the 2021 one (`Kernel`, `Runtime`, `Operator`, ...), CUDA and
+ROCm (hip*) traces. Output: a `Run` with the tables of `tracediff.schema`.
+
+This package is the only place that knows Kineto field names. reader.py runs the steps:
+source.py (file → JSON bytes, refused when larger than memory), events.py (JSON → typed event
+records, one ~64 MB chunk of traceEvents at a time), roles.py (records → one typed polars frame
+per role, so no record outlives its chunk), clock.py (µs → exact int64 ns; loosely typed ids →
+int64), tables.py (frames → kernels, memops, nvtx_ranges, collectives, api_calls, devices).
+bench/kineto_ingest.py measures speed and memory.
+"""
+
+from .reader import read_kineto
+from .source import PEAK_PER_JSON_BYTE, memory_budget
+from .tables import short_name
+
+__all__ = ["PEAK_PER_JSON_BYTE", "memory_budget", "read_kineto", "short_name"]

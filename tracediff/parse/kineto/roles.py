@@ -1,0 +1,273 @@
+"""Kineto event records → one polars frame per role (kernels, copies, API calls, annotations...).
+
+Stage: parse (inside the Kineto reader). Input: the event records of one chunk of the trace
+(events.py); output: per role, typed columns appended chunk by chunk, so no event record
+outlives its chunk. A role's frame has `name`, `pid`, `tid`, `start_ns`, `duration_ns`,
+`end_ns` and the args columns that role reads.
+
+Each chunk's categories become a one-byte polars column; each role's records are picked by
+index in C and turned into columns with one C-level pass per field, so no per-event Python code
+runs. Only complete ('X') events are read.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from operator import attrgetter, itemgetter
+from typing import Any, NamedTuple
+
+import msgspec
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .clock import Clock, to_int64
+from .events import NO_ARGS, Args
+
+# Category → role. Current names, then the 2021 schema's capitalised ones.
+_ROLES = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+    "user_annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+}
+_ROLE_NAMES = sorted(set(_ROLES.values()))
+_ROLE_CODE = {cat: _ROLE_NAMES.index(role) + 1 for cat, role in _ROLES.items()}  # 0: not read
+
+_COMM = ("coll", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name", "rank")
+_COPY = ("device", "stream", "correlation", "nbytes", "kind")
+# args fields each role reads; ProfilerStep#N operators ("step") and c10d's record_param_comms
+# operators ("comms") come from cpu_op
+ARG_FIELDS: dict[str, tuple[str, ...]] = {
+    "kernel": ("device", "stream", "correlation", "grid", "block", "registers", *_COMM),
+    "memcpy": _COPY,
+    "memset": _COPY,
+    "runtime": ("correlation",),
+    "driver": ("correlation",),
+    "gpu_annotation": ("device", "stream"),
+    "annotation": (),
+    "step": (),
+    "comms": _COMM,
+}
+_INTS = pl.List(pl.Int64())
+# raw-JSON args are decoded with only the role's fields (as a JSON parser skips the others)
+_JSON_NAME = dict(zip(Args.__struct_fields__, Args.__struct_encode_fields__, strict=True))
+_RAW_TYPES = {
+    fields: msgspec.defstruct(
+        "RoleArgs", [(f, Any, msgspec.field(default=None, name=_JSON_NAME[f])) for f in fields]
+    )
+    for fields in set(ARG_FIELDS.values())
+}
+
+
+def _dtype(field: str) -> pl.DataType:
+    if field in ("grid", "block"):
+        return _INTS
+    return pl.String() if field in ("kind", "coll", "dtype", "pg_name") else pl.Int64()
+
+
+_BASE = {c: pl.Int64() for c in ("pid", "tid", "start_ns", "duration_ns", "end_ns")}
+
+
+def _schema(role: str) -> dict[str, pl.DataType]:
+    return {"name": pl.String(), **_BASE, **{f: _dtype(f) for f in ARG_FIELDS[role]}}
+
+
+class _Step(NamedTuple):
+    name: Any
+    pid: Any
+    tid: Any
+    ts: Any
+    dur: Any
+
+
+def _take(items: Any, idx: list[int]) -> list[Any]:
+    return list(itemgetter(*idx)(items)) if len(idx) > 1 else [items[i] for i in idx]
+
+
+def _columns(evs: list[Any], *names: str) -> list[list[Any]]:
+    """Attribute columns of a list of records: one C-level pass per attribute."""
+    return [list(map(attrgetter(n), evs)) for n in names]
+
+
+_TIME_COLS = ("start_ns", "duration_ns")
+
+
+class Roles:
+    """Per-role columns, filled a chunk at a time by `add`; `frame` assembles one role.
+
+    Per chunk only C-level passes over the records and Arrow array builds run (no polars
+    calls, whose fixed cost would dominate small chunks); times stay doubles until `frame`
+    converts a role's whole column at once (clock.py)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.n_events = 0
+        self.no_ts = 0
+        self._cols: dict[str, dict[str, list[Any]]] = {r: {} for r in ARG_FIELDS}
+        self._seen: set[Any] = set()  # annotation names (ProfilerStep#N once is enough)
+        self._steps: list[_Step] = []
+        self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
+
+    def add(self, events: list[Any], raw_args: bool) -> None:
+        self.n_events += len(events)
+        cats = list(map(attrgetter("cat"), events))
+        codes = np.array(list(map(_ROLE_CODE.get, cats, repeat(0))), dtype=np.uint8)
+        counts = np.bincount(codes, minlength=len(_ROLE_NAMES) + 1)
+        for code in np.flatnonzero(counts[1:]) + 1:
+            evs = _take(events, np.flatnonzero(codes == code).tolist())
+            if list(map(attrgetter("ph"), evs)).count("X") != len(evs):
+                evs = [e for e in evs if e.ph == "X"]
+            role = _ROLE_NAMES[code - 1]
+            if role == "cpu_op":
+                self._cpu_ops(evs, raw_args)
+            else:
+                self._add(role, evs, raw_args)
+
+    def _cpu_ops(self, evs: list[Any], raw_args: bool) -> None:
+        names = _strings(_columns(evs, "name")[0])
+        steps = pc.starts_with(names, "ProfilerStep#")
+        if pc.any(steps).as_py():
+            for e in _take(evs, _true(steps)):
+                self._steps.append(_Step(e.name, e.pid, e.tid, e.ts, e.dur))
+        comms = pc.equal(names, "record_param_comms")
+        if pc.any(comms).as_py():
+            self._add("comms", _take(evs, _true(comms)), raw_args)
+
+    def _add(self, role: str, evs: list[Any], raw_args: bool) -> None:
+        if not evs:
+            return
+        fields = ARG_FIELDS[role]
+        # a C-level pass per field: faster than one pass building a tuple per event
+        name, pid, tid, ts, dur = _columns(evs, "name", "pid", "tid", "ts", "dur")
+        if role == "annotation":
+            self._seen.update(name)
+        n = ts.count(None)
+        if n:  # nothing can place an event without ts: skipped (and counted for a warning)
+            self.no_ts += n
+            evs = [e for e, t in zip(evs, ts, strict=True) if t is not None]
+            if not evs:
+                return
+            name, pid, tid, ts, dur = _columns(evs, "name", "pid", "tid", "ts", "dur")
+        cols = self._cols[role]
+        _append(cols, "name", _strings(name))
+        _append(cols, "pid", self._int64(pid))
+        _append(cols, "tid", self._int64(tid))
+        if self.clock.exact:
+            _append(cols, "start_ns", self.clock.ns(ts, "ts", role).to_arrow())
+            _append(cols, "duration_ns", self.clock.ns(dur, "dur", role).to_arrow())
+        else:
+            _append(cols, "ts", self.clock.doubles(ts, "ts", role))
+            _append(cols, "dur", self.clock.doubles(dur, "dur", role))
+        if fields:
+            recs = _args(_columns(evs, "args")[0], raw_args, fields)
+            for f in fields:  # a pass per field is faster than one building tuples
+                _append(cols, f, self._typed(list(map(attrgetter(f), recs)), _dtype(f)))
+
+    def _int64(self, values: Any) -> pa.Array:
+        """to_int64, with id strings (2021-schema tids) read once per distinct string."""
+        try:
+            return pa.array(values, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            pass
+        try:
+            pa.array(values, pa.string())  # all strings: to_int64 reads them one by one anyway
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            return to_int64(list(values))
+        ids = self._ids
+        new = [v for v in set(values) if v not in ids]
+        if new:
+            ids.update(zip(new, to_int64(new).to_pylist(), strict=True))
+        return pa.array(list(map(ids.__getitem__, values)), pa.int64())
+
+    def _typed(self, values: list[Any], dtype: pl.DataType) -> pa.Array:
+        if dtype == pl.Int64():
+            return self._int64(values)
+        if dtype == _INTS:
+            try:
+                return pa.array(values, pa.list_(pa.int64()))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                ok = [
+                    v if isinstance(v, list) and all(type(x) is int for x in v) else None
+                    for v in values
+                ]
+                return pa.array(ok, pa.list_(pa.int64()))
+        return _strings(values)
+
+    def frame(self, role: str) -> pl.DataFrame:
+        """All chunks' rows of one role, in trace order ("annotation": with the ProfilerStep#N
+        operators that no annotation of the same name covers, as in 2021-schema traces)."""
+        if role == "annotation" and self._steps:
+            steps, self._steps = [s for s in self._steps if s.name not in self._seen], []
+            self._add("step", steps, False)
+            return pl.concat([self.frame("annotation"), self.frame("step")])
+        cols = self._cols.pop(role, {})
+        if not cols:
+            return pl.DataFrame(schema=_schema(role))
+        df = pl.DataFrame({c: pa.chunked_array(parts) for c, parts in cols.items()})
+        if not self.clock.exact:
+            df = df.with_columns(
+                self.clock.ns_of(df["ts"], "ts", role).alias("start_ns"),
+                self.clock.ns_of(df["dur"], "dur", role).alias("duration_ns"),
+            )
+        return df.select(
+            "name",
+            "pid",
+            "tid",
+            *_TIME_COLS,
+            (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
+            *ARG_FIELDS[role],
+        ).rechunk()
+
+
+def _true(mask: pa.Array) -> list[int]:
+    """Indices where a boolean array is true (null: false)."""
+    return np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False)).tolist()
+
+
+def _append(cols: dict[str, list[Any]], name: str, arr: Any) -> None:
+    cols.setdefault(name, []).append(arr)
+
+
+def _strings(values: Any) -> pa.Array:
+    """A string column; values of other types as polars casts them (numbers → text)."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pl.Series(list(values), dtype=pl.String, strict=False).to_arrow().cast(pa.string())
+
+
+def _args(values: list[Any], raw: bool, fields: tuple[str, ...]) -> list[Any]:
+    """Args records: non-object args read as none; raw JSON args (a chunk with a value no typed
+    field holds) decoded a slice at a time, an undecodable one read as none."""
+    if not raw:
+        if set(map(type, values)) == {Args}:
+            return values
+        return [a if type(a) is Args else NO_ARGS for a in values]
+    kind: Any = _RAW_TYPES[fields]
+    out: list[Any] = []
+    step = 1 << 14  # bounds the joined copy of the raw args
+    for i in range(0, len(values), step):
+        part = values[i : i + step]
+        try:
+            out += msgspec.json.decode(b"[" + b",".join(part) + b"]", type=list[kind])
+        except msgspec.ValidationError:  # an arg of another shape: keep what does decode
+            out += [_one_args(a, kind) for a in part]
+    return out
+
+
+def _one_args(raw: Any, kind: type) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError:
+        return kind()
