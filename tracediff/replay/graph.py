@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tracediff.engine.attribute import GAP_CAUSES
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
+from tracediff.replay.contributors import KEY, base_values, collectives, key_table
 from tracediff.replay.events import TRACE_NONE, cross_edges, targets, trace_edges
 from tracediff.replay.host import HostSyncs, find_syncs
 from tracediff.replay.order import (
@@ -124,7 +124,6 @@ _COLS = (
     "gap_ns",
     "gap_cause",
 )
-_KEY = ["kind", "contributor", "phase", "device_id", "gap_cause"]
 
 
 def _ops(c: Comparison) -> pl.DataFrame:
@@ -148,154 +147,13 @@ def _ops(c: Comparison) -> pl.DataFrame:
     )
 
 
-def _strings(df: pl.DataFrame) -> pl.DataFrame:
-    """Categorical name columns as plain strings (the engine may hand either), for joins."""
-    return df.with_columns(
-        pl.col(c).cast(pl.String) for c, t in df.schema.items() if t == pl.Categorical
-    )
-
-
-def _codes(att: pl.DataFrame) -> pl.DataFrame:
-    """Attribution keys with their row numbers (the contributor codes)."""
-    return _strings(
-        att.with_row_index("_code").select(
-            "kind",
-            "name",
-            "phase",
-            pl.col("device_id").cast(pl.Int32),
-            pl.col("_code").cast(pl.Int64),
-        )
-    )
-
-
-def _key_table(h: pl.DataFrame, att: pl.DataFrame) -> tuple[np.ndarray, pl.DataFrame]:
-    """Per op, its row in a table of distinct keys; the table carries the contributor codes:
-    _cid (duration), _tid / _wid (collective transfer / wait on >= 2 GPUs), _gid (idle before)."""
-    hashed = h.select(pl.struct(_KEY).hash().alias("_h")).with_row_index("_r")
-    uniq = hashed.group_by("_h").agg(pl.col("_r").first()).sort("_h")
-    hv = uniq["_h"].to_numpy()
-    key = np.searchsorted(hv, hashed["_h"].to_numpy())  # few distinct keys: a binary search each
-    first_row = uniq["_r"].to_numpy().astype(np.int64)
-    keys = _strings(h[first_row].select(_KEY)).with_row_index("_k")
-    codes = _codes(att)
-    k = ["kind", "name", "phase", "device_id"]
-    keys = keys.join(
-        codes.rename({"_code": "_cid"}),
-        left_on=["kind", "contributor", "phase", "device_id"],
-        right_on=k,
-        how="left",
-        maintain_order="left",
-    )
-    for suffix, col in ((" [transfer]", "_tid"), (" [wait for last rank]", "_wid")):
-        keys = (
-            keys.with_columns((pl.col("contributor") + suffix).alias("_n"))
-            .join(
-                codes.rename({"_code": col}),
-                left_on=["kind", "_n", "phase", "device_id"],
-                right_on=k,
-                how="left",
-                maintain_order="left",
-            )
-            .drop("_n")
-        )
-    gap_names = pl.col("gap_cause").replace_strict(GAP_CAUSES, default=None, return_dtype=pl.String)
-    keys = (
-        keys.with_columns(pl.lit("gap").alias("_gk"), gap_names.alias("_gn"))
-        .join(
-            codes.rename({"_code": "_gid"}),
-            left_on=["_gk", "_gn", "phase", "device_id"],
-            right_on=k,
-            how="left",
-            maintain_order="left",
-        )
-        .drop("_gk", "_gn")
-    )
-    keys = keys.with_columns(
-        pl.col(c).fill_null(-1) for c in ("_cid", "_tid", "_wid", "_gid")
-    ).sort("_k")
-    return key.astype(np.int64), keys
-
-
-def _collectives(ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per op of `ops`: collective instance across GPUs (-1: none) and transfer time after the
-    last rank arrived (the duration for everything else). The k-th collective of a cycle on each
-    GPU is one instance, as attribute.collective_split matches them."""
-    n = ops.height
-    cg = np.full(n, -1, dtype=np.int64)
-    tail = ops["duration_ns"].to_numpy().copy()
-    coll = (
-        ops.with_row_index("_row")
-        .filter(pl.col("kind") == "collective")
-        .select("_row", "cycle", "device_id", "start_ns", "end_ns")
-    )
-    if coll.height == 0:
-        return cg, tail
-    coll = coll.with_columns(
-        pl.col("start_ns").rank("ordinal").over("cycle", "device_id").alias("_kth")
-    )
-    grp = (
-        coll.group_by("cycle", "_kth")
-        .agg(
-            pl.col("start_ns").max().alias("_last"), pl.col("device_id").n_unique().alias("_ranks")
-        )
-        .filter(pl.col("_ranks") >= 2)
-        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("_cg"))
-    )
-    coll = coll.join(grp, on=["cycle", "_kth"])
-    rows = coll["_row"].to_numpy().astype(np.int64)
-    cg[rows] = coll["_cg"].to_numpy()
-    tail[rows] = (coll["end_ns"] - coll["_last"]).to_numpy()
-    return cg, tail
-
-
-def _base_values(base: pl.DataFrame, att: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """BASE means per aligned slot (duration, transfer, idle before, contributor), per gap cause."""
-    _, btail = _collectives(base)
-    b = _strings(base.with_columns(pl.Series("_tail", btail)))
-    codes = _codes(att)
-    slot = (
-        b.filter(pl.col("slot").is_not_null())
-        .group_by("device_id", "slot")
-        .agg(
-            pl.col("duration_ns").mean().alias("_bd"),
-            pl.col("_tail").mean().alias("_bt"),
-            pl.col("gap_ns").mean().alias("_bg"),
-            pl.col("kind").first(),
-            pl.col("contributor").first(),
-            pl.col("phase").first(),
-        )
-        .join(
-            codes,
-            left_on=["kind", "contributor", "phase", "device_id"],
-            right_on=["kind", "name", "phase", "device_id"],
-            how="left",
-        )
-        .rename({"_code": "_cid"})
-        .drop("kind", "contributor", "phase")
-    )
-    cause = (
-        b.filter(pl.col("gap_ns") > 0)
-        .group_by("device_id", "phase", "gap_cause")
-        .agg(pl.col("gap_ns").mean().alias("_bgc"))
-    )
-    per = (
-        att.with_row_index("_cid")
-        .filter(pl.col("base_count_per_cycle") > 0)
-        .select(
-            pl.col("_cid").cast(pl.Int64),
-            (pl.col("base_ms_per_cycle") * 1e6 / pl.col("base_count_per_cycle")).alias("_bc"),
-        )
-    )
-    return {"slot": slot, "cause": cause, "contributor": per}
-
-
 def build(c: Comparison) -> ReplayGraph:
     """Build HEAD's replay graph. Cached on the comparison (`replay_inputs["graph"]`)."""
     cached = (c.replay_inputs or {}).get("graph")
     if isinstance(cached, ReplayGraph):
         return cached
     ops = _ops(c)
-    bv = _base_values(ops.filter(pl.col("side") == "base"), c.attribution)
+    bv = base_values(ops.filter(pl.col("side") == "base"), c.attribution)
     h = ops.filter(pl.col("side") == "head").drop("side")
     if h.height == 0:
         raise AnalysisError("head has no GPU ops inside cycles", "nothing to replay")
@@ -303,7 +161,7 @@ def build(c: Comparison) -> ReplayGraph:
     if not is_sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
         h = h.sort(chain_order)
     n = h.height
-    key, keys = _key_table(h, c.attribution)
+    key, keys = key_table(h, c.attribution)
     keys = (
         keys.join(
             bv["cause"], on=["device_id", "phase", "gap_cause"], how="left", maintain_order="left"
@@ -311,7 +169,7 @@ def build(c: Comparison) -> ReplayGraph:
         .join(bv["contributor"], on="_cid", how="left", maintain_order="left")
         .sort("_k")
     )
-    cg, tail = _collectives(h)
+    cg, tail = collectives(h)
     # chains, cycles and the stream predecessor, from the sort order (numpy: no window functions)
     cy, dv, st = (h[x].to_numpy() for x in ("cycle", "device_id", "stream_id"))
     new_cyc = np.r_[True, cy[1:] != cy[:-1]]
@@ -463,7 +321,7 @@ def build(c: Comparison) -> ReplayGraph:
     return _cache(
         c,
         ReplayGraph(
-            keys=keys.select("_k", *_KEY, "_cid", "_tid", "_wid", "_gid"),
+            keys=keys.select("_k", *KEY, "_cid", "_tid", "_wid", "_gid"),
             key=key,
             cid=kc["_cid"],
             tid=kc["_tid"],
