@@ -96,3 +96,10 @@ def test_a_contradicted_record_is_counted_not_used() -> None:
     e, stats = trace_edges(ops, ev)
     assert e.height == 0 and stats["event_edges_contradicted"] == 1
     assert stats["event_waits_unmatched"] == 1
+
+
+def test_graph_launches_source_its_last_node_and_target_its_first() -> None:
+    # one cudaGraphLaunch enqueues all its nodes at one time (launch 10 on stream 1, 30 on 2)
+    ops = _ops([(1, 10, 0, 100), (1, 10, 100, 200), (2, 30, 205, 300), (2, 30, 300, 400)])
+    ev = _events([("record", 1, 5, 15, None), ("wait", 2, 5, 25, None)])
+    assert _edges(ev, ops) == [(1, 2, 5)]

@@ -123,6 +123,16 @@ TRACE_SCHEMA = {"_i": pl.Int64, "_src": pl.Int64, "_gap": pl.Int64}
 TRACE_NONE = pl.DataFrame(schema=TRACE_SCHEMA)
 
 
+def _one_per_launch(ops: pl.DataFrame, by: str, first: bool) -> pl.DataFrame:
+    """One op per (process, stream, launch time), the one with the lowest (first) or highest
+    `by`: a CUDA graph launch enqueues its nodes at one time. In launch-time order, for as-of
+    joins. (A sort and a shift mask: `unique(maintain_order=True)` costs 3x more.)"""
+    key = ["process_id", "stream_id", "_la"]
+    o = ops.sort(*key, by)
+    same = pl.all_horizontal(pl.col(k) == pl.col(k).shift(1 if first else -1) for k in key)
+    return o.filter(~same.fill_null(False)).sort("_la")
+
+
 def trace_edges(h: pl.DataFrame, events: object) -> tuple[pl.DataFrame, dict[str, int]]:
     """Edges `_src -> _i` from the trace's event records and stream waits, with the measured
     `_gap` (target start - source end), and counts. `h`: graph.py's frame (columns `_i`,
@@ -152,9 +162,7 @@ def trace_edges(h: pl.DataFrame, events: object) -> tuple[pl.DataFrame, dict[str
         (pl.col("launch_start_ns") + pl.col("_o")).alias("_la"),
     )
     # target: the first op enqueued on the waiting stream after the wait call began
-    first_after = ops.sort("_la", "start_ns").unique(
-        ["process_id", "stream_id", "_la"], keep="first", maintain_order=True
-    )
+    first_after = _one_per_launch(ops, "start_ns", first=True)
     w = w.sort("api_start_ns").join_asof(
         first_after.select(
             "process_id",
@@ -172,9 +180,7 @@ def trace_edges(h: pl.DataFrame, events: object) -> tuple[pl.DataFrame, dict[str
     )
     w = w.filter(pl.col("_dst").is_not_null()).drop("_la")
     # source candidates: on the record's stream, or (record not placed) on each other stream
-    last_before = ops.sort("_la", "end_ns").unique(
-        ["process_id", "stream_id", "_la"], keep="last", maintain_order=True
-    )
+    last_before = _one_per_launch(ops, "end_ns", first=False)
     streams = ops.select("process_id", pl.col("stream_id").alias("_cs")).unique()
     placed = w.filter(pl.col("_rs").is_not_null()).with_columns(pl.col("_rs").alias("_cs"))
     unplaced = (
