@@ -1,6 +1,7 @@
 """Kineto ingest benchmark: events/s and peak RSS of `read_kineto` on real traces and a ×N copy.
 
     bench/kineto_ingest.py [--trace PATH.json.gz] [--times 50] [--repeat 3] [--keep DIR]
+                           [--reader OLD_KINETO.py]
 
 Inputs: the largest real Kineto trace (default: the 2021-schema ResNet50 sample from
 pytorch/kineto, 75.7 k events, 35 MB of JSON) as shipped (.json.gz) and uncompressed, and a
@@ -13,7 +14,10 @@ thread pools and arenas are a fixed ~35 MB, not a per-byte cost), resets its pea
 (/proc/self/clear_refs), then reads the input: wall time of read_kineto, and peak RSS (VmHWM)
 above the RSS before the read, as a multiple of the uncompressed JSON size.
 Each input is read --repeat times: the table shows the fastest run (wall and CPU seconds, all
-threads), the largest peak, and the load average (a shared machine slows every run).
+threads; events per wall second and per CPU second), the largest peak, and the load average (a
+shared machine slows every run). --reader runs another version of the reader instead (a module
+file defining read_kineto, e.g. `git show REV:tracediff/parse/kineto.py > /tmp/old.py`), for
+before/after tables on the same inputs.
 Goal (issue #3): >= 1 M events/s and peak RSS < 3x the uncompressed size.
 """
 
@@ -46,8 +50,15 @@ DEFAULT = next(
 )
 
 CHILD = r"""
-import json, sys, time
-from tracediff.parse.kineto import read_kineto
+import importlib.util, json, os, sys, time
+if os.environ.get("KINETO_READER"):  # another version of the reader, from a file
+    spec = importlib.util.spec_from_file_location("kineto_reader", os.environ["KINETO_READER"])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["kineto_reader"] = mod
+    spec.loader.exec_module(mod)
+    read_kineto = mod.read_kineto
+else:
+    from tracediff.parse.kineto import read_kineto
 def status_kb(key):
     with open("/proc/self/status") as f:
         for line in f:
@@ -101,8 +112,10 @@ def replicate(src: Path, out: Path, times: int) -> None:
         f.write(b"\n]}\n")
 
 
-def measure(path: Path) -> dict[str, float]:
+def measure(path: Path, reader: Path | None) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if reader is not None:
+        env["KINETO_READER"] = str(reader.resolve())
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), str(WARMUP)],
         capture_output=True,
@@ -119,6 +132,7 @@ def main() -> None:
     ap.add_argument("--times", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3, help="runs per input; the best is shown")
     ap.add_argument("--keep", type=Path, help="folder for generated inputs (default: temp dir)")
+    ap.add_argument("--reader", type=Path, help="a reader module file to measure instead")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.keep) as tmp:
         raw = Path(tmp) / "trace.json"
@@ -132,16 +146,18 @@ def main() -> None:
         ]
         print(
             f"{'input':48s} {'events':>10s} {'kernels':>9s} {'MB json':>8s} {'s':>7s} "
-            f"{'Mev/s':>6s} {'cpu s':>6s} {'peak MB':>8s} {'peak/json':>9s} {'load':>5s}"
+            f"{'Mev/s':>6s} {'cpu s':>6s} {'Mev/cpu-s':>9s} {'peak MB':>8s} {'peak/json':>9s} "
+            f"{'load':>5s}"
         )
         for label, path, size in rows:
-            runs = [measure(path) for _ in range(args.repeat)]
+            runs = [measure(path, args.reader) for _ in range(args.repeat)]
             r = min(runs, key=lambda x: x["s"])
+            cpu = min(x["cpu_s"] for x in runs)
             peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
             print(
                 f"{label[:48]:48s} {r['events']:>10,d} {r['kernels']:>9,d} {size / 2**20:>8.1f} "
                 f"{r['s']:>7.2f} {r['events'] / r['s'] / 1e6:>6.2f} "
-                f"{min(x['cpu_s'] for x in runs):>6.2f} {peak_mb:>8.0f} "
+                f"{cpu:>6.2f} {r['events'] / cpu / 1e6:>9.2f} {peak_mb:>8.0f} "
                 f"{peak_mb * 2**20 / size:>9.2f} {os.getloadavg()[0]:>5.1f}",
                 flush=True,
             )

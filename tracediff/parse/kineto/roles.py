@@ -135,14 +135,21 @@ class Roles:
                 self._add(role, evs, raw_args)
 
     def _cpu_ops(self, evs: list[Any], raw_args: bool) -> None:
-        names = _strings(_columns(evs, "name")[0])
-        steps = pc.starts_with(names, "ProfilerStep#")
-        if pc.any(steps).as_py():
+        """Of the operators only ProfilerStep#N and record_param_comms are read; most chunks
+        have neither, which one C-level search over their names tells."""
+        names = _columns(evs, "name")[0]
+        try:
+            joined = "\n".join(names)
+        except TypeError:  # a name that is not a string: look at each
+            joined = "ProfilerStep#"
+        if "ProfilerStep#" in joined or "record_param_comms" in names:
+            arr = _strings(names)
+            steps = pc.starts_with(arr, "ProfilerStep#")
             for e in _take(evs, _true(steps)):
                 self._steps.append(_Step(e.name, e.pid, e.tid, e.ts, e.dur))
-        comms = pc.equal(names, "record_param_comms")
-        if pc.any(comms).as_py():
-            self._add("comms", _take(evs, _true(comms)), raw_args)
+            comms = _take(evs, _true(pc.equal(arr, "record_param_comms")))
+            if comms:
+                self._add("comms", comms, raw_args)
 
     def _add(self, role: str, evs: list[Any], raw_args: bool) -> None:
         if not evs:
