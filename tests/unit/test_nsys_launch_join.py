@@ -67,5 +67,7 @@ def test_launch_join_empty_sides_and_unpackable_ids() -> None:
     ops, keys = _frames(4, 3, 200)
     assert_frame_equal(_launch_join(ops.clear(), keys), _reference(ops.clear(), keys))
     assert_frame_equal(_launch_join(ops, keys.clear()), _reference(ops, keys.clear()))
+    none = ops.with_columns(pl.lit(None, pl.Int64).alias("correlationId"))  # nothing matches
+    assert_frame_equal(_launch_join(none, keys), _reference(none, keys))
     big = keys.with_columns(pl.col("correlationId") + (1 << 61))  # too wide to pack: hash join
     assert_frame_equal(_launch_join(ops, big), _reference(ops, big))

@@ -72,7 +72,8 @@ def _launch_join(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     idx = pl.Series("_i", pos if order is None else order[pos])
     if not found.all():
         idx = idx.set(pl.Series(~found), None)
-    return pl.concat([ops, keys.drop(on)[idx]], how="horizontal")
+    # gather by expression: a null index gives a null row (also when no index is valid)
+    return pl.concat([ops, keys.drop(on).select(pl.all().gather(idx))], how="horizontal")
 
 
 def _is_sorted(a: np.ndarray) -> bool:
