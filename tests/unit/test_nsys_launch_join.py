@@ -7,9 +7,14 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.nsys_tables import _launch_join
+from tracediff.parse.nsys_tables import LaunchIndex
+from tracediff.parse.nsys_tables import _launch_join as _join
 
 ON = ["globalPid", "correlationId"]
+
+
+def _launch_join(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    return _join(ops, LaunchIndex(keys))
 
 
 def _reference(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:

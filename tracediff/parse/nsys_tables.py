@@ -7,8 +7,6 @@ output: Arrow tables of `tracediff.schema`. Vectorised: joins, sorted searches, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -24,91 +22,95 @@ from tracediff.parse.nsys_columns import (
 )
 from tracediff.parse.nsys_schema import COPY_KINDS, GPU, SYNC_KINDS, TID_BITS
 
+_ON = ["globalPid", "correlationId"]
 
-def launch_keys(api: pl.DataFrame) -> pl.DataFrame:
+
+class LaunchIndex:
+    """The launch calls by (process, correlationId), sorted once for every op table's join.
+
+    A binary search on one packed int64 key (process rank << bits | correlationId) instead of a
+    hash join on two columns: the API table is in correlationId order within each process, so
+    sorting it is at most a stable radix sort on the process rank (gen8, 8 processes, 5 M
+    launches: ~10x less CPU than the polars join). Ids that cannot be packed (negative, or too
+    wide for the number of processes) fall back to the hash join.
+    """
+
+    def __init__(self, keys: pl.DataFrame) -> None:
+        self.frame = keys
+        self.payload = keys.drop(_ON)
+        self.sorted: np.ndarray | None = None
+        self.order: np.ndarray | None = None
+        self.pids = keys["globalPid"].drop_nulls().unique().sort().to_numpy()
+        lo, hi = keys["correlationId"].min(), keys["correlationId"].max()
+        if not len(self.pids) or not isinstance(lo, int) or not isinstance(hi, int) or lo < 0:
+            return
+        self.hi, self.bits = hi, hi.bit_length()
+        if len(self.pids) >= 1 << max(0, 62 - self.bits):
+            return
+        kk, rank = self.pack(keys["globalPid"], keys["correlationId"])
+        if not _is_sorted(kk):
+            self.order = np.argsort(rank, kind="stable")  # radix sort on a small int
+            if not _is_sorted(kk[self.order]):
+                self.order = np.argsort(kk, kind="stable")
+            kk = kk[self.order]
+        self.sorted = kk
+
+    def pack(self, p: pl.Series, c: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        """Packed keys (-1: cannot match: null, unknown process, id out of range) and ranks."""
+        cn = c.fill_null(-1).to_numpy()
+        ok = (cn >= 0) & (cn <= self.hi)
+        if len(self.pids) == 1 and not p.null_count():  # the usual report: one process
+            ok &= p.to_numpy() == self.pids[0]
+            return np.where(ok, cn, -1), np.zeros(len(cn), np.uint8)
+        pn = p.fill_null(-1).to_numpy()
+        rank = np.minimum(np.searchsorted(self.pids, pn), len(self.pids) - 1)
+        ok &= self.pids[rank] == pn
+        if p.null_count():
+            ok &= p.is_not_null().to_numpy()
+        key = (rank.astype(np.int64) << self.bits) | cn
+        return np.where(ok, key, -1), rank.astype(np.uint8 if len(self.pids) <= 256 else np.int64)
+
+
+def launch_keys(api: pl.DataFrame) -> LaunchIndex:
     """(process, correlationId) → launching thread, API name id and times."""
-    return api.filter(
-        pl.col("correlationId").is_not_null() & (pl.col("correlationId") != 0)
-    ).select(
-        (pl.col("globalTid") - pl.col("globalTid") % TID_BITS).alias("globalPid"),
-        "correlationId",
-        tid_of("globalTid").alias("launch_thread_id"),
-        pl.col("nameId").alias("_launch_name"),
-        pl.col("start").alias("launch_start_ns"),
-        pl.col("end").alias("launch_end_ns"),
+    return LaunchIndex(
+        api.filter(pl.col("correlationId").is_not_null() & (pl.col("correlationId") != 0)).select(
+            (pl.col("globalTid") - pl.col("globalTid") % TID_BITS).alias("globalPid"),
+            "correlationId",
+            tid_of("globalTid").alias("launch_thread_id"),
+            pl.col("nameId").alias("_launch_name"),
+            pl.col("start").alias("launch_start_ns"),
+            pl.col("end").alias("launch_end_ns"),
+        )
     )
 
 
-def _launch_join(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
-    """Left-join each GPU op to its launch call; an id seen twice in a process keeps the first.
-
-    A binary search on one packed int64 key (process rank, correlationId) instead of a hash join
-    on two columns: the API table is in correlationId order within each process, so sorting it
-    is at most a stable radix sort on the process rank (8 processes, 5 M launches: ~10x less CPU
-    than the polars join).
-    """
-    on = ["globalPid", "correlationId"]
+def _launch_join(ops: pl.DataFrame, index: LaunchIndex) -> pl.DataFrame:
+    """Left-join each GPU op to its launch call; an id seen twice in a process keeps the first."""
+    keys = index.frame
     if ops.is_empty():
-        return ops.join(keys.clear(), on=on, how="left")
+        return ops.join(keys.clear(), on=_ON, how="left")
     if keys.is_empty():
-        return ops.join(keys, on=on, how="left")
-    packed = _packer(keys["globalPid"], keys["correlationId"])
-    if packed is None:  # correlation ids too large or negative to pack: hash join
-        out = ops.join(keys, on=on, how="left", maintain_order="left")
+        return ops.join(keys, on=_ON, how="left")
+    if index.sorted is None:  # ids not packable: hash join
+        out = ops.join(keys, on=_ON, how="left", maintain_order="left")
         if out.height != ops.height:
-            keys = keys.unique(subset=on, keep="first", maintain_order=True)
-            out = ops.join(keys, on=on, how="left", maintain_order="left")
+            keys = keys.unique(subset=_ON, keep="first", maintain_order=True)
+            out = ops.join(keys, on=_ON, how="left", maintain_order="left")
         return out
-    kk, rank = packed(keys["globalPid"], keys["correlationId"])
-    order = None
-    if not _is_sorted(kk):
-        order = np.argsort(rank, kind="stable")  # radix sort on a small int
-        if not _is_sorted(kk[order]):
-            order = np.argsort(kk, kind="stable")
-        kk = kk[order]
-    q, _ = packed(ops["globalPid"], ops["correlationId"])
+    kk = index.sorted
+    q, _ = index.pack(ops["globalPid"], ops["correlationId"])
     pos = np.minimum(np.searchsorted(kk, q), len(kk) - 1)
     found = (kk[pos] == q) & (q >= 0)
-    idx = pl.Series("_i", pos if order is None else order[pos])
+    idx = pl.Series("_i", pos if index.order is None else index.order[pos])
     if not found.all():
         idx = idx.set(pl.Series(~found), None)
     # gather by expression: a null index gives a null row (also when no index is valid)
-    return pl.concat([ops, keys.drop(on).select(pl.all().gather(idx))], how="horizontal")
+    return pl.concat([ops, index.payload.select(pl.all().gather(idx))], how="horizontal")
 
 
 def _is_sorted(a: np.ndarray) -> bool:
     return bool((a[1:] >= a[:-1]).all())
-
-
-_Pack = Callable[[pl.Series, pl.Series], tuple[np.ndarray, np.ndarray]]
-
-
-def _packer(pid: pl.Series, cid: pl.Series) -> _Pack | None:
-    """A function (process, correlationId) → (packed key, process rank), or None.
-
-    Keys are rank << bits | correlationId over the processes and id range of the API table;
-    a pair that cannot match (null, unknown process, id out of range) packs to -1.
-    """
-    pids = pid.drop_nulls().unique().sort().to_numpy()
-    lo, hi = cid.min(), cid.max()
-    if not len(pids) or not isinstance(lo, int) or not isinstance(hi, int) or lo < 0:
-        return None
-    bits = hi.bit_length()
-    if len(pids) >= 1 << max(0, 62 - bits):
-        return None
-    rank_dtype = np.uint8 if len(pids) <= 256 else np.int64
-
-    def pack(p: pl.Series, c: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-        pn = p.fill_null(-1).to_numpy()
-        cn = c.fill_null(-1).to_numpy()
-        rank = np.minimum(np.searchsorted(pids, pn), len(pids) - 1)
-        ok = (pids[rank] == pn) & (cn >= 0) & (cn <= hi)
-        if p.null_count():
-            ok &= p.is_not_null().to_numpy()
-        key = (rank.astype(np.int64) << bits) | cn
-        return np.where(ok, key, -1), rank.astype(rank_dtype)
-
-    return pack
 
 
 def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
@@ -126,7 +128,7 @@ def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
 
 
 def kernels_table(
-    df: pl.DataFrame, keys: pl.DataFrame, strings: Strings, api_names: Strings
+    df: pl.DataFrame, keys: LaunchIndex, strings: Strings, api_names: Strings
 ) -> pa.Table:
     df = _launch_join(by_start(df), keys)
     out = df.select(
@@ -148,7 +150,7 @@ def kernels_table(
 
 
 def memops_table(
-    cp: pl.DataFrame, ms: pl.DataFrame, keys: pl.DataFrame, api_names: Strings,
+    cp: pl.DataFrame, ms: pl.DataFrame, keys: LaunchIndex, api_names: Strings,
     copy_kinds: dict[int, str], mem_kinds: dict[int, str],
 ) -> pa.Table:  # fmt: skip
     cp = cp.with_columns(
