@@ -111,8 +111,7 @@ def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """
     key = group_key(ops)
     s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    dk, ds, de = np.diff(key), np.diff(s), np.diff(e)
-    if not bool(np.all((dk > 0) | ((dk == 0) & ((ds > 0) | ((ds == 0) & (de >= 0)))))):
+    if not lex_sorted(key, s, e):
         order = (
             pl.DataFrame({"k": key, "s": s, "e": e})
             .select(pl.arg_sort_by("k", "s", "e", maintain_order=True))
@@ -123,14 +122,30 @@ def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     return ops, key
 
 
+def lex_sorted(*cols: np.ndarray, block: int = 1 << 20) -> bool:
+    """Rows in non-decreasing order of (cols[0], cols[1], ...)? Checked a block at a time, so the
+    temporaries stay a few MB for any number of rows."""
+    n = len(cols[0])
+    for lo in range(0, max(n - 1, 0), block):
+        hi = min(lo + block + 1, n)
+        ok = np.zeros(hi - lo - 1, bool)
+        tie = np.ones(hi - lo - 1, bool)
+        for c in cols:
+            d = np.diff(c[lo:hi])
+            ok |= tie & (d > 0)
+            tie &= d == 0
+        if not (ok | tie).all():
+            return False
+    return True
+
+
 def groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For rows sorted by `key`: the group index of each row and the first row of each group."""
     n = len(key)
     brk = np.flatnonzero(key[1:] != key[:-1]) + 1 if n else np.zeros(0, np.int64)
     first = np.concatenate([np.zeros(min(n, 1), np.int64), brk])
-    gid = np.zeros(n, np.int64)
-    gid[brk] = 1
-    return np.cumsum(gid), first
+    lengths = np.diff(np.append(first, n))
+    return np.repeat(np.arange(len(first), dtype=np.int32), lengths), first
 
 
 def _seq_hash(
@@ -161,12 +176,16 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     gid, first = groups(key)
     n = ops.height
     lengths = np.diff(np.append(first, n))
-    pos = np.arange(n, dtype=np.int64) - first[gid]
-    codes = ops["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    pos = np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), lengths)
+    codes = ops["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64, copy=False)
     h = _seq_hash(codes, pos, first, lengths)
     g_side = (key[first] >> 48).astype(np.int64)  # 0 base, 1 head
     g_dev = ((key[first] >> 32) & 0xFFFF).astype(np.int64)
-    kinds = ops["kind"].cast(pl.String)
+    del key
+    kind_col = ops["kind"]
+
+    def kinds(lo: int, ln: int) -> list[str]:
+        return kind_col.slice(lo, ln).cast(pl.String).to_list()
 
     templates: dict[int, pl.DataFrame] = {}
     g_off = np.zeros(len(first), np.int64)  # each group's offset into `flat` (slot per position)
@@ -186,7 +205,7 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
         tg = int(cand[first_at[best]])
         t0, tl = int(first[tg]), int(lengths[tg])
         tpl = codes[t0 : t0 + tl]
-        tkind = kinds[t0 : t0 + tl].to_list()
+        tkind = kinds(t0, tl)
         templates[dev] = (
             ops.slice(t0, tl).select("name", "kind", "grid", "block").with_row_index("slot")
         )
@@ -199,20 +218,21 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
             g = int(on_dev[d_first[i]])
             s0, ln = int(first[g]), int(lengths[g])
             if hv == int(h[tg]):
-                slots = np.arange(ln, dtype=np.int64)
+                slots = np.arange(ln, dtype=np.int32)
             else:
                 seq = codes[s0 : s0 + ln]
                 slots = np.asarray(
-                    _align_seq(seq.tolist(), tpl.tolist(), kinds[s0 : s0 + ln].to_list(), tkind),
-                    dtype=np.int64,
+                    _align_seq(seq.tolist(), tpl.tolist(), kinds(s0, ln), tkind),
+                    dtype=np.int32,
                 )
             offs[i] = used
             flat_parts.append(slots)
             used += ln
         g_off[on_dev] = offs[d_inv.ravel()]
-    flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int64)
+    flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
     t_flat = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
-    slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int64)
+    slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int32)
+    del pos
     matched = slot >= 0
     # the template op's name at this slot; where it differs, the contributor is "old → new"
     dev_off = np.zeros(int(g_dev.max()) + 1 if len(g_dev) else 1, np.int64)
