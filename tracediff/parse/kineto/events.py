@@ -1,13 +1,15 @@
 """Kineto Chrome-trace JSON → lists of typed event records, one chunk of traceEvents at a time.
 
-Stage: parse (inside the Kineto reader). Input: the trace's JSON bytes; output: the document's
-metadata (`Doc`) and an iterator of event-record lists, each list dropped by the caller once
-its columns exist, so at most one chunk's records (~64 MB of JSON) is alive at a time.
+Stage: parse (inside the Kineto reader). Input: the trace's JSON text, streamed from a
+`source.Source` through one reused buffer; output: the document's metadata (`Doc`) and an
+iterator of event-record lists, each dropped by the caller once its columns exist, so at most
+one chunk's records (CHUNK_BYTES of JSON) are alive at a time and the file is never held whole.
 
 msgspec decodes into small typed records holding only the fields used: on the 35 MB ResNet50
-trace that is 5x orjson's speed at a quarter of its memory, and 2-3x polars' or pyarrow's JSON
-readers in CPU time (measured, bench/README.md). Phase and category are Literals (no string per
-event); `args` is decoded into one record of the args fields any role reads.
+trace that is 5x orjson's speed at a quarter of its memory; polars' read_ndjson and pyarrow's
+JSON reader need 1.5-1.7x its CPU time, and one event per line, which Kineto does not write
+(bench/README.md). Phase and category are Literals (no string per event); `args` is decoded
+into one record of the args fields any role reads.
 
 Chunking: `"traceEvents": [` is found in the bytes, the array is cut after an element's `}` where
 `}`, `,` and `{` follow each other (whitespace aside), and each piece is decoded as a JSON array
@@ -171,7 +173,7 @@ class NotChunked(Exception):
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _TRIES = 8  # cuts tried per piece before giving up on chunking this document
-CHUNK_BYTES = 1 << 23  # 8 MB: a chunk's records stay in cache while their columns are read
+CHUNK_BYTES = 1 << 23  # 8 MB: a chunk's records are still in cache when their columns are read
 _ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # ValidationError too
 
 
@@ -225,7 +227,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _
     """Event lists of the traceEvents array, a piece at a time, read from `src` (a Source);
     appends the Doc to `out` at the end. Raises NotChunked (possibly after yielding) when the
     pieces cannot be vouched for."""
-    w = _Window(src, 2 * CHUNK_BYTES + (1 << 22))
+    w = _Window(src, min(2 * CHUNK_BYTES + (1 << 22), src.size_hint + 64))
     w.fill(CHUNK_BYTES)
     m = _KEY.search(w.buf, 0, w.hi)
     if m is None:

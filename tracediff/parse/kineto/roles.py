@@ -5,9 +5,12 @@ Stage: parse (inside the Kineto reader). Input: the event records of one chunk o
 outlives its chunk. A role's frame has `name`, `pid`, `tid`, `start_ns`, `duration_ns`,
 `end_ns` and the args columns that role reads.
 
-Each chunk's categories become a one-byte polars column; each role's records are picked by
-index in C and turned into columns with one C-level pass per field, so no per-event Python code
-runs. Only complete ('X') events are read.
+Each chunk's categories become a one-byte numpy column; each role's records are picked by index
+in C and turned into Arrow arrays with one C-level pass per field, so no per-event Python code
+runs. Only complete ('X') events are read. Where the old whole-trace reader converted a role's
+values in one go, a chunk's are converted alone: the same values, except that an id column
+mixing strings and numbers reads its strings one by one (`clock.to_int64`) only in the chunks
+where they are mixed -- which differs only for digits or spaces outside ASCII.
 """
 
 from __future__ import annotations

@@ -132,19 +132,22 @@ class Source:
         self.path = path
         self.budget = budget = memory_budget()
         self.total = 0
+        self.size_hint = 0  # bytes of JSON to expect (a buffer larger than the text is waste)
         try:
             size = path.stat().st_size
             if size > budget:  # fail before reading, not after swapping
                 raise _too_big(path, size, budget)
-            self._f = open(path, "rb")  # noqa: SIM115 - closed by close()
+            self._f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
             magic = self._f.read(2)
             self.gzip = magic == b"\x1f\x8b"
+            self.size_hint = size
             if self.gzip and size >= 18:  # ISIZE: see read_json_bytes
                 self._f.seek(-4, os.SEEK_END)
                 isize = int.from_bytes(self._f.read(4), "little")
                 if isize > budget:
                     self._f.close()
                     raise _too_big(path, isize, budget)
+                self.size_hint = isize if isize > size else 1 << 30  # (ISIZE is mod 2**32)
             self._f.seek(0)
         except OSError as e:
             raise InputError(
