@@ -27,6 +27,9 @@ import nvtx
 
 VERIFY_S = {verify_s}
 CYCLES = int(os.environ.get("CYCLES", "10"))
+if os.environ.get("ENV_DUMP"):
+    with open(os.environ["ENV_DUMP"], "w") as f:
+        f.write(os.environ.get("_RJEM_MALLOC_CONF", "<unset>"))
 i = 0
 while CYCLES < 0 or i < CYCLES:
     nvtx.push_range("cycle")
@@ -242,6 +245,23 @@ def test_workload_failure_keeps_report_and_records_exit_code(
     assert m["workload_exit_code"] == 3
     assert (out / "report.nsys-rep").is_file()
     assert ranges(out / "run.arrow", "cycle").height == 4
+
+
+@pytest.mark.parametrize("user_setting", [None, "narenas:3"])
+def test_workload_does_not_inherit_tracediffs_allocator_setting(
+    repo: Path, nsys: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_setting: str | None
+) -> None:
+    """The CLI sets jemalloc's huge-page option for itself; the profiled workload must run as the
+    user would run it: without it, or with the user's own value."""
+    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
+    monkeypatch.delenv("TRACEDIFF_SET_RJEM", raising=False)
+    dump = tmp_path / "env.txt"
+    env = {"CYCLES": "3", "ENV_DUMP": str(dump)}
+    if user_setting:
+        env["_RJEM_MALLOC_CONF"] = user_setting
+    r = capture(repo, "base", tmp_path / "cap", nsys=nsys, env=env)
+    assert r.returncode == 0, r.stderr
+    assert dump.read_text() == (user_setting or "<unset>")
 
 
 def test_missing_nsys_says_how_to_install(repo: Path, tmp_path: Path) -> None:
