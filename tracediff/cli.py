@@ -18,11 +18,12 @@ from tracediff import __version__
 from tracediff.errors import TracediffError
 
 # Set before anything imports polars: polars' allocator (jemalloc) backs its buffers with
-# transparent huge pages when asked before polars loads. A trace tool gathers and sorts columns of millions of rows, and with 4 KiB pages
-# that is a page fault per 4 KiB and a TLB miss per random access. Two 5 M-kernel runs compared:
-# 2.0 M -> 0.2 M page faults, 28 -> 14 user CPU-s (bench/README.md). Big buffers come from the
-# ordinary arenas (oversize_threshold:0), which reuse freed pages instead of zeroing fresh ones:
-# ~1 s less system time there. A user's own setting wins.
+# transparent huge pages when asked before polars loads. A trace tool gathers and sorts columns
+# of millions of rows; with 4 KiB pages that is a page fault per 4 KiB and a TLB miss per random
+# access. Two 5 M-kernel runs compared: 2.0 M -> 0.2 M page faults, 28 -> 14 user CPU-s
+# (bench/README.md). Big buffers come from the ordinary arenas (oversize_threshold:0), which
+# reuse freed pages instead of zeroing fresh ones: ~1 s less system time there. A user's own
+# setting wins.
 _JEMALLOC = "thp:always,oversize_threshold:0"
 if "_RJEM_MALLOC_CONF" not in os.environ:
     os.environ["_RJEM_MALLOC_CONF"] = os.environ["TRACEDIFF_SET_RJEM"] = _JEMALLOC
