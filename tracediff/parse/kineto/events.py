@@ -8,8 +8,9 @@ one chunk's records (CHUNK_BYTES of JSON) are alive at a time and the file is ne
 msgspec decodes into small typed records holding only the fields used: on the 35 MB ResNet50
 trace that is 5x orjson's speed at a quarter of its memory; polars' read_ndjson and pyarrow's
 JSON reader need 1.5-1.7x its CPU time, and one event per line, which Kineto does not write
-(bench/README.md). Phase and category are Literals (no string per event); `args` is decoded
-into one record of the args fields any role reads.
+(bench/README.md). Phase and category are Literals (no string per event); `args` stays raw
+JSON, which msgspec skips in one go: decoding it into a record for every event would double
+the decode's time (most events are operators and flows whose args are never read).
 
 Chunking: `"traceEvents": [` is found in the bytes, the array is cut after an element's `}` where
 `}`, `,` and `{` follow each other (whitespace aside), and each piece is decoded as a JSON array
@@ -48,37 +49,7 @@ _Category = Literal[
 ]  # fmt: skip
 
 
-def _field(name: str) -> Any:
-    return msgspec.field(default=None, name=name)
-
-
-class Args(msgspec.Struct, gc=False, frozen=True):
-    """The `args` keys read by any role (kernels, copies, API calls, annotations, c10d)."""
-
-    device: Any = None
-    stream: Any = None
-    correlation: Any = None
-    grid: Any = None
-    block: Any = None
-    registers: Any = _field("registers per thread")
-    nbytes: Any = _field("bytes")
-    kind: Any = None
-    coll: Any = _field("Collective name")
-    in_nelems: Any = _field("In msg nelems")
-    out_nelems: Any = _field("Out msg nelems")
-    dtype: Any = None
-    group_size: Any = _field("Group size")
-    pg_name: Any = _field("Process Group Name")
-    rank: Any = _field("Rank")
-
-
-NO_ARGS = Args()
-# `args` that is not an object reads as no args; a value msgspec cannot hold in any of these
-# (a number beyond a double) makes the chunk decode again with `args` as raw JSON
-_ArgsValue = Args | list[Any] | str | int | float | bool | None
-
-
-def _event_type(exact: bool, lean: bool, raw_args: bool) -> type:
+def _event_type(exact: bool, lean: bool) -> type:
     time: Any = Decimal | None if exact else float | int | None
     fields: list[Any] = [
         ("ph", _Phase | None if lean else str | None, None),
@@ -88,7 +59,8 @@ def _event_type(exact: bool, lean: bool, raw_args: bool) -> type:
         ("tid", Any, None),
         ("ts", time, None),
         ("dur", time, None),
-        ("args", msgspec.Raw, msgspec.Raw(b"{}")) if raw_args else ("args", _ArgsValue, NO_ARGS),
+        # raw JSON: skipped in one go, decoded later only for the roles that read args
+        ("args", msgspec.Raw, msgspec.Raw(b"{}")),
     ]
     return msgspec.defstruct("Event", fields, gc=False)
 
@@ -120,38 +92,24 @@ DOC_KEYS = (
 class _Kind:
     """The decoders of one event type: for a JSON array of events and for a whole document."""
 
-    def __init__(self, exact: bool, lean: bool, raw_args: bool) -> None:
-        self.event = _event_type(exact, lean, raw_args)
-        self.raw_args = raw_args
+    def __init__(self, exact: bool, lean: bool) -> None:
+        self.event = _event_type(exact, lean)
         self.events: Any = msgspec.json.Decoder(list[self.event])  # type: ignore[name-defined]
         self.doc: Any = msgspec.json.Decoder(_doc_type(self.event))
 
 
-_KINDS = {
-    (e, lean, raw): _Kind(e, lean, raw)
-    for e in (False, True)
-    for lean in (True, False)
-    for raw in (False, True)
-}
-_ARGS_PATH = re.compile(r"\]\.args\b")
+_KINDS = {(e, lean): _Kind(e, lean) for e in (False, True) for lean in (True, False)}
 
 
-def decode_any(exact: bool, decode: Callable[[_Kind], Any]) -> tuple[Any, _Kind]:
-    """decode(kind) with the leanest event type that holds the data: Literal phase/category
-    unless one is not listed, typed args unless one is beyond every type (then raw JSON)."""
-    lean, raw = True, False
-    while True:
-        kind = _KINDS[exact, lean, raw]
-        try:
-            return decode(kind), kind
-        except msgspec.ValidationError as e:
-            msg = str(e)
-            if lean and msg.endswith(("].cat`", "].ph`")):
-                lean = False
-            elif not raw and _ARGS_PATH.search(msg):
-                raw = True
-            else:
-                raise
+def decode_any(exact: bool, decode: Callable[[_Kind], Any]) -> Any:
+    """decode(kind) with the leanest event type that holds the data: phase and category as
+    Literals unless one is not listed."""
+    try:
+        return decode(_KINDS[exact, True])
+    except msgspec.ValidationError as e:
+        if not str(e).endswith(("].cat`", "].ph`")):
+            raise
+    return decode(_KINDS[exact, False])
 
 
 class Doc:
@@ -208,22 +166,19 @@ class _Window:
 
     def decode(self, kind: _Kind, start: int, stop: int) -> Any:
         """buf[start:stop] as a JSON array of events; start and stop - 1 (bytes that are not part
-        of any element) are made its brackets for the call."""
+        of any element) are made its brackets for the call. The records' raw `args` point into
+        the buffer: they must be gone before the next `fill` moves its bytes."""
         buf = self.buf
         a, b = buf[start], buf[stop - 1]
         buf[start], buf[stop - 1] = 0x5B, 0x5D  # [ ]
         try:
-            with memoryview(buf) as mv:  # raw args would point into the buffer: copy for them
-                piece = bytes(mv[start:stop]) if kind.raw_args else mv[start:stop]
-                try:
-                    return kind.events.decode(piece)
-                finally:
-                    del piece
+            with memoryview(buf) as mv:
+                return kind.events.decode(mv[start:stop])
         finally:
             buf[start], buf[stop - 1] = a, b
 
 
-def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _Kind]]:
+def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
     """Event lists of the traceEvents array, a piece at a time, read from `src` (a Source);
     appends the Doc to `out` at the end. Raises NotChunked (possibly after yielding) when the
     pieces cannot be vouched for."""
@@ -233,7 +188,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _
     if m is None:
         raise NotChunked
     try:  # the document up to the array, closed: proves the key is the top-level one
-        head, _ = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
+        head = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
     except _ERRORS:
         raise NotChunked from None
     pos = m.end()  # first byte of the array's content; buf[pos - 1] is not part of a piece
@@ -249,7 +204,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _
                 break
             stop = cut.start() + 2  # the `}`, then one separator byte to hold the `]`
             try:
-                events, kind = decode_any(exact, partial(w.decode, start=pos - 1, stop=stop))
+                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=stop))
                 break
             except msgspec.ValidationError:
                 raise NotChunked from None
@@ -265,7 +220,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _
         else:
             raise NotChunked
         if events is not None:
-            yield events, kind
+            yield events
             del events
             pos = cut.end() - 1  # type: ignore[union-attr]
             want = CHUNK_BYTES + (1 << 20)
@@ -279,15 +234,15 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[tuple[list[Any], _
             want *= 2  # no cut in reach (a huge event, or none to find): look further
     rest = b"".join((b'{"traceEvents":[', memoryview(w.buf)[pos : w.hi]))
     w.buf = bytearray()  # the window's memory goes before the rest is decoded
-    tail, kind = _tail(rest, exact)
+    tail = _tail(rest, exact)
     del rest
     events = tail.traceEvents
     tail.traceEvents = None
-    yield events, kind
+    yield events
     out.append(Doc(head, tail))
 
 
-def _tail(rest: bytes, exact: bool) -> tuple[Any, _Kind]:
+def _tail(rest: bytes, exact: bool) -> Any:
     """The rest of the document from the last cut, as a document of its own."""
     if rest.count(b'"traceEvents"') != 1:  # the key again: a JSON parser keeps the last one
         raise NotChunked
@@ -297,9 +252,9 @@ def _tail(rest: bytes, exact: bool) -> tuple[Any, _Kind]:
         raise NotChunked from None
 
 
-def whole(doc: Any, kind: _Kind, size: int = 1 << 17) -> Iterator[tuple[list[Any], _Kind]]:
+def whole(doc: Any, size: int = 1 << 17) -> Iterator[list[Any]]:
     """A whole-document decode's events in pieces of `size` (the same code path as chunks)."""
     events = doc.traceEvents
     doc.traceEvents = None
     for i in range(0, len(events), size):
-        yield events[i : i + size], kind
+        yield events[i : i + size]

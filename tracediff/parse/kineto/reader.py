@@ -73,9 +73,9 @@ def _build(path: Path, exact: bool) -> Run:
         doc = docs[0]
     except events.NotChunked:
         data = read_json_bytes(path)
-        whole, kind = _decode_whole(path, data, exact)
+        whole = _decode_whole(path, data, exact)
         del data
-        roles = _absorb(path, events.whole(whole, kind), exact)
+        roles = _absorb(path, events.whole(whole), exact)
         doc = events.Doc(whole)
     finally:
         src.close()
@@ -122,16 +122,16 @@ def _build(path: Path, exact: bool) -> Run:
 
 def _absorb(path: Path, pieces: Any, exact: bool) -> Roles:
     roles = Roles(Clock(path, exact))
-    for evs, kind in pieces:
-        roles.add(evs, kind.raw_args)
+    for evs in pieces:
+        roles.add(evs)
         del evs
     return roles
 
 
-def _decode_whole(path: Path, data: bytes, exact: bool) -> tuple[Any, Any]:
+def _decode_whole(path: Path, data: bytes, exact: bool) -> Any:
     """The whole document in one decode: the fallback, and the source of every JSON error."""
     try:
-        doc, kind = events.decode_any(exact, lambda k: k.doc.decode(data))
+        doc = events.decode_any(exact, lambda k: k.doc.decode(data))
     except msgspec.ValidationError as e:
         if " - at `" not in str(e):  # msgspec names no path for the top level
             raise InputError(
@@ -162,7 +162,7 @@ def _decode_whole(path: Path, data: bytes, exact: bool) -> tuple[Any, Any]:
             f"{path}: JSON has no traceEvents: not a Kineto trace",
             "give a PyTorch profiler trace (torch.profiler export_chrome_trace)",
         )
-    return doc, kind
+    return doc
 
 
 def _main_pid(api: pl.DataFrame, cpu: pl.DataFrame) -> int | None:

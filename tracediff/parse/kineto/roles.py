@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .clock import Clock, to_int64
-from .events import NO_ARGS, Args
 
 # Category → role. Current names, then the 2021 schema's capitalised ones.
 _ROLES = {
@@ -63,14 +62,34 @@ ARG_FIELDS: dict[str, tuple[str, ...]] = {
     "comms": _COMM,
 }
 _INTS = pl.List(pl.Int64())
-# raw-JSON args are decoded with only the role's fields (as a JSON parser skips the others)
-_JSON_NAME = dict(zip(Args.__struct_fields__, Args.__struct_encode_fields__, strict=True))
-_RAW_TYPES = {
+# the `args` keys read, by column name
+_ARG_KEYS = {
+    "device": "device",
+    "stream": "stream",
+    "correlation": "correlation",
+    "grid": "grid",
+    "block": "block",
+    "registers": "registers per thread",
+    "nbytes": "bytes",
+    "kind": "kind",
+    "coll": "Collective name",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+    "dtype": "dtype",
+    "group_size": "Group size",
+    "pg_name": "Process Group Name",
+    "rank": "Rank",
+}
+# a role's args are decoded into a record of only its fields (the other keys are skipped)
+_ARG_TYPES: dict[tuple[str, ...], Any] = {
     fields: msgspec.defstruct(
-        "RoleArgs", [(f, Any, msgspec.field(default=None, name=_JSON_NAME[f])) for f in fields]
+        "Args",
+        [(f, Any, msgspec.field(default=None, name=_ARG_KEYS[f])) for f in fields],
+        gc=False,
     )
     for fields in set(ARG_FIELDS.values())
 }
+_ARG_DECODERS = {f: msgspec.json.Decoder(list[t]) for f, t in _ARG_TYPES.items()}  # type: ignore[valid-type]
 
 
 def _dtype(field: str) -> pl.DataType:
@@ -122,7 +141,7 @@ class Roles:
         self._steps: list[_Step] = []
         self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
 
-    def add(self, events: list[Any], raw_args: bool) -> None:
+    def add(self, events: list[Any]) -> None:
         self.n_events += len(events)
         cats = list(map(attrgetter("cat"), events))
         codes = np.array(list(map(_ROLE_CODE.get, cats, repeat(0))), dtype=np.uint8)
@@ -133,11 +152,11 @@ class Roles:
                 evs = [e for e in evs if e.ph == "X"]
             role = _ROLE_NAMES[code - 1]
             if role == "cpu_op":
-                self._cpu_ops(evs, raw_args)
+                self._cpu_ops(evs)
             else:
-                self._add(role, evs, raw_args)
+                self._add(role, evs)
 
-    def _cpu_ops(self, evs: list[Any], raw_args: bool) -> None:
+    def _cpu_ops(self, evs: list[Any]) -> None:
         """Of the operators only ProfilerStep#N and record_param_comms are read; most chunks
         have neither, which one C-level search over their names tells."""
         names = _columns(evs, "name")[0]
@@ -152,9 +171,9 @@ class Roles:
                 self._steps.append(_Step(e.name, e.pid, e.tid, e.ts, e.dur))
             comms = _take(evs, _true(pc.equal(arr, "record_param_comms")))
             if comms:
-                self._add("comms", comms, raw_args)
+                self._add("comms", comms)
 
-    def _add(self, role: str, evs: list[Any], raw_args: bool) -> None:
+    def _add(self, role: str, evs: list[Any]) -> None:
         if not evs:
             return
         fields = ARG_FIELDS[role]
@@ -180,7 +199,7 @@ class Roles:
             _append(cols, "ts", self.clock.doubles(ts, "ts", role))
             _append(cols, "dur", self.clock.doubles(dur, "dur", role))
         if fields:
-            recs = _args(_columns(evs, "args")[0], raw_args, fields)
+            recs = _args(_columns(evs, "args")[0], fields)
             for f in fields:  # a pass per field is faster than one building tuples
                 _append(cols, f, self._typed(list(map(attrgetter(f), recs)), _dtype(f)))
 
@@ -219,7 +238,7 @@ class Roles:
         operators that no annotation of the same name covers, as in 2021-schema traces)."""
         if role == "annotation" and self._steps:
             steps, self._steps = [s for s in self._steps if s.name not in self._seen], []
-            self._add("step", steps, False)
+            self._add("step", steps)
             return pl.concat([self.frame("annotation"), self.frame("step")])
         cols = self._cols.pop(role, {})
         if not cols:
@@ -257,22 +276,17 @@ def _strings(values: Any) -> pa.Array:
         return pl.Series(list(values), dtype=pl.String, strict=False).to_arrow().cast(pa.string())
 
 
-def _args(values: list[Any], raw: bool, fields: tuple[str, ...]) -> list[Any]:
-    """Args records: non-object args read as none; raw JSON args (a chunk with a value no typed
-    field holds) decoded a slice at a time, an undecodable one read as none."""
-    if not raw:
-        if set(map(type, values)) == {Args}:
-            return values
-        return [a if type(a) is Args else NO_ARGS for a in values]
-    kind: Any = _RAW_TYPES[fields]
+def _args(values: list[Any], fields: tuple[str, ...]) -> list[Any]:
+    """Raw JSON args → records of the role's fields, in one decode per slice of events; an args
+    that is not an object (or holds a number beyond a double) reads as none."""
     out: list[Any] = []
     step = 1 << 14  # bounds the joined copy of the raw args
     for i in range(0, len(values), step):
         part = values[i : i + step]
         try:
-            out += msgspec.json.decode(b"[" + b",".join(part) + b"]", type=list[kind])
+            out += _ARG_DECODERS[fields].decode(b"[" + b",".join(part) + b"]")
         except msgspec.ValidationError:  # an arg of another shape: keep what does decode
-            out += [_one_args(a, kind) for a in part]
+            out += [_one_args(a, _ARG_TYPES[fields]) for a in part]
     return out
 
 
