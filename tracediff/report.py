@@ -12,6 +12,10 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "attribution": [{"id", "kind", "name", "phase", "device", "base_ms_per_cycle", "head_ms_per_cycle",
                     "delta_ms_per_cycle", "ci95": [lo, hi], "significant", "share", "status",
                     "base_count_per_cycle", "head_count_per_cycle"}],   # sorted by |delta|
+   "across_gpus": [{"kind", "name", "phase", "devices", "top_device",      # multi-GPU only, else []:
+                    "top_device_delta_ms_per_cycle", "base_ms_per_cycle",  # attribution summed
+                    "head_ms_per_cycle", "delta_ms_per_cycle", "ci95",     # over GPUs
+                    "significant", "share"}],
    "phases": [{"phase", "delta_ms_per_cycle"}],            # GPU attribution summed per host phase
    "host": [{"phase", "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95", "significant"}],
    "collectives": [{"op", "dtype", "bytes", "device", "base_ms_per_cycle", "head_ms_per_cycle", ...}],
@@ -72,6 +76,25 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
                 "head_count_per_cycle": r["head_count_per_cycle"],
             }
             for r in att.iter_rows(named=True)
+        ],
+        "across_gpus": [
+            {
+                "kind": r["kind"],
+                "name": r["name"],
+                "phase": r["phase"],
+                "devices": r["devices"],
+                "top_device": r["top_device_id"],
+                "top_device_delta_ms_per_cycle": r["top_device_delta_ms_per_cycle"],
+                "base_ms_per_cycle": r["base_ms_per_cycle"],
+                "head_ms_per_cycle": r["head_ms_per_cycle"],
+                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+                "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
+                "significant": r["significant"],
+                "share": _f(r["share"]),
+            }
+            for r in (c.across_gpus if top is None else c.across_gpus.head(top)).iter_rows(
+                named=True
+            )
         ],
         "phases": phase_rollup(c).to_dicts(),
         "host": [
@@ -142,7 +165,37 @@ def verdict_lines(c: Comparison) -> list[str]:
 
 
 def _short(name: str, width: int) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    """name cut to width; a trailing " [...]" tag (a collective's wait / transfer part) is kept."""
+    if len(name) <= width:
+        return name
+    head, sep, tag = name.rpartition(" [")
+    if sep and tag.endswith("]") and len(tag) + 4 < width // 2:
+        return head[: width - len(tag) - 3] + "… [" + tag
+    return name[: width - 1] + "…"
+
+
+def _across_table(c: Comparison, top: int) -> list[str]:
+    """Multi-GPU: the contributors summed over GPUs, before the per-GPU rows."""
+    a = c.across_gpus
+    if a.height == 0:
+        return []
+    out = [
+        "",
+        "summed over GPUs (each cycle counted on the GPU that finished last):",
+        f"{'kind':<10} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} "
+        f"{'most on':>12}  name",
+    ]
+    for r in a.head(top).iter_rows(named=True):
+        mark = "*" if r["significant"] else " "
+        ci = "-" if math.isnan(r["ci95_low"]) else f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]"
+        most = f"GPU {r['top_device_id']} {r['top_device_delta_ms_per_cycle']:+.3f}"
+        out.append(
+            f"{r['kind']:<10} {_short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} "
+            f"{r['head_ms_per_cycle']:9.3f} {r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} "
+            f"{most:>12}  {_short(r['name'], 60)}"
+        )
+    out += ["", "per GPU:"]
+    return out
 
 
 def render_table(c: Comparison, top: int = 15) -> str:
@@ -152,6 +205,7 @@ def render_table(c: Comparison, top: int = 15) -> str:
         out += [f"  {d.key}: {d.base!r} -> {d.head!r}" for d in c.env_diffs]
         out.append("")
     out += verdict_lines(c)
+    out += _across_table(c, min(top, 10))
     out.append("")
     out.append(
         f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name"
@@ -230,6 +284,24 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
             + [""]
         )
     out += [f"- {line}" for line in verdict_lines(c)] + [""]
+    if c.across_gpus.height:
+        out += [
+            "Summed over GPUs (each cycle counted on the GPU that finished last):",
+            "",
+            "| kind | phase | base ms | head ms | change ms | 95% CI | sig | most on GPU | name |",
+            "|---|---|---:|---:|---:|---|---|---|---|",
+        ]
+        for r in c.across_gpus.head(min(top, 10)).iter_rows(named=True):
+            name = r["name"].replace("|", "\\|")
+            out.append(
+                f"| {r['kind']} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+                f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | "
+                f"[{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
+                f"{'yes' if r['significant'] else 'no'} | "
+                f"{r['top_device_id']} ({r['top_device_delta_ms_per_cycle']:+.3f}) | "
+                f"`{_short(name, 90)}` |"
+            )
+        out += ["", "Per GPU:", ""]
     out += [
         "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
         "|---|---|---|---:|---:|---:|---|---|---:|---|---|",

@@ -24,6 +24,7 @@ from tests.gen_nsys import (
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
+from tracediff.report import render
 
 CYCLES, OPS = 30, 40
 
@@ -127,6 +128,12 @@ def test_slower_kernel_two_gpus(tmp: Path) -> None:
         0, named=True
     )
     assert tot["delta_ms"] / (CYCLES * 2) == pytest.approx(injected, rel=0.05)
+    # summed over GPUs it is one row of the right size, whichever GPU finished last
+    across = c.across_gpus.filter(pl.col("name") == "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_TNT")
+    assert across.height == 1 and across["devices"][0] == 2
+    row = across.row(0, named=True)
+    assert row["significant"] and row["ci95_low"] <= injected <= row["ci95_high"]
+    assert row["delta_ms_per_cycle"] == pytest.approx(rows["delta_ms_per_cycle"].sum(), abs=1e-12)
     _assert_additive(c)
 
 
@@ -173,6 +180,40 @@ def test_straggler_rank_makes_the_others_wait(tmp: Path) -> None:
     assert c.critical_device == straggler or wait.filter(pl.col("significant")).height > 0
     assert c.base.devices == c.head.devices == [0, 1, 2, 3]
     _assert_additive(c)
+
+
+def test_straggler_summed_over_gpus_cancels_the_critical_gpu_shuffle(tmp: Path) -> None:
+    """The straggler finishes last in most head cycles, so unchanged kernels move from the other
+    GPUs' rows to its row: per GPU they show offsetting changes; summed over GPUs they cancel,
+    and what is left is the waiting and the straggler's late launches."""
+    c, _, _ = _pair(tmp, 4, [Straggler(2, 20_000)], "strag")
+    a = c.across_gpus
+    assert a["delta_ms_per_cycle"].sum() == pytest.approx(c.delta_ms_per_cycle, abs=1e-9)
+    kernels = a.filter(pl.col("kind") == "kernel")
+    assert kernels.height > 0 and not kernels["significant"].any()
+    per_gpu = (
+        c.attribution.filter(pl.col("kind") == "kernel")
+        .group_by("name")
+        .agg(pl.col("delta_ms_per_cycle").abs().max().alias("most"))
+        .join(kernels.select("name", "delta_ms_per_cycle"), on="name")
+    )
+    shuffled = per_gpu.filter(pl.col("most") > 0.005)  # > 5 µs/cycle on some GPU's row...
+    assert shuffled.height > 0
+    # ...but under a fifth of that once summed over GPUs
+    assert (shuffled["delta_ms_per_cycle"].abs() < 0.2 * shuffled["most"]).all()
+    sig = a.filter(pl.col("significant"))
+    explained = sig.filter(
+        pl.col("name").str.ends_with("[wait for last rank]")
+        | pl.col("name").str.starts_with("idle: host-bound")
+    )["delta_ms_per_cycle"].sum()
+    assert explained == pytest.approx(c.delta_ms_per_cycle, rel=0.15)
+    table = render(c, "table")
+    assert "summed over GPUs" in table and "[wait for last rank]" in table
+
+
+def test_single_gpu_has_no_summed_view(tmp: Path) -> None:
+    c, _, _ = _pair(tmp, 1, [], "noise")
+    assert c.across_gpus.height == 0 and "summed over GPUs" not in render(c, "table")
 
 
 def test_host_gap(tmp: Path) -> None:

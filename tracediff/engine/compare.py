@@ -338,6 +338,11 @@ def compare(
         )
     )
     residual = delta - float(attribution["delta_ms_per_cycle"].sum())
+    across = (
+        _across_gpus(long, attribution, cb, chh, n_boot, delta)
+        if max(len(devices["base"]), len(devices["head"])) > 1
+        else pl.DataFrame()
+    )
     walls, host = _host({"base": seg_b, "head": seg_h}, n_boot)
     pooled = (
         float(
@@ -400,6 +405,7 @@ def compare(
         cycles=cyc_out,
         events=events,  # type: ignore[arg-type]  # a thunk: see Comparison.__getattribute__
         host=host,
+        across_gpus=across,
         collectives=_collectives(ops, len(cb), len(chh)),
         totals=_totals(ops),
         warnings=warnings,
@@ -408,6 +414,58 @@ def compare(
             "head_api": head.table("api_calls"),
             "head_events": head.table("cuda_events"),  # cross-stream edges (replay/events.py)
         },
+    )
+
+
+def _across_gpus(
+    long: pl.DataFrame,
+    attribution: pl.DataFrame,
+    cycles_b: list[int],
+    cycles_h: list[int],
+    n_boot: int,
+    delta: float,
+) -> pl.DataFrame:
+    """Contributors summed over GPUs: one row per (kind, name, phase).
+
+    Each cycle is charged to the GPU that finished last, and which GPU that is can change from
+    cycle to cycle and between the runs: then an unchanged kernel shows up as a loss on one GPU
+    and an equal gain on another, and a real change is spread thin over all of them. Summed over
+    GPUs (per cycle, before the bootstrap) those cancel or add up, and the rows still sum to the
+    measured change. `top_device_id` says where most of the change sits.
+    """
+    keys = ["kind", "name", "phase"]
+    st = _per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot).drop("_k")
+    where = (
+        attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        .group_by(keys, maintain_order=True)
+        .agg(
+            pl.col("device_id").n_unique().alias("devices"),
+            pl.col("device_id").first().alias("top_device_id"),
+            pl.col("delta_ms_per_cycle").first().alias("top_device_delta_ms_per_cycle"),
+        )
+    )
+    return (
+        st.join(where, on=keys, how="left", nulls_equal=True)
+        .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
+        .with_columns(
+            (
+                pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
+            ).alias("share")
+        )
+        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        .select(
+            *keys,
+            "devices",
+            "top_device_id",
+            "top_device_delta_ms_per_cycle",
+            "base_ms_per_cycle",
+            "head_ms_per_cycle",
+            "delta_ms_per_cycle",
+            "ci95_low",
+            "ci95_high",
+            "significant",
+            "share",
+        )
     )
 
 

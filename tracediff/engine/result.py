@@ -81,6 +81,13 @@ class Comparison:
     slot (i64 | null: aligned position in the cycle template; equal slot = matched across sides),
     contributor_id (str), status (str: matched | added | removed), grid (str), block (str)."""
 
+    across_gpus: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Multi-GPU runs only (else empty): the attribution summed over GPUs, one row per (kind, name,
+    phase), sorted by |delta|: what changed, whichever GPU finished last in each cycle. Columns:
+    kind, name, phase (str), devices (u32: GPUs it has a per-GPU row on), top_device_id (i32: the
+    GPU whose row changed most), top_device_delta_ms_per_cycle, base_ms_per_cycle,
+    head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64), significant (bool), share."""
+
     host: pl.DataFrame = field(default_factory=pl.DataFrame)
     """Host-side attribution of range wall time per cycle: phase (str: nested range name or
     "(outside phases)"), base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high,

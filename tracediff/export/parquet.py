@@ -12,7 +12,7 @@ or, for `compare --export`:
 
     DIR/summary/part-0.parquet                              one row: both sides' cycle statistics
     DIR/events/side=<base|head>/device_id=<N>/part-0.parquet    events and cycles
-    DIR/attribution/part-0.parquet                          attribution, host, collectives, totals
+    DIR/attribution/part-0.parquet                          attribution, across_gpus, host, collectives, totals
 
 Partition columns live in the path only (the hive convention); a null device is the partition
 `__HIVE_DEFAULT_PARTITION__`, which pyarrow, polars and DuckDB read back as null. A table with no
@@ -120,6 +120,20 @@ DIFF_TABLES: dict[str, pa.Schema] = {
             ("grid", _str),
             ("block", _str),
         ]
+    ),
+    "across_gpus": pa.schema(
+        [
+            ("kind", _str),
+            ("name", _str),
+            ("phase", _str),
+            ("devices", _i64),
+            ("top_device_id", _i32),
+            ("top_device_delta_ms_per_cycle", _f64),
+        ]
+        + _floats(
+            "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
+        )
+        + [("significant", _bool), ("share", _f64)]
     ),
     "host": pa.schema(
         [("phase", _str)]
