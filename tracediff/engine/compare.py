@@ -5,50 +5,22 @@ Stage: engine front door. Input: two `Run`s; output: a `Comparison` (engine/resu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
+from tracediff.engine import stats as st
+from tracediff.engine import tables as tb
 from tracediff.engine.cycles import Segmentation, segment
+from tracediff.engine.env import env_diffs
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.result import Comparison, EnvDiff, SideSummary
+from tracediff.engine.result import Comparison, SideSummary
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
-
-MIN_EFFECT_MS = 0.001
-"""Changes below 1 µs per cycle are never called significant, whatever their CI."""
-REL_EFFECT = 0.01
-"""...nor changes below 1 % of the contributor's own base time per cycle (clock jitter)."""
-
-# Manifest keys that differ between any two captures and say nothing about the environment.
-_VOLATILE = (
-    "time",
-    "start",
-    "end",
-    "output",
-    "label",
-    "pid",
-    "report",
-    "duration",
-    "argv",
-    "command",
-    "outdir",
-    "cwd",
-    "power_draw_w",
-    "temperature",
-    "utc",
-    "reasons",
-)
-# Current clocks read before the workload starts are those of an idle GPU; compare the readings
-# taken right after it (manifest.gpus_end.*), when clocks are what the workload ran at.
-_IDLE_READINGS = re.compile(r"^manifest\.gpus\.\d+\.clock_(sm|mem)_mhz$")
-_WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
 def _side_summary(
@@ -74,49 +46,6 @@ def _side_summary(
         wall_mean_ms=float(wall_ms.mean()) if wall_ms is not None and len(wall_ms) else None,
         devices=devices,
     )
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}{i}."))
-    else:
-        out[prefix.rstrip(".")] = d
-    return out
-
-
-def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
-    """Environment differences: capture manifests, tool versions, GPUs."""
-
-    def env(run: Run) -> dict[str, Any]:
-        e = {f"manifest.{k}": v for k, v in _flatten(run.metadata.get("manifest") or {}).items()}
-        e["nsys_version"] = run.metadata.get("nsys_version")
-        devs = pl.from_arrow(run.table("devices"))
-        assert isinstance(devs, pl.DataFrame)
-        e["gpus"] = (
-            ", ".join(sorted(str(x) for x in devs["name"].to_list())) if devs.height else None
-        )
-        return e
-
-    def norm(v: Any) -> Any:
-        return _WORKTREE.sub("<worktree>", v) if isinstance(v, str) else v
-
-    b = {k: norm(v) for k, v in env(base).items()}
-    h = {k: norm(v) for k, v in env(head).items()}
-    diffs = []
-    for k in sorted(set(b) | set(h)):
-        leaf = k.rsplit(".", 1)[-1].lower()
-        if any(v in leaf for v in _VOLATILE) or _IDLE_READINGS.match(k) or ".reasons." in k:
-            continue
-        if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
-            diffs.append(EnvDiff(k, b.get(k), h.get(k)))
-        elif (b.get(k) is None) != (h.get(k) is None) and k.startswith("manifest."):
-            diffs.append(EnvDiff(k, b.get(k), h.get(k)))
-    return diffs
 
 
 def _host(
@@ -152,48 +81,11 @@ def _host(
     cb = sorted(segs["base"].ranges["cycle"].unique().to_list())
     ch = sorted(segs["head"].ranges["cycle"].unique().to_list())
     host = (
-        _per_cycle_stats(long, ["phase"], cb, ch, n_boot)
+        st.per_cycle_stats(long, ["phase"], cb, ch, n_boot)
         .drop("_k")
         .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
     )
     return walls, host
-
-
-def _significant() -> pl.Expr:
-    # NaN CI (fewer than 2 cycles a side) is never significant; polars orders NaN above every
-    # number, so it must be excluded explicitly
-    known = pl.col("ci95_low").is_not_nan() & pl.col("ci95_high").is_not_nan()
-    excl = known & ((pl.col("ci95_low") > 0) | (pl.col("ci95_high") < 0))
-    big = pl.col("delta_ms_per_cycle").abs() >= pl.max_horizontal(
-        pl.lit(MIN_EFFECT_MS), REL_EFFECT * pl.col("base_ms_per_cycle").abs()
-    )
-    return (excl & big).alias("significant")
-
-
-def _per_cycle_stats(
-    long: pl.DataFrame, keys: list[str], cycles_b: list[int], cycles_h: list[int], n_boot: int
-) -> pl.DataFrame:
-    """One row per distinct `keys` of `long` (side, cycle, keys..., value_ns), in key order (`_k`):
-    base/head ms per cycle (absent cycles count 0), their difference, its bootstrap 95 % CI over
-    cycles, and whether it is significant."""
-    key_order = (
-        long.select(keys)
-        .unique()
-        .sort(keys)
-        .with_row_index("_k")
-        .with_columns(pl.col("_k").cast(pl.Int64))
-    )
-    mb = at.matrix(long, "base", keys, cycles_b, key_order)
-    mh = at.matrix(long, "head", keys, cycles_h, key_order)
-    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
-    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
-    return key_order.with_columns(
-        pl.Series("base_ms_per_cycle", bm),
-        pl.Series("head_ms_per_cycle", hm),
-        pl.Series("delta_ms_per_cycle", hm - bm),
-        pl.Series("ci95_low", lo / 1e6),
-        pl.Series("ci95_high", hi / 1e6),
-    ).with_columns(_significant())
 
 
 def compare(
@@ -273,7 +165,7 @@ def compare(
     long = at.contributions(ops, cyc)
     keys = ["kind", "name", "phase", "device_id"]
     cb, chh = span["base"]["cycle"].to_list(), span["head"]["cycle"].to_list()
-    stats = _per_cycle_stats(long, keys, cb, chh, n_boot)
+    stats = st.per_cycle_stats(long, keys, cb, chh, n_boot)
     tot_lo, tot_hi = at.bootstrap_delta(sb[None, :], sh[None, :], n_boot)
     delta = float(sh.mean() - sb.mean())
     counts = long.group_by("side", *keys).agg(pl.col("count").sum())
@@ -339,7 +231,7 @@ def compare(
     )
     residual = delta - float(attribution["delta_ms_per_cycle"].sum())
     across = (
-        _across_gpus(long, attribution, cb, chh, n_boot, delta)
+        st.across_gpus(long, attribution, cb, chh, n_boot, delta)
         if max(len(devices["base"]), len(devices["head"])) > 1
         else pl.DataFrame()
     )
@@ -356,13 +248,13 @@ def compare(
     )
     crit_dev = crit.filter(pl.col("side") == "head")["device_id"].mode().sort()
     significant = bool(
-        (tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS
+        (tot_lo[0] > 0 or tot_hi[0] < 0) and abs(delta) >= st.MIN_EFFECT_MS
     )  # NaN CI: False
     if len(sb) < 2 or len(sh) < 2:
         warnings.append(
             "fewer than 2 cycles on a side: no confidence intervals, nothing is called significant"
         )
-    events = partial(_events, ops, cyc, attribution)  # built when first read (Comparison.events)
+    events = partial(tb.events, ops, cyc, attribution)  # built when first read (Comparison.events)
     wall = {s: walls.get(s) for s in ("base", "head")}
     # cycles table
     if seg_b.ranges.height and seg_h.ranges.height:
@@ -406,8 +298,8 @@ def compare(
         events=events,  # type: ignore[arg-type]  # a thunk: see Comparison.__getattribute__
         host=host,
         across_gpus=across,
-        collectives=_collectives(ops, len(cb), len(chh)),
-        totals=_totals(ops),
+        collectives=tb.collectives(ops, len(cb), len(chh)),
+        totals=tb.totals(ops),
         warnings=warnings,
         replay_inputs={
             "ops": ops,
@@ -415,186 +307,3 @@ def compare(
             "head_events": head.table("cuda_events"),  # cross-stream edges (replay/events.py)
         },
     )
-
-
-def _across_gpus(
-    long: pl.DataFrame,
-    attribution: pl.DataFrame,
-    cycles_b: list[int],
-    cycles_h: list[int],
-    n_boot: int,
-    delta: float,
-) -> pl.DataFrame:
-    """Contributors summed over GPUs: one row per (kind, name, phase).
-
-    Each cycle is charged to the GPU that finished last, and which GPU that is can change from
-    cycle to cycle and between the runs: then an unchanged kernel shows up as a loss on one GPU
-    and an equal gain on another, and a real change is spread thin over all of them. Summed over
-    GPUs (per cycle, before the bootstrap) those cancel or add up, and the rows still sum to the
-    measured change. `top_device_id` says where most of the change sits.
-    """
-    keys = ["kind", "name", "phase"]
-    st = _per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot).drop("_k")
-    where = (
-        attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
-        .group_by(keys, maintain_order=True)
-        .agg(
-            pl.col("device_id").n_unique().alias("devices"),
-            pl.col("device_id").first().alias("top_device_id"),
-            pl.col("delta_ms_per_cycle").first().alias("top_device_delta_ms_per_cycle"),
-        )
-    )
-    return (
-        st.join(where, on=keys, how="left", nulls_equal=True)
-        .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
-        .with_columns(
-            (
-                pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
-            ).alias("share")
-        )
-        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
-        .select(
-            *keys,
-            "devices",
-            "top_device_id",
-            "top_device_delta_ms_per_cycle",
-            "base_ms_per_cycle",
-            "head_ms_per_cycle",
-            "delta_ms_per_cycle",
-            "ci95_low",
-            "ci95_high",
-            "significant",
-            "share",
-        )
-    )
-
-
-def _events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
-    starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
-    e = ops.join(starts, on=["side", "cycle", "device_id"], how="left")
-    e = e.with_columns(
-        pl.col("wait_ns").is_not_null().alias("_split")
-        if "wait_ns" in e.columns
-        else pl.lit(False).alias("_split")
-    )
-    # contributor ids by string on the distinct keys (small), then joined back on the frame's own
-    # columns: never compare categoricals built in different places. A collective split into
-    # wait and transfer belongs to its transfer row.
-    key = ["kind", "contributor", "phase", "device_id", "_split"]
-    name = pl.col("contributor").cast(pl.String)
-    distinct = (
-        e.select(key)
-        .unique()
-        .with_columns(
-            pl.when(pl.col("_split")).then(name + " [transfer]").otherwise(name).alias("_name"),
-            pl.when(pl.col("_split")).then(name + " [wait for last rank]").alias("_wname"),
-        )
-    )
-    att = attribution.select(
-        pl.col("kind").alias("_kind"),
-        "name",
-        pl.col("phase").alias("_phase"),
-        "device_id",
-        "contributor_id",
-    )
-    on = ["_kind", "_phase", "device_id"]
-    distinct = distinct.with_columns(
-        pl.col("kind").cast(pl.String).alias("_kind"),
-        pl.col("phase").cast(pl.String).alias("_phase"),
-    )
-    ids = (
-        distinct.join(
-            att.rename({"name": "_name"}), on=[*on, "_name"], how="left", nulls_equal=True
-        )
-        .join(
-            att.rename({"name": "_wname", "contributor_id": "_wid"}),
-            on=[*on, "_wname"],
-            how="left",
-            nulls_equal=True,
-        )
-        # an instance that was all wait has no transfer row: it belongs to the wait row
-        .with_columns(pl.coalesce("contributor_id", "_wid").alias("contributor_id"))
-        .drop("_name", "_wname", "_wid", "_kind", "_phase")
-    )
-    e = e.join(ids, on=key, how="left", nulls_equal=True)
-    return e.select(
-        pl.col("side").cast(pl.String),
-        "cycle",
-        pl.col("device_id").cast(pl.Int32),
-        "stream_id",
-        pl.col("kind").cast(pl.String),
-        "name",
-        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
-        (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
-        "duration_ns",
-        "slot",
-        "contributor_id",
-        pl.col("status").cast(pl.String),
-        "grid",
-        "block",
-    ).sort("side", "cycle", "device_id", "rel_start_ns")
-
-
-def _totals(ops: pl.DataFrame) -> pl.DataFrame:
-    """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
-    g = (
-        ops.group_by("side", "kind", "name")
-        .agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
-        .with_columns(pl.col("name").cast(pl.String))
-    )
-    b = g.filter(pl.col("side") == "base").select(
-        "kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count")
-    )
-    h = g.filter(pl.col("side") == "head").select(
-        "kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count")
-    )
-    j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
-    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
-        pl.col("delta_ms").abs(), descending=True
-    )
-
-
-def _collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
-    c = ops.filter(pl.col("kind") == "collective")
-    if c.height == 0:
-        return pl.DataFrame()
-    from tracediff.parse.nccl import decode
-
-    c = pl.concat([c, decode(c["name"]).select("op", "dtype")], how="horizontal")
-    g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
-        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w")
-    )
-    n = pl.when(pl.col("side") == "base").then(pl.lit(nb)).otherwise(pl.lit(nh))
-    g = g.with_columns(
-        (pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms")
-    )
-    b = g.filter(pl.col("side") == "base").select(
-        "op",
-        "dtype",
-        "bytes",
-        "device_id",
-        pl.col("ms").alias("base_ms_per_cycle"),
-        pl.col("wait_ms").alias("base_wait_ms_per_cycle"),
-    )
-    h = g.filter(pl.col("side") == "head").select(
-        "op",
-        "dtype",
-        "bytes",
-        "device_id",
-        pl.col("ms").alias("head_ms_per_cycle"),
-        pl.col("wait_ms").alias("head_wait_ms_per_cycle"),
-    )
-    # zero only the per-cycle times: fill_null(0.0) on the frame would turn device_id into a float
-    # and unknown bytes into 0 (unknown is null)
-    j = b.join(
-        h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True
-    ).with_columns(pl.col("^.*_ms_per_cycle$").fill_null(0.0))
-    return j.with_columns(
-        (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias(
-            "base_transfer_ms_per_cycle"
-        ),
-        (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias(
-            "head_transfer_ms_per_cycle"
-        ),
-        (pl.col("head_ms_per_cycle") - pl.col("base_ms_per_cycle")).alias("delta_ms_per_cycle"),
-    ).sort(pl.col("delta_ms_per_cycle").abs(), descending=True)

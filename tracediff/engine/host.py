@@ -94,6 +94,8 @@ _EVENTS = {
 
 def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Comparison:
     from tracediff.engine import compare as cmp
+    from tracediff.engine.env import env_diffs
+    from tracediff.engine.stats import MIN_EFFECT_MS
 
     seg_b = host_segment(base, cycle)
     seg_h = host_segment(head, cycle or seg_b.method[len("nvtx:") :])
@@ -162,11 +164,11 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
         delta_ms_per_cycle=delta,
         delta_ci95=(float(lo[0]), float(hi[0])),
         delta_pct=100.0 * delta / float(wb.mean()) if wb.mean() else float("nan"),
-        significant=bool((lo[0] > 0 or hi[0] < 0) and abs(delta) >= cmp.MIN_EFFECT_MS),
+        significant=bool((lo[0] > 0 or hi[0] < 0) and abs(delta) >= MIN_EFFECT_MS),
         noise_floor_ms=pooled,
         residual_ms_per_cycle=resid,
         critical_device=None,
-        env_diffs=cmp.env_diffs(base, head),
+        env_diffs=env_diffs(base, head),
         attribution=attribution,
         cycles=cyc,
         events=pl.DataFrame(schema=_EVENTS),

@@ -1,0 +1,140 @@
+"""The comparison's detail tables built from the aligned ops: events, totals, collectives.
+
+Stage: engine output. Input: the aligned, attributed ops of both sides; output: the
+`Comparison.events` / `totals` / `collectives` frames (engine/result.py documents them).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
+    starts = cyc.select("side", "cycle", "device_id", pl.col("start_ns").alias("_c0"))
+    e = ops.join(starts, on=["side", "cycle", "device_id"], how="left")
+    e = e.with_columns(
+        pl.col("wait_ns").is_not_null().alias("_split")
+        if "wait_ns" in e.columns
+        else pl.lit(False).alias("_split")
+    )
+    # contributor ids by string on the distinct keys (small), then joined back on the frame's own
+    # columns: never compare categoricals built in different places. A collective split into
+    # wait and transfer belongs to its transfer row.
+    key = ["kind", "contributor", "phase", "device_id", "_split"]
+    name = pl.col("contributor").cast(pl.String)
+    distinct = (
+        e.select(key)
+        .unique()
+        .with_columns(
+            pl.when(pl.col("_split")).then(name + " [transfer]").otherwise(name).alias("_name"),
+            pl.when(pl.col("_split")).then(name + " [wait for last rank]").alias("_wname"),
+        )
+    )
+    att = attribution.select(
+        pl.col("kind").alias("_kind"),
+        "name",
+        pl.col("phase").alias("_phase"),
+        "device_id",
+        "contributor_id",
+    )
+    on = ["_kind", "_phase", "device_id"]
+    distinct = distinct.with_columns(
+        pl.col("kind").cast(pl.String).alias("_kind"),
+        pl.col("phase").cast(pl.String).alias("_phase"),
+    )
+    ids = (
+        distinct.join(
+            att.rename({"name": "_name"}), on=[*on, "_name"], how="left", nulls_equal=True
+        )
+        .join(
+            att.rename({"name": "_wname", "contributor_id": "_wid"}),
+            on=[*on, "_wname"],
+            how="left",
+            nulls_equal=True,
+        )
+        # an instance that was all wait has no transfer row: it belongs to the wait row
+        .with_columns(pl.coalesce("contributor_id", "_wid").alias("contributor_id"))
+        .drop("_name", "_wname", "_wid", "_kind", "_phase")
+    )
+    e = e.join(ids, on=key, how="left", nulls_equal=True)
+    return e.select(
+        pl.col("side").cast(pl.String),
+        "cycle",
+        pl.col("device_id").cast(pl.Int32),
+        "stream_id",
+        pl.col("kind").cast(pl.String),
+        "name",
+        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
+        (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
+        "duration_ns",
+        "slot",
+        "contributor_id",
+        pl.col("status").cast(pl.String),
+        "grid",
+        "block",
+    ).sort("side", "cycle", "device_id", "rel_start_ns")
+
+
+def totals(ops: pl.DataFrame) -> pl.DataFrame:
+    """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
+    g = (
+        ops.group_by("side", "kind", "name")
+        .agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
+        .with_columns(pl.col("name").cast(pl.String))
+    )
+    b = g.filter(pl.col("side") == "base").select(
+        "kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count")
+    )
+    h = g.filter(pl.col("side") == "head").select(
+        "kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count")
+    )
+    j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
+    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
+        pl.col("delta_ms").abs(), descending=True
+    )
+
+
+def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
+    c = ops.filter(pl.col("kind") == "collective")
+    if c.height == 0:
+        return pl.DataFrame()
+    from tracediff.parse.nccl import decode
+
+    c = pl.concat([c, decode(c["name"]).select("op", "dtype")], how="horizontal")
+    g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
+        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w")
+    )
+    n = pl.when(pl.col("side") == "base").then(pl.lit(nb)).otherwise(pl.lit(nh))
+    g = g.with_columns(
+        (pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms")
+    )
+    b = g.filter(pl.col("side") == "base").select(
+        "op",
+        "dtype",
+        "bytes",
+        "device_id",
+        pl.col("ms").alias("base_ms_per_cycle"),
+        pl.col("wait_ms").alias("base_wait_ms_per_cycle"),
+    )
+    h = g.filter(pl.col("side") == "head").select(
+        "op",
+        "dtype",
+        "bytes",
+        "device_id",
+        pl.col("ms").alias("head_ms_per_cycle"),
+        pl.col("wait_ms").alias("head_wait_ms_per_cycle"),
+    )
+    # zero only the per-cycle times: fill_null(0.0) on the frame would turn device_id into a float
+    # and unknown bytes into 0 (unknown is null)
+    j = b.join(
+        h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True
+    ).with_columns(pl.col("^.*_ms_per_cycle$").fill_null(0.0))
+    return j.with_columns(
+        (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias(
+            "base_transfer_ms_per_cycle"
+        ),
+        (pl.col("head_ms_per_cycle") - pl.col("head_wait_ms_per_cycle")).alias(
+            "head_transfer_ms_per_cycle"
+        ),
+        (pl.col("head_ms_per_cycle") - pl.col("base_ms_per_cycle")).alias("delta_ms_per_cycle"),
+    ).sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
