@@ -309,3 +309,51 @@ def test_whatif_key_predicts_the_selected_contributor(comparison: Comparison) ->
         assert abs(w.head_ms_per_cycle - comparison.head.mean_ms) < 1e-9
 
     run(body, TracediffApp(comparison))
+
+
+def test_summed_over_gpus_view_on_a_multi_gpu_comparison(tmp_path_factory) -> None:  # noqa: ANN001
+    """On 4 GPUs `g` offers Σ (the attribution summed over GPUs) before the single GPUs; its rows
+    are Comparison.across_gpus, and `x` on one takes that op from base on every GPU."""
+    from tests.gen_nsys import Straggler, write_report
+    from tracediff.engine.compare import compare
+    from tracediff.parse import load
+    from tracediff.replay import predict
+
+    tmp = tmp_path_factory.mktemp("tui4")
+    tb = write_report(tmp / "b.sqlite", 4, 12, 24, seed=11)
+    th = write_report(tmp / "h.sqlite", 4, 12, 24, [Straggler(2, 20_000)], seed=12)
+    c = compare(load(tb.path), load(th.path))
+    assert c.across_gpus.height > 0
+
+    async def body(pilot: Pilot) -> None:
+        s = await ready(pilot)
+        assert s.gpu is None and len(s.table.ids) == c.attribution.height
+        await pilot.press("g")
+        assert s.gpu == m.SUMMED and "Σ" in str(s.table.border_title)
+        assert len(s.table.ids) == c.across_gpus.height
+        await pilot.press("home")  # the cursor stays on the row it was on, if shown: go to the top
+        # the top summed row is the biggest summed change, keyed by its GPU that changed most
+        top = c.across_gpus.row(0, named=True)
+        cid = s.table.current()
+        assert cid is not None
+        row = c.attribution.filter(pl.col("contributor_id") == cid).row(0, named=True)
+        assert (row["name"], row["device_id"]) == (top["name"], top["top_device_id"])
+        per_gpu = c.attribution.filter(
+            (pl.col("kind") == top["kind"])
+            & (pl.col("name") == top["name"])
+            & (pl.col("phase") == top["phase"])
+        )["contributor_id"].to_list()
+        assert len(per_gpu) == top["devices"] > 1
+        await pilot.press("x")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        w = s.last_whatif
+        assert w is not None and sorted(w.selected["contributor_id"].to_list()) == sorted(per_gpu)
+        ref = predict(c, per_gpu)
+        assert abs(w.predicted_ms_per_cycle - ref.predicted_ms_per_cycle) < 1e-9
+        await pilot.press("g")
+        assert (
+            s.gpu == 0 and len(s.table.ids) == c.attribution.filter(pl.col("device_id") == 0).height
+        )
+
+    run(body, TracediffApp(c))

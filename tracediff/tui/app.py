@@ -48,7 +48,12 @@ class MainScreen(Screen[None]):
             "s", "sort", "Sort", tooltip="|change|, change ↓, change ↑, head ms, base ms, name"
         ),
         Binding("k", "filter_kind", "Kind", tooltip="cycle the kind filter: all, then each kind"),
-        Binding("g", "filter_gpu", "GPU", tooltip="cycle the GPU filter: all, then each GPU"),
+        Binding(
+            "g",
+            "filter_gpu",
+            "GPU",
+            tooltip="cycle the GPU filter: all, Σ summed over GPUs (multi-GPU), then each GPU",
+        ),
         Binding(
             "m",
             "worst_cycle",
@@ -76,7 +81,7 @@ class MainScreen(Screen[None]):
         self.c = comparison
         self.sort = next(iter(m.SORTS))
         self.kind: str | None = None
-        self.gpu: int | None = None
+        self.gpu: int | str | None = None  # None: every GPU's rows; m.SUMMED: summed over GPUs
         self.query_text = ""
         self.last_whatif: Any = None
         self.spans = m.cycle_spans(comparison)
@@ -88,6 +93,7 @@ class MainScreen(Screen[None]):
             {int(d) for d in comparison.attribution["device_id"].drop_nulls().to_list()}
         )
         self.model: m.TimelineModel | None = None
+        self.summed, self.summed_ids = m.summed_rows(comparison)
 
     def compose(self) -> ComposeResult:
         yield Verdict(self.c, id="verdict")
@@ -124,18 +130,28 @@ class MainScreen(Screen[None]):
         return self.query_one(Timeline)
 
     def _refresh_table(self) -> None:
-        view = m.table_view(self.c.attribution, self.sort, self.kind, self.gpu, self.query_text)
+        summed = self.gpu == m.SUMMED
+        view = m.table_view(
+            self.summed if summed else self.c.attribution,
+            self.sort,
+            self.kind,
+            None if summed or self.gpu is None else int(self.gpu),
+            self.query_text,
+        )
         self.table.populate(view, keep=self.table.current())
         parts = [
             f"sort {self.sort}",
             f"kind {self.kind or 'all'}",
-            f"GPU {'all' if self.gpu is None else self.gpu}",
+            "GPU all"
+            if self.gpu is None
+            else "Σ summed over GPUs"
+            if summed
+            else f"GPU {self.gpu}",
         ]
         if self.query_text:
             parts.append(f"name ~ {self.query_text!r}")
-        self.table.border_title = (
-            f"attribution · {view.height}/{self.c.attribution.height} · " + " · ".join(parts)
-        )
+        total = (self.summed if summed else self.c.attribution).height
+        self.table.border_title = f"attribution · {view.height}/{total} · " + " · ".join(parts)
         self.timeline.show(selected=self.table.current())
 
     def _show_cycle(self) -> None:
@@ -179,7 +195,11 @@ class MainScreen(Screen[None]):
         self._refresh_table()
 
     def action_filter_gpu(self) -> None:
-        opts: list[int | None] = [None, *self.gpus]
+        opts: list[int | str | None] = [
+            None,
+            *([m.SUMMED] if self.summed.height else []),
+            *self.gpus,
+        ]
         self.gpu = opts[(opts.index(self.gpu) + 1) % len(opts)]
         self._refresh_table()
 
@@ -237,12 +257,15 @@ class MainScreen(Screen[None]):
         cid = self.table.current()
         if cid is None:
             return
-        self.notify(f"{cid}: replaying head with it taken from base…")
+        # summed over GPUs: the op on every GPU
+        take = self.summed_ids.get(cid, [cid]) if self.gpu == m.SUMMED else [cid]
+        label = cid if len(take) == 1 else f"{cid} on {len(take)} GPUs"
+        self.notify(f"{label}: replaying head with it taken from base…")
 
         def work() -> tuple[str, Any]:
             from tracediff.replay import predict  # numpy/polars only; first call builds the graph
 
-            return cid, predict(self.c, cid)
+            return label, predict(self.c, take)
 
         self.app.run_worker(
             work, name="whatif", thread=True, exit_on_error=False, group="whatif", exclusive=True

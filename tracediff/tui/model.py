@@ -59,6 +59,51 @@ def table_view(
     return v.sort([expr, pl.col("contributor_id")], descending=[desc, False])
 
 
+SUMMED = "Σ"
+"""GPU filter value of the summed-over-GPUs view (multi-GPU comparisons)."""
+
+
+def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
+    """Attribution summed over GPUs (Comparison.across_gpus) as table rows, and for each row's id
+    the per-GPU contributor ids it sums. A row is keyed by the id of its GPU that changed most,
+    so drill-down, the worst-cycle jump and the timeline highlight follow that GPU; what-if takes
+    the op on every GPU."""
+    a, att = c.across_gpus, c.attribution
+    if a.height == 0:
+        return att.clear(), {}
+    keys = ["kind", "name", "phase"]
+    groups = att.group_by(keys).agg(
+        pl.col("contributor_id").alias("_ids"),
+        pl.col("base_count_per_cycle").sum(),
+        pl.col("head_count_per_cycle").sum(),
+        pl.col("status").unique().sort().str.join("/").alias("status"),
+    )
+    top = att.select(*keys, pl.col("device_id").alias("top_device_id"), "contributor_id")
+    view = (
+        a.join(top, on=[*keys, "top_device_id"], how="left", nulls_equal=True)
+        .join(groups, on=keys, how="left", nulls_equal=True)
+        .select(
+            "contributor_id",
+            *keys,
+            pl.lit(None, pl.Int32).alias("device_id"),
+            "base_ms_per_cycle",
+            "head_ms_per_cycle",
+            "delta_ms_per_cycle",
+            "ci95_low",
+            "ci95_high",
+            "significant",
+            "share",
+            "base_count_per_cycle",
+            "head_count_per_cycle",
+            "status",
+            "_ids",
+        )
+        .filter(pl.col("contributor_id").is_not_null())
+    )
+    ids = dict(zip(view["contributor_id"].to_list(), view["_ids"].to_list(), strict=True))
+    return view.drop("_ids"), ids
+
+
 def spark(values: np.ndarray, width: int, lo: float | None = None, hi: float | None = None) -> str:
     """One-row sparkline of `values` in `width` columns (max per column when values > width)."""
     v = np.asarray(values, dtype=np.float64)
