@@ -1,14 +1,18 @@
 """Ingest benchmark: rows/s and peak RSS of parsing nsys exports (SQLite, parquetdir, .nsys-rep).
 
-    bench/ingest.py [--times 567] [--repeat 3] [--workdir DIR] [--skip-large]
+    bench/ingest.py [--times 567] [--repeat 3] [--workdir DIR] [--skip-large] [--large-only]
+                    [--extra PATH ...] [--tree DIR]
 
 Inputs: the four real H200 reports as .sqlite, as parquetdir (exported here by the real nsys)
 and as .nsys-rep (export + read, end to end); plus g_good replicated x`--times` (>= 1 M kernels
 at the default) as SQLite and as parquetdir (bench/replicate.py). Every measurement runs in a
 fresh child process: the time is `load()` alone (imports excluded), the peak RSS that child's
 ru_maxrss (os.wait4). The table shows the best and the median wall time of `--repeat` runs,
-the least CPU time (all threads; less sensitive to other work on the machine) and the load
-average, since other work on a small machine moves wall times a lot.
+the least CPU time (all threads; less sensitive to other work on the machine), kernel rows
+per wall second and per CPU second, and the load average, since other work on a small machine
+moves wall times a lot. `--extra` adds any other input (e.g. a generated 5 M-kernel SQLite);
+`--tree DIR` imports tracediff from another source tree (e.g. `git archive OLD tracediff | tar
+-x -C DIR`) to measure two versions the same way.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 CHILD = """
 import json, sys, time
+if len(sys.argv) > 2:  # --tree: this source tree instead of the installed (editable) one
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+    sys.path.insert(0, sys.argv[2])
 from tracediff.parse import load, nccl, nsys_cli, nsys_sqlite  # imports are not the parse
 t, c = time.perf_counter(), time.process_time()
 run = load(sys.argv[1])
@@ -41,9 +48,9 @@ print(json.dumps(out))
 """
 
 
-def measure(path: Path) -> dict[str, float]:
+def measure(path: Path, tree: Path | None = None) -> dict[str, float]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path)],
+        [sys.executable, "-c", CHILD, str(path), *([str(tree)] if tree else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -75,6 +82,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", type=Path, help="keep generated inputs here (default: a temp dir)")
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--large-only", action="store_true", help="only the replicated (and --extra)")
+    ap.add_argument("--extra", type=Path, action="append", default=[], help="another input")
+    ap.add_argument("--tree", type=Path, help="import tracediff from this source tree")
     args = ap.parse_args()
     import replicate
 
@@ -83,6 +93,14 @@ def main() -> int:
     nsys = nsys_exe()
     inputs: list[tuple[str, str, Path]] = []
     for stem in ("g_good", "g_bad", "e_good", "e_bad"):
+        if args.large_only:
+            if nsys and not (work / f"{stem}_pqtdir").exists() and stem == "g_good":
+                subprocess.run(
+                    [nsys, "export", "--type", "parquetdir", "--quiet=true", "-o",
+                     str(work / f"{stem}_pqtdir"), str(H200 / f"{stem}.nsys-rep")],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+            continue
         inputs.append((stem, "sqlite", H200 / f"{stem}.sqlite"))
         if nsys:
             pq = work / f"{stem}_pqtdir"
@@ -113,6 +131,9 @@ def main() -> int:
             if not bigpq.exists():
                 replicate.replicate_parquetdir(work / "g_good_pqtdir", bigpq, args.times)
             inputs.append((f"g_good x{args.times}", "parquetdir", bigpq))
+    for extra in args.extra:
+        kind = "parquetdir" if extra.is_dir() else extra.suffix.lstrip(".")
+        inputs.append((extra.stem[:14], kind, extra))
     load0 = os.getloadavg()
     print(
         f"{os.cpu_count()} CPUs; load average at start {load0[0]:.2f}; "
@@ -120,11 +141,12 @@ def main() -> int:
     )
     head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
     head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} "
-    head += f"{'kernel rows/s':>14} {'all rows/s':>12} {'peak RSS MiB':>12}"
+    head += f"{'kernel rows/s':>14} {'per CPU-s':>10} {'all rows/s':>12} {'peak RSS MiB':>12}"
+    head += f" {'load':>5}"
     print(head)
     print("-" * len(head))
     for name, fmt, path in inputs:
-        runs = [measure(path) for _ in range(args.repeat)]
+        runs = [measure(path, args.tree) for _ in range(args.repeat)]
         secs = [r["seconds"] for r in runs]
         best, med = min(secs), statistics.median(secs)
         cpu = min(r["cpu"] for r in runs)
@@ -132,11 +154,14 @@ def main() -> int:
         print(
             f"{name:<14} {fmt:<10} {r0['kernels']:>9,} {r0['rows']:>9,} {best:>8.3f} {med:>8.3f} "
             f"{cpu:>7.3f} "
-            f"{r0['kernels'] / best:>14,.0f} {r0['rows'] / best:>12,.0f} "
-            f"{max(r['rss_mib'] for r in runs):>12.0f}"
+            f"{r0['kernels'] / best:>14,.0f} {r0['kernels'] / cpu:>10,.0f} "
+            f"{r0['rows'] / best:>12,.0f} "
+            f"{max(r['rss_mib'] for r in runs):>12.0f} {os.getloadavg()[0]:>5.1f}"
         )
     load1 = os.getloadavg()
     print(f"load average at end {load1[0]:.2f}; inputs in {work}")
+    if args.tree:
+        print(f"tracediff imported from {args.tree}")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
