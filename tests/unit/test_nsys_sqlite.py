@@ -295,10 +295,32 @@ def test_parallel_and_serial_reads_agree() -> None:
 
     r = Read(RUNTIME, RUNTIME_COLS)
     assert len(b._ranges(r)) > 1
+    assert [rng for _, _, rng in b._plan([r])] == b._ranges(r)  # the only table: split
     x, y = a.read([r])[0], b.read([r])[0]
     a.close()
     b.close()
     assert x.height == _count(path, RUNTIME) and x.equals(y)
+
+
+def test_parallel_plan_splits_only_a_dominant_table() -> None:
+    from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS, SYNC
+    from tracediff.parse.nsys_source import Read
+
+    path = DATA / "h200" / "e_bad.sqlite"  # 17,964 API calls x 7 columns, 4,410 kernels x 18
+    a, b = SqliteSource(path, workers=1), SqliteSource(path, workers=2)
+    a.CHUNK_ROWS = b.CHUNK_ROWS = 1000
+    api, kern = Read(RUNTIME, RUNTIME_COLS), Read(KERNEL, KERNEL_COLS)
+    sync = Read(SYNC, {"start": pl.Int64(), "end": pl.Int64()})
+    plan = b._plan([sync, api])  # the API calls outweigh twice the syncs: split, and first
+    assert plan[0][1] is api and [t[2] for t in plan if t[1] is api] == b._ranges(api)
+    assert [t[2] for t in plan if t[1] is sync] == [None]
+    plan = b._plan([kern, api, sync])  # API calls < 2x (kernels + syncs): whole tables
+    assert [t[1] for t in plan] == [api, kern, sync] and {t[2] for t in plan} == {None}
+    for reads in ([sync, api], [kern, api, sync]):
+        for x, y in zip(a.read(reads), b.read(reads), strict=True):
+            assert x.equals(y)
+    a.close()
+    b.close()
 
 
 def test_nesting_depth_with_marks_and_shared_starts() -> None:
