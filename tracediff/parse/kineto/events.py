@@ -131,7 +131,7 @@ class NotChunked(Exception):
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _TRIES = 8  # cuts tried per piece before giving up on chunking this document
-CHUNK_BYTES = 1 << 23  # 8 MB: a chunk's records are still in cache when their columns are read
+CHUNK_BYTES = 1 << 22  # 4 MB: a chunk's records are still in cache when their columns are read
 _ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # ValidationError too
 
 
@@ -182,7 +182,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
     """Event lists of the traceEvents array, a piece at a time, read from `src` (a Source);
     appends the Doc to `out` at the end. Raises NotChunked (possibly after yielding) when the
     pieces cannot be vouched for."""
-    w = _Window(src, min(2 * CHUNK_BYTES + (1 << 22), src.size_hint + 64))
+    w = _Window(src, min(CHUNK_BYTES + (2 << 20), src.size_hint + 64))
     w.fill(CHUNK_BYTES)
     m = _KEY.search(w.buf, 0, w.hi)
     if m is None:

@@ -169,7 +169,7 @@ class Source:
                 n = 0
                 while n < len(buf):
                     if not self._out:
-                        out = self._inflate(len(buf) - n)
+                        out = self._inflate(min(len(buf) - n, _BLOCK))
                         if not out:
                             break
                         self._out = memoryview(out)
