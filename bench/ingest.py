@@ -10,7 +10,8 @@ fresh child process: the time is `load()` alone (imports excluded), the peak RSS
 ru_maxrss (os.wait4). The table shows the best and the median wall time of `--repeat` runs,
 the least CPU time (all threads; less sensitive to other work on the machine), kernel rows
 per wall second and per CPU second, and the load average, since other work on a small machine
-moves wall times a lot. `--extra` adds any other input (e.g. a generated 5 M-kernel SQLite);
+moves wall times a lot. Children get the allocator settings the `tracediff` CLI sets for itself
+(jemalloc huge pages; `--plain-alloc`: without). `--extra` adds any other input (e.g. a generated 5 M-kernel SQLite);
 `--tree DIR` imports tracediff from another source tree (e.g. `git archive OLD tracediff | tar
 -x -C DIR`) to measure two versions the same way.
 """
@@ -48,9 +49,12 @@ print(json.dumps(out))
 """
 
 
-def measure(path: Path, tree: Path | None = None) -> dict[str, float]:
+def measure(
+    path: Path, tree: Path | None = None, env: dict[str, str] | None = None
+) -> dict[str, float]:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(path), *([str(tree)] if tree else [])],
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -85,7 +89,16 @@ def main() -> int:
     ap.add_argument("--large-only", action="store_true", help="only the replicated (and --extra)")
     ap.add_argument("--extra", type=Path, action="append", default=[], help="another input")
     ap.add_argument("--tree", type=Path, help="import tracediff from this source tree")
+    ap.add_argument(
+        "--plain-alloc", action="store_true", help="without the CLI's jemalloc settings"
+    )
     args = ap.parse_args()
+    # what `tracediff parse` runs with: the CLI sets polars' jemalloc options before polars loads
+    env = dict(os.environ)
+    if not args.plain_alloc and "_RJEM_MALLOC_CONF" not in env:
+        from tracediff import cli
+
+        env["_RJEM_MALLOC_CONF"] = cli._JEMALLOC
     import replicate
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tracediff-bench-"))
@@ -137,7 +150,7 @@ def main() -> int:
     load0 = os.getloadavg()
     print(
         f"{os.cpu_count()} CPUs; load average at start {load0[0]:.2f}; "
-        f"best and median of {args.repeat} runs"
+        f"best and median of {args.repeat} runs; _RJEM_MALLOC_CONF={env.get('_RJEM_MALLOC_CONF')}"
     )
     head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
     head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} "
@@ -146,7 +159,7 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     for name, fmt, path in inputs:
-        runs = [measure(path, args.tree) for _ in range(args.repeat)]
+        runs = [measure(path, args.tree, env) for _ in range(args.repeat)]
         secs = [r["seconds"] for r in runs]
         best, med = min(secs), statistics.median(secs)
         cpu = min(r["cpu"] for r in runs)
