@@ -90,8 +90,7 @@ def _latest_started(
 
 def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     """Which cycle range launched each op: (_op = row of `ops`, process_id, launch_thread_id,
-    launch_start_ns, device_id, start_ns, end_ns, cycle, _other_thread); ops in no cycle are
-    absent.
+    launch_start_ns, cycle, _other_thread); ops in no cycle are absent.
 
     First on the range's own thread. Ops launched by another thread of the same process while a
     cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
@@ -106,9 +105,7 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         "cycle",
     ).sort("_rs")
     o = (
-        ops.select(
-            "process_id", "launch_thread_id", "launch_start_ns", "device_id", "start_ns", "end_ns"
-        )
+        ops.select("process_id", "launch_thread_id", "launch_start_ns")
         .with_row_index("_op")
         .filter(pl.col("launch_start_ns").is_not_null())
         .sort("launch_start_ns")
@@ -137,7 +134,8 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     is gathered once, dropping ops outside cycles and ordering them for alignment together."""
     # rows of a run come in start order: by row, then (stably) by device is usually the order
     # wanted, and far cheaper than a three-key sort
-    tags = tags.sort("_op")
+    tags = tags.select("_op", "cycle", "phase").sort("_op")
+    tags = tags.with_columns(ops.select("device_id", "start_ns", "end_ns")[tags["_op"]])
     dev = tags["device_id"].to_numpy()
     if len(dev) and 0 <= dev.min() and dev.max() < 1 << 15:
         tags = tags[np.argsort(dev.astype(np.int16), kind="stable")]
