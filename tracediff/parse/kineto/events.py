@@ -131,6 +131,7 @@ class NotChunked(Exception):
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _TRIES = 8  # cuts tried per piece before giving up on chunking this document
+_MAX_PIECE = 1 << 26  # 64 MB without a cut (a gzip bomb of spaces): decode whole, which refuses it
 CHUNK_BYTES = 1 << 22  # 4 MB: a chunk's records are still in cache when their columns are read
 _ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # ValidationError too
 
@@ -228,10 +229,14 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
             break
         elif want < 0:  # the rest, whole
             while not w.eof:
+                if w.hi - w.lo > _MAX_PIECE:
+                    raise NotChunked
                 w.fill(w.hi + CHUNK_BYTES)
             break
         else:
             want *= 2  # no cut in reach (a huge event, or none to find): look further
+            if want > _MAX_PIECE:
+                raise NotChunked
     rest = b"".join((b'{"traceEvents":[', memoryview(w.buf)[pos : w.hi]))
     w.buf = bytearray()  # the window's memory goes before the rest is decoded
     tail = _tail(rest, exact)
