@@ -65,6 +65,12 @@ class Run:
         t = self.tables.get(name)
         return schema.empty(name) if t is None else t
 
+    def release(self) -> None:
+        """Drop the memory-mapped file's pages from this process's resident memory (they stay in
+        the page cache; a later read faults them back in). For after the big tables are read."""
+        if isinstance(self.tables, _LazyTables):
+            self.tables.release()
+
     @property
     def path(self) -> str:
         """The file the user gave for this run (the run file, else the report it was parsed from)."""
@@ -159,6 +165,10 @@ class _LazyTables(dict[str, pa.Table]):
         self._buf = buf
         self._offsets = offsets
         self._source = source
+
+    def release(self) -> None:
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # no madvise: nothing lost
+            self._buf.madvise(mmap.MADV_DONTNEED)
 
     def load_uncached(self, name: str, columns: list[str] | None = None) -> pa.Table:
         if dict.__contains__(self, name):

@@ -110,8 +110,8 @@ def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     device's cycles follow each other), so the wide frame is only gathered when they do not.
     """
     key = group_key(ops)
-    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    if not lex_sorted(key, s, e):
+    if not lex_sorted(key, ops["start_ns"], ops["end_ns"]):
+        s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
         order = (
             pl.DataFrame({"k": key, "s": s, "e": e})
             .select(pl.arg_sort_by("k", "s", "e", maintain_order=True))
@@ -122,16 +122,17 @@ def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     return ops, key
 
 
-def lex_sorted(*cols: np.ndarray, block: int = 1 << 20) -> bool:
+def lex_sorted(*cols: np.ndarray | pl.Series, block: int = 1 << 20) -> bool:
     """Rows in non-decreasing order of (cols[0], cols[1], ...)? Checked a block at a time, so the
-    temporaries stay a few MB for any number of rows."""
+    temporaries stay a few MB for any number of rows (a polars column is not copied whole)."""
     n = len(cols[0])
     for lo in range(0, max(n - 1, 0), block):
         hi = min(lo + block + 1, n)
         ok = np.zeros(hi - lo - 1, bool)
         tie = np.ones(hi - lo - 1, bool)
         for c in cols:
-            d = np.diff(c[lo:hi])
+            part = c.slice(lo, hi - lo).to_numpy() if isinstance(c, pl.Series) else c[lo:hi]
+            d = np.diff(part)
             ok |= tie & (d > 0)
             tie &= d == 0
         if not (ok | tie).all():
@@ -162,8 +163,11 @@ def _seq_hash(
             | 1
         )
     with np.errstate(over="ignore"):
-        terms = (codes.astype(np.uint64) + np.uint64(1)) * mult[pos]
+        terms = codes.astype(np.uint64)  # in place from here: one 8-byte temporary per op
+        terms += np.uint64(1)
+        terms *= mult[pos]
         h = np.add.reduceat(terms, first) if len(first) else np.zeros(0, np.uint64)
+        del terms
         return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
 
@@ -238,7 +242,12 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     dev_off = np.zeros(int(g_dev.max()) + 1 if len(g_dev) else 1, np.int64)
     for dev, off in t_off.items():
         dev_off[dev] = off
-    tcode = np.where(matched, t_flat[dev_off[g_dev[gid]] + np.where(matched, slot, 0)], codes)
+    at = dev_off[g_dev][gid]  # each op's device's offset in t_flat (a per-group lookup first)
+    del gid
+    at += np.maximum(slot, 0)
+    tcode = t_flat[at]
+    del at
+    np.copyto(tcode, codes, where=~matched)
     differs = tcode != codes
     ops = ops.with_columns(
         pl.Series("_slot", slot),

@@ -168,7 +168,9 @@ def collective_split(ops: pl.DataFrame) -> pl.DataFrame:
 
 def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
     """Long table (side, cycle, kind, name, phase, device_id, value_ns, count) on critical devices."""
-    o = ops.filter(pl.col("critical"))
+    cols = ["side", "cycle", "kind", "contributor", "phase", "device_id", "duration_ns", "wait_ns"]
+    # only the columns used, before the filter copies the rows
+    o = ops.select(*cols, "gap_ns", "gap_cause", "critical").filter(pl.col("critical"))
     key = ["side", "cycle", "kind", "name", "phase", "device_id"]
     has_wait = o["wait_ns"].is_not_null().any()
     parts = []

@@ -102,6 +102,7 @@ def compare(
     # one side at a time, each side's untagged ops freed once it is cut into cycles: at most
     # one untagged and one tagged copy of a side's ops are alive at once
     ops_b, drop_b = gpu_ops_counted(base)
+    base.release()  # the run file's pages of the kernel table: read, no longer needed
     if ops_b.height == 0 and gpu_ops_counted(head)[0].height == 0:
         from tracediff.engine.host import compare_host  # host-only runs (NVTX, no CUDA trace)
 
@@ -113,6 +114,7 @@ def compare(
     if spec is None and seg_b.method.startswith("nvtx:"):
         spec = seg_b.method[len("nvtx:") :]
     ops_h, drop_h = gpu_ops_counted(head)
+    head.release()
     dropped = {"base": drop_b, "head": drop_h}  # gpu_ops drops ops that end before they start
     try:
         seg_h = segment(head, ops_h, spec, method=None if spec else seg_b.method)

@@ -95,12 +95,16 @@ def totals(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
-    c = ops.filter(pl.col("kind") == "collective")
+    c = ops.select("side", "kind", "name", "bytes", "device_id", "duration_ns", "wait_ns").filter(
+        pl.col("kind") == "collective"
+    )
     if c.height == 0:
         return pl.DataFrame()
     from tracediff.parse.nccl import decode
 
-    c = pl.concat([c, decode(c["name"]).select("op", "dtype")], how="horizontal")
+    names = c.select("name").unique()  # the regex runs once per distinct kernel name
+    ops_of = pl.concat([names, decode(names["name"]).select("op", "dtype")], how="horizontal")
+    c = c.join(ops_of, on="name", how="left")
     g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
         pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w")
     )
