@@ -150,7 +150,7 @@ def compare(
             seg_b.ops.with_columns(pl.lit("base", al.SIDES).alias("side")),
             seg_h.ops.with_columns(pl.lit("head", al.SIDES).alias("side")),
         ],
-        how="diagonal_relaxed",
+        how="vertical" if seg_b.ops.schema == seg_h.ops.schema else "diagonal_relaxed",
     )
     seg_b.ops, seg_h.ops = seg_b.ops.clear(), seg_h.ops.clear()  # `ops` holds them now
     say(f"aligning {ops.height} operations")

@@ -108,5 +108,9 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     ).to_series()
     if bad.any():
         ops = ops.filter(~bad)
+    # a column with no values at all (graph node ids without CUDA graphs, bytes without copies)
+    # as one null scalar, not 8 bytes a row carried through every gather
+    empty = [c for c in ops.columns if ops.height and ops[c].null_count() == ops.height]
+    ops = ops.with_columns(pl.lit(None, ops.schema[c]).alias(c) for c in empty)
     # not sorted here: segmentation gathers the ops of its cycles once, in (device, start) order
     return ops, n - ops.height
