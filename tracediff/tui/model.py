@@ -82,22 +82,8 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
     view = (
         a.join(top, on=[*keys, "top_device_id"], how="left", nulls_equal=True)
         .join(groups, on=keys, how="left", nulls_equal=True)
-        .select(
-            "contributor_id",
-            *keys,
-            pl.lit(None, pl.Int32).alias("device_id"),
-            "base_ms_per_cycle",
-            "head_ms_per_cycle",
-            "delta_ms_per_cycle",
-            "ci95_low",
-            "ci95_high",
-            "significant",
-            "share",
-            "base_count_per_cycle",
-            "head_count_per_cycle",
-            "status",
-            "_ids",
-        )
+        .with_columns(pl.lit(None, pl.Int32).alias("device_id"))
+        .select(*att.columns, "_ids")  # the attribution's own columns, in its order
         .filter(pl.col("contributor_id").is_not_null())
     )
     ids = dict(zip(view["contributor_id"].to_list(), view["_ids"].to_list(), strict=True))
