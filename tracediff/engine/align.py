@@ -18,6 +18,8 @@ import difflib
 import numpy as np
 import polars as pl
 
+from tracediff.errors import AnalysisError
+
 DP_CELLS = 60_000_000
 """Largest seq x template for the exact LCS (uint16 table, 120 MB); beyond it difflib's heuristic."""
 
@@ -90,12 +92,28 @@ _MULT = np.random.default_rng(0x7D1F).integers(1, 1 << 63, size=1 << 16, dtype=n
 
 
 def group_key(ops: pl.DataFrame) -> np.ndarray:
-    """(side, device, cycle) packed in one int64, in that order ("base" < "head"; device ids
-    < 2**16, cycles < 2**32)."""
+    """(side, device, cycle) packed in one int64 that sorts in that order ("base" < "head").
+    Only an order and a grouping: read side, device and cycle from the rows, not from the key.
+    Device ids outside 0..2**16 (a Kineto pid) are replaced by their rank, cycles must fit 2**32."""
+    dev = pl.col("device_id").cast(pl.Int64)
+    lo, hi = (
+        ops.select(dev.min().alias("lo"), dev.max().alias("hi")).row(0) if ops.height else (0, 0)
+    )
+    if lo is not None and (lo < 0 or hi >= 1 << 16):
+        dev = dev.rank("dense").cast(pl.Int64)
+    cyc = (
+        ops.select(pl.col("cycle").min().alias("lo"), pl.col("cycle").max().alias("hi")).row(0)
+        if ops.height
+        else (0, 0)
+    )
+    if cyc[0] is not None and (cyc[0] < 0 or cyc[1] >= 1 << 32):
+        raise AnalysisError(
+            f"cycle numbers out of range ({cyc[0]}..{cyc[1]})", "report this as a tracediff bug"
+        )
     return (
         ops.select(
             (pl.col("side") == "head").cast(pl.Int64) * (1 << 48)
-            + pl.col("device_id").cast(pl.Int64) * (1 << 32)
+            + dev * (1 << 32)
             + pl.col("cycle")
         )
         .to_series()
@@ -183,8 +201,8 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     pos = np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), lengths)
     codes = ops["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64, copy=False)
     h = _seq_hash(codes, pos, first, lengths)
-    g_side = (key[first] >> 48).astype(np.int64)  # 0 base, 1 head
-    g_dev = ((key[first] >> 32) & 0xFFFF).astype(np.int64)
+    g_side = (ops["side"].gather(first) == "head").to_numpy().astype(np.int64)  # 0 base, 1 head
+    g_dev = ops["device_id"].gather(first).to_numpy().astype(np.int64)
     del key
     kind_col = ops["kind"]
 
@@ -239,10 +257,10 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     del pos
     matched = slot >= 0
     # the template op's name at this slot; where it differs, the contributor is "old → new"
-    dev_off = np.zeros(int(g_dev.max()) + 1 if len(g_dev) else 1, np.int64)
-    for dev, off in t_off.items():
-        dev_off[dev] = off
-    at = dev_off[g_dev][gid]  # each op's device's offset in t_flat (a per-group lookup first)
+    devs = np.array(sorted(t_off), dtype=np.int64)
+    dev_off = np.array([t_off[d] for d in devs.tolist()], dtype=np.int64)
+    # each op's device's offset in t_flat (a per-group lookup first)
+    at = dev_off[np.searchsorted(devs, g_dev)][gid] if len(devs) else np.zeros(n, np.int64)
     del gid
     at += np.maximum(slot, 0)
     tcode = t_flat[at]

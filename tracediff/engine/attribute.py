@@ -97,12 +97,11 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         g_idle = np.add.reduceat(gap, first)
     else:
         g_start = g_end = g_sum = g_idle = np.zeros(0, np.int64)
-    gk = key[first] if n else np.zeros(0, np.int64)
     cyc = pl.DataFrame(
         {
-            "side": pl.Series(np.where((gk >> 48) == 1, "head", "base")).cast(al.SIDES),
-            "cycle": gk & 0xFFFFFFFF,
-            "device_id": ((gk >> 32) & 0xFFFF).astype(np.int32),
+            "side": ops["side"].gather(first),
+            "cycle": ops["cycle"].gather(first),
+            "device_id": ops["device_id"].gather(first).cast(pl.Int32),
             "start_ns": g_start,
             "end_ns": g_end,
             "sum_ns": g_sum,
