@@ -209,6 +209,8 @@ def test_straggler_summed_over_gpus_cancels_the_critical_gpu_shuffle(tmp: Path) 
     assert explained == pytest.approx(c.delta_ms_per_cycle, rel=0.15)
     table = render(c, "table")
     assert "summed over GPUs" in table and "[wait for last rank]" in table
+    md = render(c, "markdown")
+    assert "Summed over GPUs" in md and md.index("Summed over GPUs") < md.index("Per GPU:")
 
 
 def test_single_gpu_has_no_summed_view(tmp: Path) -> None:

@@ -331,6 +331,7 @@ def test_summed_over_gpus_view_on_a_multi_gpu_comparison(tmp_path_factory) -> No
         await pilot.press("g")
         assert s.gpu == m.SUMMED and "Σ" in str(s.table.border_title)
         assert len(s.table.ids) == c.across_gpus.height
+        assert " Σ " in str(s.table.get_row_at(0)[0])  # the GPU column of a summed row
         await pilot.press("home")  # the cursor stays on the row it was on, if shown: go to the top
         # the top summed row is the biggest summed change, keyed by its GPU that changed most
         top = c.across_gpus.row(0, named=True)

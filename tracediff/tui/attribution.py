@@ -48,7 +48,7 @@ def cells(r: dict) -> Text:
         f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]",
         "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
         r["kind"],
-        "-" if r["device_id"] is None else str(r["device_id"]),
+        "Σ" if r.get("_summed") else "-" if r["device_id"] is None else str(r["device_id"]),
         r.get("phase") or "-",
         f"{r['base_ms_per_cycle']:.3f}",
         f"{r['head_ms_per_cycle']:.3f}",

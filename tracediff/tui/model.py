@@ -84,6 +84,7 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
         .join(groups, on=keys, how="left", nulls_equal=True)
         .with_columns(pl.lit(None, pl.Int32).alias("device_id"))
         .select(*att.columns, "_ids")  # the attribution's own columns, in its order
+        .with_columns(pl.lit(True).alias("_summed"))  # the table shows Σ for its GPU
         .filter(pl.col("contributor_id").is_not_null())
     )
     ids = dict(zip(view["contributor_id"].to_list(), view["_ids"].to_list(), strict=True))
