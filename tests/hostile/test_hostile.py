@@ -563,6 +563,31 @@ def test_file_larger_than_memory_is_one_line(tmp_path: Path, outdir: Path) -> No
     assert_nothing_written(outdir)
 
 
+def test_gzip_bomb_is_refused_without_holding_its_text(corpus: Path, outdir: Path) -> None:
+    """With a 2 GB budget and no address-space limit the 8 GiB bomb (128 gzip members, no gzip
+    trailer that tells) is refused while counting its inflated size, holding a few MB of it:
+    the tracediff process's peak RSS stays far below the budget (it used to reach the budget)."""
+    path = corpus / "kineto_gzip_bomb.json.gz"
+    budget = 2_000_000_000
+    env = {**os.environ, "TRACEDIFF_MEMORY_BYTES": str(3 * budget)}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [str(TRACEDIFF), "parse", str(path), "-o", str(outdir / "run.arrow")],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=env,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
+    assert_error(r, path, "more than 2.0 GB of JSON", "this machine has memory for 2.0 GB")
+    assert_nothing_written(outdir)
+    assert usage.ru_maxrss * 1024 < budget / 4, f"peak RSS {usage.ru_maxrss} KiB"
+
+
 def test_gzip_bomb_is_one_line(corpus: Path, outdir: Path) -> None:
     """Refused from the gzip trailer's size, without inflating it (it took ~16 s to run out of
     memory before)."""

@@ -63,8 +63,10 @@ def _size(n: float) -> str:
 
 
 def _too_big(path: Path, size: int, budget: int) -> InputError:
+    # size > budget: known (file size, gzip trailer); budget + 1: stopped while inflating
+    what = f"more than {_size(budget)}" if size == budget + 1 else f"{_size(size)} or more"
     return InputError(
-        f"{path}: the trace is {_size(size)} of JSON or more; parsing it needs about "
+        f"{path}: the trace is {what} of JSON; parsing it needs about "
         f"{PEAK_PER_JSON_BYTE}x that and this machine has memory for {_size(budget)} of JSON",
         "profile fewer steps, or parse it on a machine with more memory",
     )
@@ -103,9 +105,29 @@ class _Oversized(Exception):
     pass
 
 
+def _count_inflated(data: bytes, limit: int) -> None:
+    """Inflate `data` (gzip members) 16 MB at a time, keeping nothing, and raise _Oversized as
+    soon as the text passes `limit`: a gzip bomb is refused holding 16 MB, not `limit` bytes
+    (many 64 MB members of spaces used to be inflated up to the whole budget first)."""
+    total = 0
+    while data:
+        d = _inflate.decompressobj(wbits=31)
+        rest = data
+        while not d.eof:
+            chunk = d.decompress(rest, 1 << 24)
+            total += len(chunk)
+            if total > limit:
+                raise _Oversized()
+            rest = d.unconsumed_tail
+            if not chunk and not rest:
+                raise EOFError("compressed stream ended before the end-of-stream marker")
+        data = d.unused_data.lstrip(b"\x00")
+
+
 def _gunzip(data: bytes, limit: int) -> bytes:
-    """gzip → bytes in one C call per member (gzip.decompress adds a second CRC pass), stopping
-    as soon as the output would pass `limit` bytes (a gzip bomb fails at once, not at OOM)."""
+    """gzip → bytes in one C call per member (gzip.decompress adds a second CRC pass), refused
+    (_Oversized) before any output is kept when the text would pass `limit` bytes."""
+    _count_inflated(data, limit)
     out = []
     total = 0
     while data:
