@@ -189,9 +189,7 @@ def compare(
             (pl.col("_ch").fill_null(0) / len(chh)).alias("head_count_per_cycle"),
         )
         .with_columns(
-            (
-                pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
-            ).alias("share"),
+            st.share(delta),
             pl.when(pl.col("name") == at.GAP_CAUSES["host"])
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))

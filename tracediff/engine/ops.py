@@ -13,7 +13,7 @@ import polars as pl
 from tracediff.parse.nccl import is_comm
 from tracediff.runfile import Run
 
-_COMMON = [
+OP_COLUMNS = [
     "device_id",
     "process_id",
     "stream_id",
@@ -25,8 +25,9 @@ _COMMON = [
     "launch_end_ns",
     "graph_node_id",
 ]
-_KERNEL_COLS = [*_COMMON, "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-_MEMOP_COLS = [*_COMMON, "kind", "copy_kind", "bytes"]
+"""The columns every GPU op carries, kernels and copies alike (and in this order)."""
+_KERNEL_COLS = [*OP_COLUMNS, "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+_MEMOP_COLS = [*OP_COLUMNS, "kind", "copy_kind", "bytes"]
 KINDS = pl.Enum(["kernel", "collective", "memcpy", "memset"])
 """Op kinds: an enum (one byte per op, not a string)."""
 
@@ -67,13 +68,12 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     """(ops, how many kernels/copies were dropped for ending before they start or never ending)."""
     k = _frame(run, "kernels", _KERNEL_COLS)
     m = _frame(run, "memops", _MEMOP_COLS)
-    common = _COMMON
     # Names stay categorical: one copy of each distinct string instead of one per op (5 M ops of
     # ~150-character kernel names are ~1 GB as plain strings). The regex runs per distinct name.
     names = k.select(pl.col("name").cast(pl.Categorical)).unique().drop_nulls()
     comm = names.filter(is_comm(pl.col("name").cast(pl.String)))["name"]
     kernels = k.select(
-        *common,
+        *OP_COLUMNS,
         pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
         _config(k, "grid"),
         _config(k, "block"),
@@ -86,7 +86,7 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     )
     del k
     memops = m.select(
-        *common,
+        *OP_COLUMNS,
         pl.when(pl.col("kind").cast(pl.String) == "memcpy")
         .then(
             pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String).fill_null("?")])

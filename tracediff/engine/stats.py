@@ -27,6 +27,13 @@ def _significant() -> pl.Expr:
     return (excl & big).alias("significant")
 
 
+def share(delta: float) -> pl.Expr:
+    """A contributor's part of the measured change (null when nothing changed)."""
+    return (pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)).alias(
+        "share"
+    )
+
+
 def per_cycle_stats(
     long: pl.DataFrame, keys: list[str], cycles_b: list[int], cycles_h: list[int], n_boot: int
 ) -> pl.DataFrame:
@@ -83,11 +90,7 @@ def across_gpus(
     return (
         st.join(where, on=keys, how="left", nulls_equal=True)
         .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
-        .with_columns(
-            (
-                pl.col("delta_ms_per_cycle") / delta if delta != 0 else pl.lit(None, pl.Float64)
-            ).alias("share")
-        )
+        .with_columns(share(delta))
         .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
         .select(
             *keys,

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tracediff.engine.ops import OP_COLUMNS
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
 from tracediff.replay.contributors import KEY, base_values, collectives, key_table
@@ -107,16 +108,7 @@ class ReplayGraph:
 _COLS = (
     "side",
     "cycle",
-    "device_id",
-    "process_id",
-    "stream_id",
-    "start_ns",
-    "end_ns",
-    "duration_ns",
-    "launch_thread_id",
-    "launch_start_ns",
-    "launch_end_ns",
-    "graph_node_id",
+    *OP_COLUMNS,
     "kind",
     "phase",
     "slot",
