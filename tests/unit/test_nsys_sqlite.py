@@ -288,7 +288,8 @@ def test_sqlite_that_is_not_nsys(tmp_path: Path) -> None:
 
 def test_parallel_and_serial_reads_agree() -> None:
     path = DATA / "h200" / "e_bad.sqlite"
-    a, b = SqliteSource(path, workers=1), SqliteSource(path, workers=2)
+    # the SQLite (ADBC) path: the page decoder splits tables by leaf page, not rowid range
+    a, b = SqliteSource(path, workers=1, pages=False), SqliteSource(path, workers=2, pages=False)
     a.CHUNK_ROWS = b.CHUNK_ROWS = 1000  # force several rowid ranges on a small file
     from tracediff.parse.nsys_schema import RUNTIME, RUNTIME_COLS
     from tracediff.parse.nsys_source import Read
@@ -307,7 +308,7 @@ def test_parallel_plan_splits_only_a_dominant_table() -> None:
     from tracediff.parse.nsys_source import Read
 
     path = DATA / "h200" / "e_bad.sqlite"  # 17,964 API calls x 7 columns, 4,410 kernels x 18
-    a, b = SqliteSource(path, workers=1), SqliteSource(path, workers=2)
+    a, b = SqliteSource(path, workers=1, pages=False), SqliteSource(path, workers=2, pages=False)
     a.CHUNK_ROWS = b.CHUNK_ROWS = 1000
     api, kern = Read(RUNTIME, RUNTIME_COLS), Read(KERNEL, KERNEL_COLS)
     sync = Read(SYNC, {"start": pl.Int64(), "end": pl.Int64()})

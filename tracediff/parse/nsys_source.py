@@ -4,11 +4,14 @@ Stage: parse (nsys), first step. Input: an nsys SQLite export (`SqliteSource`; t
 folder reader `ParquetSource` is in nsys_cli.py and answers the same `Read`s). Output: one
 polars frame per `Read`, columns in the requested order and types, absent columns as nulls.
 
-Each raw table is pulled as Arrow in one batch (ADBC's SQLite driver; tables spread over a
-thread pool, since SQLite readers run concurrently and ADBC releases the GIL; a table that
-outweighs all the others split by rowid range), with a stdlib `sqlite3` fallback. No Python loop
-runs per row except the UTF-8 repair of a column that has invalid bytes. This fetch bounds the
-SQLite path: ~50 ns per value in the driver on top of SQLite's ~17 (bench/README.md).
+A read whose columns are all numeric (the big event tables: kernels, CUDA API calls, memcpy,
+memset, syncs, CUDA events) is decoded straight from the file's pages by the native module
+(sqlite_pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took ~1.2), split over the
+worker threads by leaf page. Every other read, and any table the page decoder refuses, is pulled
+as Arrow in one batch (ADBC's SQLite driver; tables spread over a thread pool, since SQLite
+readers run concurrently and ADBC releases the GIL; a table that outweighs all the others split
+by rowid range), with a stdlib `sqlite3` fallback. No Python loop runs per row except the UTF-8
+repair of a column that has invalid bytes. `TRACEDIFF_SQLITE_PAGES=0` turns the page decoder off.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.errors import InputError
+from tracediff.parse import sqlite_pages
 from tracediff.parse.nsys_schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+_PAGE_KINDS: dict[pl.DataType, str] = {I64: "i", pl.Int32(): "i", F64: "f"}  # Read types the page decoder produces
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class SqliteSource:
 
     CHUNK_ROWS = 262_144  # a table split into rowid ranges (see _plan) has more rows than this
 
-    def __init__(self, path: Path, workers: int | None = None) -> None:
+    def __init__(self, path: Path, workers: int | None = None, pages: bool | None = None) -> None:
         self.path = Path(path)
         self.src = str(path)
         self.workers = max(1, workers or os.cpu_count() or 1)
@@ -112,14 +117,31 @@ class SqliteSource:
         self._uri = f"file:{self.path}?mode=ro&immutable=1"
         try:
             self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
-            names = self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            names = self.con.execute(
+                "SELECT name, rootpage, sql FROM sqlite_master WHERE type='table'"
+            ).fetchall()
         except sqlite3.DatabaseError as e:
             raise InputError(
                 f"{self.src}: SQLite file is unreadable ({e})",
                 "the file may be truncated or corrupt; export the report again",
             ) from None
-        self.tables = {n for (n,) in names}
+        self.tables = {n for n, _, _ in names}
+        if pages is None:
+            pages = os.environ.get("TRACEDIFF_SQLITE_PAGES", "1") != "0"
+        self._pages = None
+        if pages and sqlite_pages.AVAILABLE:
+            try:
+                self._pages = sqlite_pages.PageReader(self.path)
+            except (OSError, ValueError):
+                self._pages = None
+        # rowid tables whose records hold exactly the declared columns, by root page
+        self._roots = {
+            n: r
+            for n, r, sql in names
+            if isinstance(r, int) and r > 0 and not _unusual_table(sql or "")
+        }
         self._cols: dict[str, list[str]] = {}
+        self._info: dict[str, list[tuple[Any, ...]]] = {}
         self._local = threading.local()
         self._adbc_cons: list[Any] = []
         self._lock = threading.Lock()
@@ -160,8 +182,41 @@ class SqliteSource:
 
     def columns(self, table: str) -> list[str]:
         if table not in self._cols:
-            self._cols[table] = [r[1] for r in self._exec(f'PRAGMA table_info("{table}")')]
+            self._info[table] = self._exec(f'PRAGMA table_info("{table}")')
+            self._cols[table] = [r[1] for r in self._info[table]]
         return self._cols[table]
+
+    def _page_spec(self, read: Read) -> tuple[int, list[int], list[str], int] | None:
+        """(root page, record fields, kinds, rowid-alias field) of a read the page decoder can
+        serve, or None: whole-table reads of numeric columns with no default values."""
+        if self._pages is None or read.where_in is not None or read.table not in self._roots:
+            return None
+        cols = self.columns(read.table)
+        info = self._info[read.table]
+        have = [c for c in read.cols if c in cols]
+        if not have or any(read.cols[c] not in _PAGE_KINDS for c in have):
+            return None
+        fields = [cols.index(c) for c in have]
+        if any(info[f][4] is not None for f in fields):  # DEFAULT: rows older than the column
+            return None
+        pk = [r for r in info if r[5]]
+        # a lone INTEGER PRIMARY KEY column is the rowid; its record field is stored as NULL
+        ipk = pk[0][0] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else -1
+        kinds = [_PAGE_KINDS[read.cols[c]] for c in have]
+        return self._roots[read.table], fields, kinds, ipk
+
+    def _fetch_pages(self, read: Read) -> pl.DataFrame | None:
+        spec = self._page_spec(read)
+        if spec is None or self._pages is None:
+            return None
+        root, fields, kinds, ipk = spec
+        arrays = self._pages.read(root, fields, kinds, ipk, self.workers)
+        if arrays is None:
+            return None
+        have = [c for c in read.cols if c in set(self.columns(read.table))]
+        df = pl.from_arrow(pa.Table.from_arrays(arrays, names=have), rechunk=False)
+        assert isinstance(df, pl.DataFrame)
+        return typed(df, read, have, self.src)
 
     def _exec(self, sql: str) -> list[tuple[Any, ...]]:
         try:
@@ -203,6 +258,10 @@ class SqliteSource:
         return con
 
     def _fetch(self, read: Read, rowids: tuple[int, int] | None) -> pl.DataFrame:
+        if rowids is None:
+            paged = self._fetch_pages(read)
+            if paged is not None:
+                return paged
         have = [c for c in read.cols if c in set(self.columns(read.table))]
         if self._adbc is not None:
             # One batch per query: the driver infers column types from the first batch, so a
@@ -286,7 +345,8 @@ class SqliteSource:
         total = sum(cost.values())
         tasks = []
         for i, r in sorted(present, key=lambda p: -cost[p[0]]):
-            split = cost[i] > 2 * (total - cost[i])
+            # the page decoder splits a table over the threads itself, without copies
+            split = cost[i] > 2 * (total - cost[i]) and self._page_spec(r) is None
             tasks += [(i, r, rng) for rng in (self._ranges(r) if split else [None])]
         return tasks
 
@@ -314,6 +374,15 @@ class SqliteSource:
 
     def close(self) -> None:
         self.con.close()
+        if self._pages is not None:
+            self._pages.close()
         for con in self._adbc_cons:
             con.close()
         self._adbc_cons.clear()
+
+
+def _unusual_table(sql: str) -> bool:
+    """A table whose records do not hold one field per declared column in order, or that is
+    not a rowid table: read through SQLite, not from the pages."""
+    text = " ".join(sql.upper().split())
+    return "WITHOUT ROWID" in text or "GENERATED" in text or " AS (" in text or "VIRTUAL" in text
