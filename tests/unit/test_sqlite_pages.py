@@ -1,0 +1,265 @@
+"""The SQLite page decoder (tracediff/parse/_sqlite_pages.c via sqlite_pages.py) against SQLite.
+
+Oracle: SQLite itself (stdlib sqlite3) on the same file. Inputs: every SQLite report bundled in
+tests/data (real nsys exports from 2.9 to 3.x schemas), hypothesis-made tables covering every
+integer width, reals, NULLs, rowid aliases and columns added after rows were written, and
+damaged files (the decoder must refuse or return the right number of rows, never crash).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracediff.parse import sqlite_pages
+from tracediff.parse.nsys_schema import KERNEL, RUNTIME
+from tracediff.parse.nsys_source import SqliteSource
+from tracediff.parse.nsys_sqlite import read_nsys
+from tracediff.parse.sqlite_pages import PageReader
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+REPORTS = sorted(DATA.rglob("*.sqlite"))
+_NUMERIC = {"INTEGER": "i", "INT": "i", "REAL": "f"}
+
+
+def test_native_module_is_built() -> None:
+    # `pip install` compiles it; without it every read silently takes the 5x slower path
+    assert sqlite_pages.AVAILABLE
+
+
+def _tables(con: sqlite3.Connection) -> list[tuple[str, int, list[tuple[int, str, str]], int]]:
+    """(name, root page, numeric columns as (field, name, kind), rowid-alias field)."""
+    out = []
+    for name, root in con.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'"):
+        info = con.execute(f'PRAGMA table_info("{name}")').fetchall()
+        cols = [(r[0], r[1], _NUMERIC[r[2].upper()]) for r in info if r[2].upper() in _NUMERIC]
+        pk = [r for r in info if r[5]]
+        ipk = pk[0][0] if len(pk) == 1 and pk[0][2].upper() == "INTEGER" else -1
+        if cols:
+            out.append((name, root, cols, ipk))
+    return out
+
+
+def _expected(con: sqlite3.Connection, table: str, cols: list[tuple[int, str, str]]) -> list:
+    q = ", ".join(f'"{c[1]}"' for c in cols)
+    rows = con.execute(f'SELECT {q} FROM "{table}"').fetchall()
+    if not rows:
+        return [[] for _ in cols]
+    return [
+        [None if v is None else float(v) if kind == "f" else v for v in col]
+        for col, (_, _, kind) in zip(zip(*rows, strict=True), cols, strict=True)
+    ]
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=lambda p: str(p.relative_to(DATA)))
+def test_every_numeric_column_of_every_report_equals_sqlite(path: Path) -> None:
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    reader = PageReader(path)
+    decoded = set()
+    try:
+        for name, root, cols, ipk in _tables(con):
+            got = reader.read(root, [c[0] for c in cols], [c[2] for c in cols], ipk, workers=2)
+            if got is None:  # refused: some record is not the plain case (checked below)
+                continue
+            decoded.add(name)
+            assert [a.to_pylist() for a in got] == _expected(con, name, cols), name
+    finally:
+        reader.close()
+        con.close()
+    # the tables the speed is for are decoded, not refused
+    assert {KERNEL, RUNTIME} & set(n for n, *_ in _tables(sqlite3.connect(path))) <= decoded
+
+
+def test_whole_parse_is_identical_with_and_without_the_page_decoder() -> None:
+    for path in (
+        DATA / "h200" / "g_good.sqlite",
+        DATA / "nsys" / "nsys-ai" / "mfu_2gpu_after.sqlite",
+        DATA / "nsys" / "pipit" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite",
+    ):
+        runs = []
+        for pages in (True, False):
+            src = SqliteSource(path, workers=2, pages=pages)
+            try:
+                runs.append(read_nsys(src, path, "nsys-sqlite"))
+            finally:
+                src.close()
+        with_pages, without = runs
+        assert with_pages.tables.keys() == without.tables.keys()
+        for name, table in without.tables.items():
+            assert with_pages.tables[name].equals(table), (path.name, name)
+
+
+_INT_EDGES = [
+    0,
+    1,
+    -1,
+    127,
+    -128,
+    128,
+    32767,
+    -32768,
+    2**23 - 1,
+    -(2**23),
+    2**31 - 1,
+    -(2**31),
+    2**47 - 1,
+    -(2**47),
+    2**63 - 1,
+    -(2**63),
+]
+_ints = st.one_of(st.sampled_from(_INT_EDGES), st.integers(-(2**63), 2**63 - 1), st.none())
+_reals = st.one_of(st.floats(allow_nan=False), st.integers(-(2**53), 2**53), st.none())
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(st.tuples(_ints, _reals, _ints, st.text(max_size=30)), max_size=600),
+    added=st.lists(_ints, max_size=50),
+    workers=st.sampled_from([1, 2, 4]),
+)
+def test_generated_tables_equal_sqlite(
+    tmp_path: Path, rows: list, added: list, workers: int
+) -> None:
+    path = tmp_path / "t.sqlite"
+    path.unlink(missing_ok=True)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size=512")  # many leaf pages and interior levels from few rows
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, r REAL, b INTEGER, s TEXT)")
+    con.executemany("INSERT INTO t (a, r, b, s) VALUES (?, ?, ?, ?)", rows)
+    con.execute("ALTER TABLE t ADD COLUMN late INTEGER")  # older records lack this field
+    con.executemany("INSERT INTO t (a, late) VALUES (1, ?)", [(v,) for v in added])
+    con.commit()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
+    cols = [(0, "id", "i"), (1, "a", "i"), (2, "r", "f"), (3, "b", "i"), (5, "late", "i")]
+    reader = PageReader(path)
+    try:
+        got = reader.read(root, [c[0] for c in cols], [c[2] for c in cols], 0, workers)
+        assert got is not None
+        assert [a.to_pylist() for a in got] == _expected(con, "t", cols)
+        # a text column asked for as a number is refused, not misread
+        assert reader.read(root, [4], ["i"], 0, workers) is None or not any(r[3] for r in rows)
+    finally:
+        reader.close()
+        con.close()
+
+
+def _small_table(path: Path, n: int = 3000) -> int:
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size=1024")
+    con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", [(i, -i * 7) for i in range(n)])
+    con.commit()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
+    con.close()
+    return int(root)
+
+
+def test_refuses_what_it_does_not_decode(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE big (a INTEGER, blob BLOB)")  # a record spilling to overflow pages
+    con.execute("INSERT INTO big VALUES (1, zeroblob(10000))")
+    con.execute("CREATE TABLE mixed (a INTEGER)")  # SQLite keeps text in an INTEGER column
+    con.executemany("INSERT INTO mixed VALUES (?)", [(1,), ("x",)])
+    con.execute("CREATE TABLE realint (a INTEGER)")
+    con.execute("INSERT INTO realint VALUES (1.5)")
+    con.execute("CREATE TABLE wr (a INTEGER PRIMARY KEY, b INTEGER) WITHOUT ROWID")
+    con.execute("INSERT INTO wr VALUES (1, 2)")
+    con.commit()
+    roots = dict(con.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'"))
+    con.close()
+    reader = PageReader(path)
+    try:
+        assert reader.read(roots["big"], [0], ["i"]) is None
+        assert reader.read(roots["mixed"], [0], ["i"]) is None
+        assert reader.read(roots["realint"], [0], ["i"]) is None
+        assert reader.read(roots["realint"], [0], ["f"])[0].to_pylist() == [1.5]
+        assert reader.read(roots["wr"], [1], ["i"]) is None  # index b-tree pages
+        assert reader.read(10**6, [0], ["i"]) is None  # no such page
+    finally:
+        reader.close()
+    # and SqliteSource reads those tables through SQLite instead
+    src = SqliteSource(path, workers=2)
+    import polars as pl
+
+    from tracediff.parse.nsys_source import Read
+
+    try:
+        (df,) = src.read([Read("realint", {"a": pl.Float64()})])
+        assert df["a"].to_list() == [1.5]
+    finally:
+        src.close()
+
+
+def test_a_cycle_in_the_tree_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    root = _small_table(path)
+    data = bytearray(path.read_bytes())
+    page = 1024
+    hdr = (root - 1) * page
+    assert data[hdr] == 0x05  # an interior page: 3000 rows do not fit in one 1 KB page
+    data[hdr + 8 : hdr + 12] = struct.pack(">I", root)  # right-most child: itself
+    bad = tmp_path / "cycle.sqlite"
+    bad.write_bytes(bytes(data))
+    reader = PageReader(bad)
+    try:
+        assert reader.read(root, [0, 1], ["i", "i"]) is None
+    finally:
+        reader.close()
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 255)), min_size=1, max_size=8)
+)
+def test_damaged_pages_never_crash(tmp_path: Path, flips: list[tuple[int, int]]) -> None:
+    good = tmp_path / "good.sqlite"
+    if not good.exists():
+        _small_table(good)
+    data = bytearray(good.read_bytes())
+    for at, value in flips:  # bytes past the 100-byte file header: pages, pointers, records
+        data[100 + at % (len(data) - 100)] = value
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(bytes(data))
+    reader = PageReader(bad)
+    try:
+        con = sqlite3.connect(bad)
+        (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
+        con.close()
+    except sqlite3.DatabaseError:
+        root = 2
+    try:
+        got = reader.read(int(root) if isinstance(root, int) else 2, [0, 1], ["i", "i"], -1, 2)
+        assert got is None or len(got[0]) == len(got[1])
+    finally:
+        reader.close()
+
+
+def test_source_reads_the_big_tables_from_pages(tmp_path: Path) -> None:
+    """The fast path is taken for the kernel and API tables of a real report: same frames as
+    SQLite, and none of ADBC's connections opened for them."""
+    path = tmp_path / "r.sqlite"
+    shutil.copy(DATA / "h200" / "g_good.sqlite", path)
+    from tracediff.parse.nsys_schema import KERNEL_COLS, RUNTIME_COLS
+    from tracediff.parse.nsys_source import Read
+
+    reads = [Read(KERNEL, KERNEL_COLS), Read(RUNTIME, RUNTIME_COLS)]
+    fast, slow = SqliteSource(path, workers=2), SqliteSource(path, workers=2, pages=False)
+    try:
+        a, b = fast.read(reads), slow.read(reads)
+        assert fast._adbc_cons == [] and slow._adbc_cons != []
+        for x, y in zip(a, b, strict=True):
+            assert x.height > 1000 and x.equals(y) and x.schema == y.schema
+    finally:
+        fast.close()
+        slow.close()
