@@ -27,35 +27,34 @@ import re
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from tracediff.parse.nsys_columns import code_column, finish, pid_of
+from tracediff.parse.nsys_columns import Strings, by_start, code_column, finish, pid_of, tid_of
 from tracediff.parse.nsys_schema import ints
-from tracediff.parse.nsys_source import Read, Source
 
 CUDA_EVENT = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 TABLES_READ = (CUDA_EVENT, SYNC)
-"""The raw tables this module reads (for `nsys export --tables`)."""
+"""The raw tables this module reads (for `nsys export --tables`); nsys_sqlite.read_nsys reads
+them with the others (SYNCHRONIZATION once, for the syncs table too) and hands the frames in."""
 
-_EVENT_COLS = ints(
+EVENT_COLS = ints(
     "deviceId", "streamId", "correlationId", "globalPid", "eventId", "eventSyncId", "timestamp"
 )
-_SYNC_COLS = ints(
+SYNC_COLS = ints(
     "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType", "eventId",
     "eventSyncId",
 )  # fmt: skip
 RECORD_API = re.compile(r"^cu(da)?EventRecord")  # ...WithFlags, _ptsz variants too
 WAIT_API = re.compile(r"^cu(da)?StreamWaitEvent")
-_CUPTI_ENUM_COLUMN = "deprecatedSyncType"  # present: syncType follows CUPTI's enum
+CUPTI_ENUM_COLUMN = "deprecatedSyncType"  # present: syncType follows CUPTI's enum
 _CUPTI_STREAM_WAIT = 2
 _NO_ID = 0xFFFFFFFF  # CUPTI's "none" for stream and event ids
 ACTIONS = ["record", "wait"]
 
 
-def _calls(api_calls: pa.Table) -> pl.DataFrame:
-    """The record and stream-wait API calls, picked on the name dictionary (not per row)."""
-    cols = ["process_id", "thread_id", "start_ns", "end_ns", "name", "correlation_id"]
+def _calls(api: pl.DataFrame, api_names: Strings) -> pl.DataFrame:
+    """The record and stream-wait API calls, picked by name id on the raw API frame (the
+    names are matched once per distinct name, the rows by an integer `is_in`)."""
     empty = pl.DataFrame(
         schema={
             "process_id": pl.Int64,
@@ -67,27 +66,20 @@ def _calls(api_calls: pa.Table) -> pl.DataFrame:
             "_rec": pl.Boolean,
         }
     )
-    if api_calls.num_rows == 0:
-        return empty
-    name = api_calls.column("name").combine_chunks()
-    if not isinstance(name, pa.DictionaryArray):
-        name = name.dictionary_encode()
-    words = name.dictionary.to_pylist()
+    words = api_names.values.to_pylist()
     want = [i for i, w in enumerate(words) if w and (RECORD_API.match(w) or WAIT_API.match(w))]
-    if not want:
+    if api.height == 0 or not want:
         return empty
-    rows = pc.is_in(name.indices, pa.array(want, name.indices.type))
-    t = api_calls.select(cols).filter(rows)
-    df = pl.from_arrow(t)
-    assert isinstance(df, pl.DataFrame)
+    ids = want if api_names.dense else api_names.ids[want].tolist()
+    df = by_start(api.filter(pl.col("nameId").is_in(ids)))  # in api_calls' (start) order
     return (
         df.select(
-            "process_id",
-            "correlation_id",
-            "thread_id",
-            pl.col("start_ns").alias("api_start_ns"),
-            pl.col("end_ns").alias("api_end_ns"),
-            pl.col("name").cast(pl.String).alias("api"),
+            pid_of("globalTid").alias("process_id"),
+            pl.col("correlationId").alias("correlation_id"),
+            tid_of("globalTid").alias("thread_id"),
+            pl.col("start").alias("api_start_ns"),
+            pl.col("end").alias("api_end_ns"),
+            api_names.strings(df["nameId"]).alias("api"),
         )
         .with_columns(pl.col("api").str.contains(RECORD_API.pattern).alias("_rec"))
         .filter(pl.col("correlation_id").is_not_null())
@@ -99,10 +91,19 @@ def _id(col: str) -> pl.Expr:
     return pl.when(pl.col(col) != _NO_ID).then(pl.col(col))
 
 
-def cuda_events_table(source: Source, api_calls: pa.Table) -> pa.Table:
-    """Event records and stream waits of an nsys export (empty where it has neither)."""
-    ev, sync = source.read([Read(CUDA_EVENT, _EVENT_COLS), Read(SYNC, _SYNC_COLS)])
-    calls = _calls(api_calls)
+def cuda_events_table(
+    ev: pl.DataFrame,
+    sync: pl.DataFrame,
+    api: pl.DataFrame,
+    api_names: Strings,
+    cupti_enum: bool,
+) -> pa.Table:
+    """Event records and stream waits of an nsys export (empty where it has neither).
+
+    `ev`, `sync`: the raw CUDA_EVENT and SYNCHRONIZATION frames (EVENT_COLS, SYNC_COLS);
+    `api`: the raw CUDA API frame with its name dictionary; `cupti_enum`: SYNCHRONIZATION has
+    the `deprecatedSyncType` column (syncType follows CUPTI's enum)."""
+    calls = _calls(api, api_names)
     on = ["process_id", "correlation_id"]
     rec = ev.select(
         pl.col("deviceId").alias("device_id"),
@@ -126,7 +127,6 @@ def cuda_events_table(source: Source, api_calls: pa.Table) -> pa.Table:
         "start",
         "end",
     ).join(calls.drop("_rec"), on=on, how="left")
-    cupti_enum = _CUPTI_ENUM_COLUMN in source.columns(SYNC) if SYNC in source.tables else False
     is_wait = pl.col("api").str.contains(WAIT_API.pattern).fill_null(False)
     if cupti_enum:
         is_wait = is_wait | (pl.col("api").is_null() & (pl.col("syncType") == _CUPTI_STREAM_WAIT))

@@ -101,10 +101,12 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         Read("ENUM_CUDA_MEMCPY_OPER", ENUM_COLS), Read("ENUM_CUDA_MEM_KIND", ENUM_COLS),
         Read(PAYLOAD_ENTRIES, PAYLOAD_COLS), Read(GPU, GPU_COLS),
         Read(KERNEL, KERNEL_COLS), Read(RUNTIME, RUNTIME_COLS), Read(MEMCPY, MEMCPY_COLS),
-        Read(MEMSET, MEMSET_COLS), Read(SYNC, SYNC_COLS),
+        Read(MEMSET, MEMSET_COLS), Read(SYNC, SYNC_COLS | nsys_events.SYNC_COLS),
         Read(NVTX, NVTX_COLS, ("eventType", nvtx_types)),
+        Read(nsys_events.CUDA_EVENT, nsys_events.EVENT_COLS),
     ]  # fmt: skip
-    meta, strs, start, ecopy, emem, payload, gpu, kern, api, cp, ms, sync, nvtx = source.read(reads)
+    (meta, strs, start, ecopy, emem, payload, gpu, kern, api, cp, ms, sync, nvtx,
+     cuda_ev) = source.read(reads)  # fmt: skip
     strings = Strings(strs)
     # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
     clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
@@ -112,24 +114,20 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     keys = launch_keys(api)
     copy_kinds = short_copy_kinds(enum_labels(ecopy, "ENUM_CUDA_MEMCPY_OPER" in have, COPY_KINDS))
     mem_kinds = enum_labels(emem, "ENUM_CUDA_MEM_KIND" in have, MEM_KINDS)
+    cupti_enum = SYNC in have and nsys_events.CUPTI_ENUM_COLUMN in source.columns(SYNC)
+    seen = pl.concat([f["deviceId"].drop_nulls().unique() for f in (kern, cp, ms)])
     tables = {
         "kernels": kernels_table(kern, keys, strings, api_names),
         "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
         "api_calls": api_calls_table(api, api_names),
         "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
-        "devices": devices_table(
-            gpu,
-            pl.concat([kern["deviceId"], cp["deviceId"], ms["deviceId"]]).drop_nulls(),
-            GPU in have,
-            warnings,
-            str(path),
-        ),  # fmt: skip
+        "devices": devices_table(gpu, seen, GPU in have, warnings, str(path)),
         "syncs": syncs_table(sync),
+        "cuda_events": nsys_events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
     }
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
-    tables["cuda_events"] = nsys_events.cuda_events_table(source, tables["api_calls"])
     unnamed = kern["demangledName"].null_count()
     if unnamed:
         warnings.append(
