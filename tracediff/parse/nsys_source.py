@@ -33,7 +33,11 @@ from tracediff.parse import sqlite_pages
 from tracediff.parse.nsys_schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-_PAGE_KINDS: dict[pl.DataType, str] = {I64: "i", pl.Int32(): "i", F64: "f"}  # Read types the page decoder produces
+_PAGE_KINDS: dict[pl.DataType, str] = {
+    I64: "i",
+    pl.Int32(): "i",
+    F64: "f",
+}  # Read types the page decoder produces
 
 
 @dataclass(frozen=True)
@@ -134,14 +138,12 @@ class SqliteSource:
                 self._pages = sqlite_pages.PageReader(self.path)
             except (OSError, ValueError):
                 self._pages = None
-        # rowid tables whose records hold exactly the declared columns, by root page
-        self._roots = {
-            n: r
-            for n, r, sql in names
-            if isinstance(r, int) and r > 0 and not _unusual_table(sql or "")
-        }
+        # b-tree root page of each table (virtual tables have none; a WITHOUT ROWID table's
+        # root is an index page, which the page decoder refuses)
+        self._roots = {n: r for n, r, _ in names if isinstance(r, int) and r > 0}
         self._cols: dict[str, list[str]] = {}
         self._info: dict[str, list[tuple[Any, ...]]] = {}
+        self._plain: dict[str, bool] = {}
         self._local = threading.local()
         self._adbc_cons: list[Any] = []
         self._lock = threading.Lock()
@@ -186,6 +188,18 @@ class SqliteSource:
             self._cols[table] = [r[1] for r in self._info[table]]
         return self._cols[table]
 
+    def _plain_records(self, table: str) -> bool:
+        """Records hold one field per declared column, in order: no generated columns (hidden
+        2 or 3 in table_xinfo), which table_info leaves out and records do not store."""
+        if table not in self._plain:
+            try:
+                xinfo = self.con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
+            except sqlite3.DatabaseError:
+                xinfo = [(0,) * 7, (0,) * 7]
+            plain = all(r[6] == 0 for r in xinfo) and len(xinfo) == len(self.columns(table))
+            self._plain[table] = plain
+        return self._plain[table]
+
     def _page_spec(self, read: Read) -> tuple[int, list[int], list[str], int] | None:
         """(root page, record fields, kinds, rowid-alias field) of a read the page decoder can
         serve, or None: whole-table reads of numeric columns with no default values."""
@@ -198,6 +212,8 @@ class SqliteSource:
             return None
         fields = [cols.index(c) for c in have]
         if any(info[f][4] is not None for f in fields):  # DEFAULT: rows older than the column
+            return None
+        if not self._plain_records(read.table):
             return None
         pk = [r for r in info if r[5]]
         # a lone INTEGER PRIMARY KEY column is the rowid; its record field is stored as NULL
@@ -379,10 +395,3 @@ class SqliteSource:
         for con in self._adbc_cons:
             con.close()
         self._adbc_cons.clear()
-
-
-def _unusual_table(sql: str) -> bool:
-    """A table whose records do not hold one field per declared column in order, or that is
-    not a rowid table: read through SQLite, not from the pages."""
-    text = " ".join(sql.upper().split())
-    return "WITHOUT ROWID" in text or "GENERATED" in text or " AS (" in text or "VIRTUAL" in text
