@@ -52,39 +52,29 @@ _NO_ID = 0xFFFFFFFF  # CUPTI's "none" for stream and event ids
 ACTIONS = ["record", "wait"]
 
 
-def _calls(api: pl.DataFrame, api_names: Strings) -> pl.DataFrame:
-    """The record and stream-wait API calls, picked by name id on the raw API frame (the
-    names are matched once per distinct name, the rows by an integer `is_in`)."""
-    empty = pl.DataFrame(
-        schema={
-            "process_id": pl.Int64,
-            "correlation_id": pl.Int64,
-            "thread_id": pl.Int64,
-            "api_start_ns": pl.Int64,
-            "api_end_ns": pl.Int64,
-            "api": pl.String,
-            "_rec": pl.Boolean,
-        }
-    )
+def _name_ids(api_names: Strings, pattern: re.Pattern[str]) -> list[int]:
+    """Ids of the API names that match (once per distinct name, never per call)."""
     words = api_names.values.to_pylist()
-    want = [i for i, w in enumerate(words) if w and (RECORD_API.match(w) or WAIT_API.match(w))]
-    if api.height == 0 or not want:
-        return empty
-    ids = want if api_names.dense else api_names.ids[want].tolist()
-    df = by_start(api.filter(pl.col("nameId").is_in(ids)))  # in api_calls' (start) order
-    return (
-        df.select(
-            pid_of("globalTid").alias("process_id"),
-            pl.col("correlationId").alias("correlation_id"),
-            tid_of("globalTid").alias("thread_id"),
-            pl.col("start").alias("api_start_ns"),
-            pl.col("end").alias("api_end_ns"),
-            api_names.strings(df["nameId"]).alias("api"),
-        )
-        .with_columns(pl.col("api").str.contains(RECORD_API.pattern).alias("_rec"))
-        .filter(pl.col("correlation_id").is_not_null())
-        .unique(subset=["process_id", "correlation_id"], keep="first", maintain_order=True)
-    )
+    pos = [i for i, w in enumerate(words) if w and pattern.match(w)]
+    return pos if api_names.dense else api_names.ids[pos].tolist()
+
+
+def _calls(api: pl.DataFrame, rec_ids: list[int], wait_ids: list[int]) -> pl.DataFrame:
+    """The record and stream-wait API calls, picked by name id on the raw API frame; the name
+    stays an id (`_nid`) until the table's few rows are final."""
+    df = by_start(api.filter(pl.col("nameId").is_in(rec_ids + wait_ids)))  # api_calls' order
+    df = df.select(
+        pid_of("globalTid").alias("process_id"),
+        pl.col("correlationId").alias("correlation_id"),
+        tid_of("globalTid").alias("thread_id"),
+        pl.col("start").alias("api_start_ns"),
+        pl.col("end").alias("api_end_ns"),
+        pl.col("nameId").alias("_nid"),
+        pl.col("nameId").is_in(rec_ids).alias("_rec"),
+    ).filter(pl.col("correlation_id").is_not_null())
+    if df["correlation_id"].n_unique() == df.height:  # ids unique: so are (process, id) pairs
+        return df
+    return df.unique(subset=["process_id", "correlation_id"], keep="first", maintain_order=True)
 
 
 def _id(col: str) -> pl.Expr:
@@ -103,7 +93,8 @@ def cuda_events_table(
     `ev`, `sync`: the raw CUDA_EVENT and SYNCHRONIZATION frames (EVENT_COLS, SYNC_COLS);
     `api`: the raw CUDA API frame with its name dictionary; `cupti_enum`: SYNCHRONIZATION has
     the `deprecatedSyncType` column (syncType follows CUPTI's enum)."""
-    calls = _calls(api, api_names)
+    rec_ids, wait_ids = _name_ids(api_names, RECORD_API), _name_ids(api_names, WAIT_API)
+    calls = _calls(api, rec_ids, wait_ids)
     on = ["process_id", "correlation_id"]
     rec = ev.select(
         pl.col("deviceId").alias("device_id"),
@@ -127,9 +118,9 @@ def cuda_events_table(
         "start",
         "end",
     ).join(calls.drop("_rec"), on=on, how="left")
-    is_wait = pl.col("api").str.contains(WAIT_API.pattern).fill_null(False)
+    is_wait = pl.col("_nid").is_in(wait_ids).fill_null(False)
     if cupti_enum:
-        is_wait = is_wait | (pl.col("api").is_null() & (pl.col("syncType") == _CUPTI_STREAM_WAIT))
+        is_wait = is_wait | (pl.col("_nid").is_null() & (pl.col("syncType") == _CUPTI_STREAM_WAIT))
     waits = (
         waits.filter(is_wait & pl.col("stream_id").is_not_null())
         .with_columns(
@@ -146,6 +137,7 @@ def cuda_events_table(
     df = pl.concat(parts, how="diagonal_relaxed")
     if df.height:
         df = df.sort("api_start_ns", "_action", nulls_last=True, maintain_order=True)
+    df = df.with_columns(api_names.strings(df["_nid"]).alias("api")).drop("_nid")
     action = code_column(df["_action"] if df.height else pl.Series([], dtype=pl.Int32), ACTIONS)
     return finish("cuda_events", df.drop("_action"), {"action": action})
 
