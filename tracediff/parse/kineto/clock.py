@@ -78,6 +78,13 @@ class Clock:
         self._refused: dict[tuple[str, str], Any] = {}  # (role, ts|dur) → first unusable value
         self._coarse: set[tuple[str, str]] = set()  # (role, ts|dur) with sub-ns fractions lost
 
+    def merge(self, other: Clock) -> None:
+        """Take in what `other` (the clock of the trace's next segment) noted."""
+        self.missing_dur += other.missing_dur
+        for k, v in other._refused.items():
+            self._refused.setdefault(k, v)
+        self._coarse |= other._coarse
+
     def ns(self, values: list[Any], what: str, role: str) -> pl.Series:
         if what == "dur":
             self.missing_dur += values.count(None)

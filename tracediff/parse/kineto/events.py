@@ -138,12 +138,14 @@ _ERRORS = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # Validatio
 
 class _Window:
     """A sliding window over a stream: `buf[lo:hi]` holds the bytes not yet consumed. One
-    buffer is reused (moved to its front as it is consumed), so the JSON is copied once."""
+    buffer is reused (moved to its front as it is consumed), so the JSON is copied once.
+    `base` is the stream offset of buf[0]."""
 
-    def __init__(self, src: Any, size: int) -> None:
+    def __init__(self, src: Any, size: int, base: int = 0) -> None:
         self.src = src
         self.buf = bytearray(size)
         self.lo = self.hi = 0
+        self.base = base
         self.eof = False
 
     def fill(self, end: int) -> None:
@@ -158,6 +160,7 @@ class _Window:
                 with memoryview(self.buf) as mv:
                     mv[:keep] = mv[self.lo : self.hi]
             end -= self.lo
+            self.base += self.lo
             self.lo, self.hi = 0, keep
         while self.hi < end and not self.eof:
             with memoryview(self.buf) as mv:
@@ -179,45 +182,72 @@ class _Window:
             buf[start], buf[stop - 1] = a, b
 
 
-def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
+def chunks(
+    src: Any, exact: bool, out: list[Doc], start: int = 0, stop: int | None = None
+) -> Iterator[list[Any]]:
     """Event lists of the traceEvents array, a piece at a time, read from `src` (a Source);
-    appends the Doc to `out` at the end. Raises NotChunked (possibly after yielding) when the
-    pieces cannot be vouched for."""
-    w = _Window(src, min(CHUNK_BYTES + (2 << 20), src.size_hint + 64))
-    w.fill(CHUNK_BYTES)
-    m = _KEY.search(w.buf, 0, w.hi)
-    if m is None:
-        raise NotChunked
-    try:  # the document up to the array, closed: proves the key is the top-level one
-        head = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
-    except _ERRORS:
-        raise NotChunked from None
-    pos = m.end()  # first byte of the array's content; buf[pos - 1] is not part of a piece
+    appends the Doc of the document's keys it read to `out` at the end. Raises NotChunked
+    (possibly after yielding) when the pieces cannot be vouched for.
+
+    A segment of the array (segments.py) is read with `start` > 0, the offset of an element's
+    `{` (src positioned there, the byte before it loaded as the first piece's `[`), and/or `stop`,
+    the offset just past a cut's `}` and one separator byte: the last piece ends there. The
+    segments' pieces tile the array, so when every piece decodes strictly the array's text is
+    the pieces' elements joined by commas, and JSON's grammar makes them exactly its elements."""
+    hint = src.size_hint if stop is None else stop - start + 1
+    w = _Window(src, min(CHUNK_BYTES + (2 << 20), hint + 64), base=max(start - 1, 0))
+    if start == 0:
+        w.fill(CHUNK_BYTES)
+        m = _KEY.search(w.buf, 0, w.hi)
+        if m is None or (stop is not None and m.end() >= stop):
+            raise NotChunked
+        try:  # the document up to the array, closed: proves the key is the top-level one
+            head = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
+        except _ERRORS:
+            raise NotChunked from None
+        out.append(Doc(head))
+        pos = m.end()  # first byte of the array's content; buf[pos - 1] is not part of a piece
+    else:
+        src.seek(start - 1)
+        pos = 1
     want = CHUNK_BYTES + (1 << 20)
     while True:
         w.lo = pos - 1
         w.fill(pos + want)
         pos = w.lo + 1
-        cut = _CUT.search(w.buf, pos + CHUNK_BYTES, w.hi) if w.hi > pos + CHUNK_BYTES else None
+        end = None if stop is None else stop - w.base  # the segment's end, in buf
+        if end is not None and end - pos <= want:  # the segment's last piece
+            if w.hi < end:
+                raise NotChunked  # the file is shorter than when the segments were cut
+            try:
+                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=end))
+            except _ERRORS:
+                raise NotChunked from None
+            yield events
+            return
+        limit = w.hi if end is None else min(w.hi, end)
+        cut = _CUT.search(w.buf, pos + CHUNK_BYTES, limit) if limit > pos + CHUNK_BYTES else None
         events = None
         for _ in range(_TRIES):
             if cut is None:
                 break
-            stop = cut.start() + 2  # the `}`, then one separator byte to hold the `]`
+            cut_stop = cut.start() + 2  # the `}`, then one separator byte to hold the `]`
             try:
-                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=stop))
+                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=cut_stop))
                 break
             except msgspec.ValidationError:
                 raise NotChunked from None
             except _ERRORS as e:
                 at = re.search(r"byte (\d+)", str(e))
-                if at and int(at.group(1)) < stop - pos:
+                if at and int(at.group(1)) < cut_stop - pos:
                     # not at the cut: the array ended before it (the rest is decoded as a
                     # document below), or the JSON is broken (and that decode says so)
+                    if stop is not None:
+                        raise NotChunked from None  # not in a segment that ends in the array
                     cut = None
                     want = -1
                     break
-                cut = _CUT.search(w.buf, cut.end(), w.hi)  # the cut was inside a value
+                cut = _CUT.search(w.buf, cut.end(), limit)  # the cut was inside a value
         else:
             raise NotChunked
         if events is not None:
@@ -226,6 +256,8 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
             pos = cut.end() - 1  # type: ignore[union-attr]
             want = CHUNK_BYTES + (1 << 20)
         elif w.eof:
+            if stop is not None:
+                raise NotChunked
             break
         elif want < 0:  # the rest, whole
             while not w.eof:
@@ -244,7 +276,7 @@ def chunks(src: Any, exact: bool, out: list[Doc]) -> Iterator[list[Any]]:
     events = tail.traceEvents
     tail.traceEvents = None
     yield events
-    out.append(Doc(head, tail))
+    out.append(Doc(tail))
 
 
 def _tail(rest: bytes, exact: bool) -> Any:

@@ -23,7 +23,7 @@ from tracediff import schema
 from tracediff.errors import InputError
 from tracediff.runfile import Run
 
-from . import events, tables
+from . import events, segments, tables
 from .clock import Clock, NeedExact
 from .roles import Roles
 from .source import Source, read_json_bytes
@@ -68,17 +68,23 @@ def read_kineto(path: Path) -> Run:
 def _build(path: Path, exact: bool) -> Run:
     src = Source(path)
     try:
-        docs: list[events.Doc] = []
-        roles = _absorb(path, events.chunks(src, exact, docs), exact)
-        doc = docs[0]
+        segs = segments.bounds(src)
+    finally:
+        src.close()
+    try:
+        try:
+            roles, doc = segments.read(path, exact, segs)
+        except events.NotChunked:
+            if len(segs) == 1:
+                raise
+            # a boundary between segments fell inside a value: one segment tries further cuts
+            roles, doc = segments.read(path, exact, [(0, None)])
     except events.NotChunked:
         data = read_json_bytes(path)
         whole = _decode_whole(path, data, exact)
         del data
         roles = _absorb(path, events.whole(whole), exact)
         doc = events.Doc(whole)
-    finally:
-        src.close()
     frames = {r: roles.frame(r) for r in _ROLES}
     roles.clock.check(_CLOCK_ORDER, _CLOCK_LABELS)
 

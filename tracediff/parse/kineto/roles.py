@@ -156,6 +156,18 @@ class Roles:
             else:
                 self._add(role, evs)
 
+    def merge(self, other: Roles) -> None:
+        """Append the rows of `other` (the next segment of the same trace) after these."""
+        self.n_events += other.n_events
+        self.no_ts += other.no_ts
+        for role, cols in other._cols.items():
+            mine = self._cols[role]
+            for c, parts in cols.items():
+                mine.setdefault(c, []).extend(parts)
+        self._seen |= other._seen
+        self._steps += other._steps
+        self.clock.merge(other.clock)
+
     def _cpu_ops(self, evs: list[Any]) -> None:
         """Of the operators only ProfilerStep#N and record_param_comms are read; most chunks
         have neither, which one C-level search over their names tells."""

@@ -182,6 +182,17 @@ class Source:
     def close(self) -> None:
         self._f.close()
 
+    def seek(self, offset: int) -> None:
+        """Read on from `offset` of the JSON (plain files only: gzip cannot seek)."""
+        if self.gzip:
+            raise ValueError("a gzip stream cannot seek")
+        try:
+            self._f.seek(offset)
+        except OSError as e:
+            raise InputError(
+                f"{self.path}: cannot read: {e.strerror or e}", "check the path and permissions"
+            ) from None
+
     def readinto(self, buf: memoryview) -> int:
         """Fill `buf` from the start with the next JSON bytes; 0 at the end."""
         try:

@@ -1,0 +1,217 @@
+"""A large plain-JSON trace read in segments, by this process and one worker process at once.
+
+Stage: parse (inside the Kineto reader). Input: a `.json` path (gzip cannot seek, so a `.json.gz`
+is one segment); output: the merged per-role columns (`Roles`) and the document's keys (`Doc`).
+
+The traceEvents array is split at `}`, `,` and `{` meeting near every SEGMENT_BYTES of the file
+(`bounds`: a few small reads, no decode); each segment is read, decoded and turned into Arrow
+columns on its own (events.chunks with start/stop, roles.Roles), and the segments' columns are
+concatenated in file order. Which process reads a segment does not change its columns, so the
+tables are the same whether the worker runs or not. A boundary that is not between two elements
+(inside a string holding `}, {`) fails a piece's strict decode, and the reader then reads the
+file as one segment. The worker is a spawned interpreter (polars' thread pool does not survive a
+fork, nor runs the caller's __main__); the two processes take segments from one counter, so a busy
+core gets fewer of them.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+from typing import Any
+
+from . import events
+from .clock import Clock
+from .roles import Roles
+from .source import Source
+
+SEGMENT_BYTES = 64 << 20
+"""JSON bytes per segment: large enough that a segment's fixed costs (its first and last
+pieces, one pickled result) vanish, small enough that two processes finish close together."""
+
+WORKERS = 1
+"""Worker processes beside this one (0: read every segment here). Used only when this process
+may run on two or more CPUs and the file has two or more segments."""
+
+READ_HERE = True
+"""Whether this process reads segments too (tests turn it off so the worker reads them all)."""
+
+Bounds = list[tuple[int, int | None]]
+
+
+def bounds(src: Source, segment_bytes: int | None = None) -> Bounds:
+    """[start, stop) of each segment: segment 0 starts at the document's beginning, the last
+    one runs to its end (None); between them, a cut's `}` + one byte ends a segment and the
+    next starts at the cut's `{`."""
+    size = src.size_hint
+    step = segment_bytes or SEGMENT_BYTES
+    n = size // step
+    if src.gzip or n < 2:
+        return [(0, None)]
+    cuts: list[tuple[int, int]] = []
+    with open(src.path, "rb") as f:
+        for k in range(1, n):
+            off = k * size // n
+            f.seek(off)
+            m = events._CUT.search(f.read(1 << 20))
+            if m is not None and (not cuts or off + m.start() > cuts[-1][1]):
+                cuts.append((off + m.start() + 2, off + m.end() - 1))
+    starts = [0] + [b for _, b in cuts]
+    stops: list[int | None] = [a for a, _ in cuts]
+    return list(zip(starts, [*stops, None], strict=True))
+
+
+def workers(n_segments: int) -> int:
+    if n_segments < 2 or WORKERS < 1:
+        return 0
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return WORKERS if cpus >= 2 else 0
+
+
+def read_segment(
+    path: Path, exact: bool, start: int, stop: int | None
+) -> tuple[Roles, list[events.Doc]]:
+    """One segment's per-role columns and the document keys it holds (head and/or tail)."""
+    src = Source(path)
+    docs: list[events.Doc] = []
+    roles = Roles(Clock(path, exact))
+    try:
+        for evs in events.chunks(src, exact, docs, start, stop):
+            roles.add(evs)
+            del evs
+    finally:
+        src.close()
+    return roles, docs
+
+
+def read(path: Path, exact: bool, segs: Bounds) -> tuple[Roles, events.Doc]:
+    """Every segment, merged in file order; raises events.NotChunked as events.chunks does."""
+    parts = _parallel(path, exact, segs) if workers(len(segs)) else None
+    if parts is None:
+        parts = [read_segment(path, exact, a, b) for a, b in segs]
+    roles = parts[0][0]
+    for r, _ in parts[1:]:
+        roles.merge(r)
+    return roles, events.Doc(*(d for _, docs in parts for d in docs))
+
+
+_NOT_CHUNKED = "not chunked"
+
+
+def _serve() -> None:
+    """The worker process (`python -c`, argv: JSON of the job): asks for a segment, reads it,
+    sends the result with the next request, until the main process answers None."""
+    import json
+    import sys
+    from multiprocessing.connection import Connection
+
+    gc.disable()  # as in read_kineto: the records form no cycles
+    job = json.loads(sys.argv[1])
+    events.CHUNK_BYTES = job["chunk"]
+    segs = [tuple(b) for b in job["segs"]]
+    path, exact = Path(job["path"]), job["exact"]
+    down = Connection(job["down"], writable=False)
+    up = Connection(job["up"], readable=False)
+    msg: tuple[int, Any] = (-1, None)
+    while True:
+        up.send(msg)
+        k = down.recv()
+        if k is None:
+            break
+        try:
+            msg = (k, read_segment(path, exact, *segs[k]))
+        except events.NotChunked:
+            msg = (k, _NOT_CHUNKED)
+        except Exception:  # noqa: BLE001 - the main process reads that segment and says why
+            msg = (k, None)
+    up.close()
+
+
+def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
+    """Segments read here and in a worker process (a fresh interpreter running `_serve`, which
+    neither forks this process's threads nor runs its __main__); None when none can start."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    from multiprocessing.connection import Connection
+
+    import tracediff
+
+    lock = threading.Lock()
+    todo = iter(range(len(segs)))
+
+    def take() -> int | None:
+        with lock:
+            return next(todo, None)
+
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    job = {
+        "path": str(path),
+        "exact": exact,
+        "segs": segs,
+        "chunk": events.CHUNK_BYTES,
+        "down": down_r,
+        "up": up_w,
+    }
+    root = str(Path(tracediff.__file__).resolve().parents[1])
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); "
+        "from tracediff.parse.kineto.segments import _serve; _serve()"
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps(job)],
+            pass_fds=(down_r, up_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:  # no process can be started here: read alone
+        for fd in (down_r, down_w, up_r, up_w):
+            os.close(fd)
+        return None
+    os.close(down_r)
+    os.close(up_w)
+    down, up = Connection(down_w, readable=False), Connection(up_r, writable=False)
+    parts: dict[int, Any] = {}
+    failed: list[bool] = []
+
+    def serve() -> None:  # the worker's requests and results, answered while this one reads
+        try:
+            while True:
+                k, part = up.recv()
+                if isinstance(part, str):  # _NOT_CHUNKED: stop both
+                    failed.append(True)
+                    with lock:
+                        for _ in todo:
+                            pass
+                elif part is not None:
+                    parts[k] = part
+                down.send(take())
+        except (EOFError, OSError):  # the worker ended (or died: its segments are read here)
+            pass
+
+    thread = threading.Thread(target=serve, name="kineto-segments", daemon=True)
+    thread.start()
+    try:
+        while READ_HERE and not failed and (k := take()) is not None:
+            parts[k] = read_segment(path, exact, *segs[k])
+        thread.join()
+        if failed:
+            raise events.NotChunked
+        for k, (a, b) in enumerate(segs):  # segments the worker failed or did not finish
+            if k not in parts:
+                parts[k] = read_segment(path, exact, a, b)
+    finally:
+        down.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        up.close()
+    return [parts[k] for k in range(len(segs))]
