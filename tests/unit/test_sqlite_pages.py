@@ -121,13 +121,14 @@ _reals = st.one_of(st.floats(allow_nan=False), st.integers(-(2**53), 2**53), st.
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    rows=st.lists(st.tuples(_ints, _reals, _ints, st.text(max_size=30)), max_size=600),
+    rows=st.lists(st.tuples(_ints, _reals, _ints, st.text(max_size=30) | st.none()), max_size=600),
     added=st.lists(_ints, max_size=50),
     workers=st.sampled_from([1, 2, 4]),
 )
 def test_generated_tables_equal_sqlite(
-    tmp_path: Path, rows: list, added: list, workers: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list, added: list, workers: int
 ) -> None:
+    monkeypatch.setattr(sqlite_pages, "_SPLIT_ROWS", 64)  # several parts from a few hundred rows
     path = tmp_path / "t.sqlite"
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
@@ -138,14 +139,18 @@ def test_generated_tables_equal_sqlite(
     con.executemany("INSERT INTO t (a, late) VALUES (1, ?)", [(v,) for v in added])
     con.commit()
     (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
-    cols = [(0, "id", "i"), (1, "a", "i"), (2, "r", "f"), (3, "b", "i"), (5, "late", "i")]
+    cols = [(0, "id", "i"), (1, "a", "i"), (2, "r", "f"), (3, "b", "i"), (4, "s", "s"),
+            (5, "late", "i")]  # fmt: skip
     reader = PageReader(path)
     try:
         got = reader.read(root, [c[0] for c in cols], [c[2] for c in cols], 0, workers)
         assert got is not None
         assert [a.to_pylist() for a in got] == _expected(con, "t", cols)
-        # a text column asked for as a number is refused, not misread
-        assert reader.read(root, [4], ["i"], 0, workers) is None or not any(r[3] for r in rows)
+        # text asked for as a number, or numbers as text, are refused, not misread
+        refused = reader.read(root, [4], ["i"], 0, workers) is None
+        assert refused == any(r[3] is not None for r in rows)
+        refused = reader.read(root, [1], ["s"], 0, workers) is None
+        assert refused == (any(r[0] is not None for r in rows) or bool(added))
     finally:
         reader.close()
         con.close()
@@ -237,6 +242,9 @@ def test_damaged_pages_never_crash(tmp_path: Path, flips: list[tuple[int, int]])
     good = tmp_path / "good.sqlite"
     if not good.exists():
         _small_table(good)
+    con = sqlite3.connect(good)
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
+    con.close()
     data = bytearray(good.read_bytes())
     for at, value in flips:  # bytes past the 100-byte file header: pages, pointers, records
         data[100 + at % (len(data) - 100)] = value
@@ -244,14 +252,9 @@ def test_damaged_pages_never_crash(tmp_path: Path, flips: list[tuple[int, int]])
     bad.write_bytes(bytes(data))
     reader = PageReader(bad)
     try:
-        con = sqlite3.connect(bad)
-        (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
-        con.close()
-    except sqlite3.DatabaseError:
-        root = 2
-    try:
-        got = reader.read(int(root) if isinstance(root, int) else 2, [0, 1], ["i", "i"], -1, 2)
-        assert got is None or len(got[0]) == len(got[1])
+        for kinds in (["i", "i"], ["s", "f"]):
+            got = reader.read(root, [0, 1], kinds, -1, 2)
+            assert got is None or len(got[0]) == len(got[1])
     finally:
         reader.close()
 
@@ -289,3 +292,30 @@ def test_source_reads_the_big_tables_from_pages(tmp_path: Path) -> None:
     finally:
         fast.close()
         slow.close()
+
+
+def test_text_with_invalid_utf8_reads_as_through_sqlite(tmp_path: Path) -> None:
+    """SQLite TEXT may hold any bytes: both paths give U+FFFD for the bad ones, and a
+    `where_in` read filters the same rows."""
+    import polars as pl
+
+    from tracediff.parse.nsys_source import Read
+
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE n (a INTEGER, s TEXT)")
+    con.executemany("INSERT INTO n VALUES (?, ?)", [(i, f"range {i} \u00e9") for i in range(300)])
+    con.execute("INSERT INTO n VALUES (300, CAST(x'6f6bff' AS TEXT))")
+    con.commit()
+    con.close()
+    read = Read("n", {"a": pl.Int64(), "s": pl.String()}, ("a", (3, 300)))
+    frames = []
+    for pages in (True, False):
+        src = SqliteSource(path, workers=2, pages=pages)
+        try:
+            frames.append(src.read([read])[0])
+            assert (src._adbc_cons == []) == pages
+        finally:
+            src.close()
+    assert frames[0].equals(frames[1])
+    assert frames[0].rows() == [(3, "range 3 \u00e9"), (300, "ok\ufffd")]

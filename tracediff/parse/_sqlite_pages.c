@@ -10,11 +10,12 @@
  * cell into preallocated column buffers, with the GIL released, so leaf ranges decode on
  * several threads.
  *
- * Only the plain case is decoded: a rowid table whose wanted fields hold integers, reals or NULL
- * and whose records fit in their page (no overflow pages). Anything else -- text or a blob in a
- * wanted field, a real in an integer column, a page that is not a table b-tree page, an offset
- * outside its page, a cycle in the tree -- raises ValueError and the caller reads the table
- * through SQLite, so errors and their messages stay SQLite's. Every read is bounds-checked:
+ * Only the plain case is decoded: a rowid table whose wanted fields hold integers, reals, text
+ * or NULL as asked, and whose records fit in their page (no overflow pages). Anything else --
+ * text or a blob in a numeric field, a number in a text field, a real in an integer column, a
+ * page that is not a table b-tree page, an offset outside its page, a cycle in the tree --
+ * raises ValueError and the caller reads the table through SQLite, so errors and their
+ * messages stay SQLite's. Every read is bounds-checked:
  * a corrupt file can make this refuse, never read outside the mapping.
  *
  * File format: https://www.sqlite.org/fileformat2.html (1.3 header, 1.6 b-tree pages,
@@ -187,13 +188,33 @@ static PyObject *py_leaves(PyObject *self, PyObject *args) {
 static const uint8_t SIZE[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
 
 typedef struct {
+    char *v;
+    size_t n, cap;
+} Bytes;
+
+static int append(Bytes *a, const uint8_t *p, size_t n) {
+    if (a->n + n > a->cap) {
+        size_t cap = a->cap ? a->cap : 4096;
+        while (cap < a->n + n) cap *= 2;
+        char *v = realloc(a->v, cap);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    memcpy(a->v + a->n, p, n);
+    a->n += n;
+    return 0;
+}
+
+typedef struct {
     int nwant;
     int maxfield;
     int ipk;                 /* record field that aliases the rowid, or -1 */
     int16_t *slot;           /* record field -> output column, or -1 */
-    const char *kinds;       /* per output column: 'i' int64, 'f' float64 */
-    uint8_t **vals;          /* per output column, 8 bytes a row */
+    const char *kinds;       /* per output column: 'i' int64, 'f' float64, 's' text */
+    uint8_t **vals;          /* per output column, 8 bytes a row (text: int64 end offsets) */
     uint8_t **valid;         /* per output column, 1 byte a row */
+    Bytes *text;             /* per output column: the UTF-8 bytes of a text column */
     Py_ssize_t *nulls;       /* per output column */
     Py_ssize_t rows;         /* capacity of the outputs from row0 on */
 } Out;
@@ -225,7 +246,12 @@ static inline void put(Out *o, int j, Py_ssize_t r, uint64_t st, const uint8_t *
 }
 
 static inline void put_null(Out *o, int j, Py_ssize_t r) {
-    memset(o->vals[j] + 8 * r, 0, 8);
+    if (o->kinds[j] == 's') {
+        int64_t end = (int64_t)o->text[j].n;  /* an empty value: offsets stay put */
+        memcpy(o->vals[j] + 8 * r, &end, 8);
+    } else {
+        memset(o->vals[j] + 8 * r, 0, 8);
+    }
     o->valid[j][r] = 0;
     o->nulls[j]++;
 }
@@ -275,7 +301,7 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
                 int j = o->slot[k];
                 if (j >= 0) {
                     if (off + size > (uint64_t)(rend - body)) return "field past the record";
-                    if (k == o->ipk && st == 0) {
+                    if (k == o->ipk && st == 0 && o->kinds[j] != 's') {
                         int64_t id = (int64_t)rowid;
                         if (o->kinds[j] == 'f') {
                             double dv = (double)id;
@@ -286,6 +312,12 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
                         o->valid[j][r] = 1;
                     } else if (st == 0) {
                         put_null(o, j, r);
+                    } else if (o->kinds[j] == 's') {
+                        if (st < 13 || (st & 1) == 0) return "a number or blob in a text column";
+                        if (append(&o->text[j], body + off, size)) return "out of memory";
+                        int64_t end = (int64_t)o->text[j].n;
+                        memcpy(o->vals[j] + 8 * r, &end, 8);
+                        o->valid[j][r] = 1;
                     } else if (st >= 10) {
                         return "text or blob in a numeric column";
                     } else if (st == 7 && o->kinds[j] != 'f') {
@@ -303,13 +335,16 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
     return NULL;
 }
 
-/* decode(file, leaves_u32, fields, kinds, ipk, values, valid, row0) -> (rows, null counts)
+/* decode(file, leaves_u32, fields, kinds, ipk, values, valid, row0)
+ *     -> (rows, null counts, text bytes)
  *
  * file: the whole SQLite file (a read-only buffer); leaves_u32: leaf page numbers (uint32,
  * native order) from leaves(); fields: record field index per output column; kinds: bytes,
- * b'i' (int64) or b'f' (float64) per output column; ipk: the field that aliases the rowid, or
- * -1; values / valid: writable buffers per output column (8 / 1 bytes a row), written from row
- * row0 on.
+ * b'i' (int64), b'f' (float64) or b's' (text) per output column; ipk: the field that aliases
+ * the rowid, or -1; values / valid: writable buffers per output column (8 / 1 bytes a row),
+ * written from row row0 on. A text column's values are the end offsets of each row's bytes in
+ * its text bytes (returned, one bytes object per column, b"" for numeric ones), counted from
+ * the start of this call's rows.
  */
 static PyObject *py_decode(PyObject *self, PyObject *args) {
     Py_buffer file, leaves, kinds;
@@ -327,8 +362,9 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     uint8_t **vmask = calloc(nwant ? nwant : 1, sizeof(uint8_t *));
     Py_ssize_t *nulls = calloc(nwant ? nwant : 1, sizeof(Py_ssize_t));
     int16_t *slot = malloc(MAX_FIELDS * sizeof(int16_t));
+    Bytes *text = calloc(nwant ? nwant : 1, sizeof(Bytes));
     int got_v = 0, got_m = 0;
-    if (!vb || !mb || !vals || !vmask || !nulls || !slot) {
+    if (!vb || !mb || !vals || !vmask || !nulls || !slot || !text) {
         PyErr_NoMemory();
         goto done;
     }
@@ -347,8 +383,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             goto done;
         }
         char kind = ((const char *)kinds.buf)[j];
-        if (kind != 'i' && kind != 'f') {
-            PyErr_SetString(PyExc_ValueError, "decode: kinds are b'i' or b'f'");
+        if (kind != 'i' && kind != 'f' && kind != 's') {
+            PyErr_SetString(PyExc_ValueError, "decode: kinds are b'i', b'f' or b's'");
             goto done;
         }
         slot[k] = (int16_t)j;
@@ -377,7 +413,7 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
     const char *err = file_init(&f, file.buf, file.len);
     Py_ssize_t rows = 0;
     if (!err) {
-        Out o = {nwant, maxfield, ipk, slot, kinds.buf, vals, vmask, nulls, cap - row0};
+        Out o = {nwant, maxfield, ipk, slot, kinds.buf, vals, vmask, text, nulls, cap - row0};
         Py_BEGIN_ALLOW_THREADS
         err = decode(&f, leaves.buf, leaves.len / 4, &o, &rows);
         Py_END_ALLOW_THREADS
@@ -387,10 +423,22 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         goto done;
     }
     PyObject *counts = PyTuple_New(nwant);
-    if (!counts) goto done;
-    for (int j = 0; j < nwant; j++) PyTuple_SET_ITEM(counts, j, PyLong_FromSsize_t(nulls[j]));
-    result = Py_BuildValue("nN", rows, counts);
+    PyObject *texts = PyTuple_New(nwant);
+    if (!counts || !texts) {
+        Py_XDECREF(counts);
+        Py_XDECREF(texts);
+        goto done;
+    }
+    for (int j = 0; j < nwant; j++) {
+        PyTuple_SET_ITEM(counts, j, PyLong_FromSsize_t(nulls[j]));
+        PyTuple_SET_ITEM(texts, j,
+                         PyBytes_FromStringAndSize(text[j].v ? text[j].v : "", text[j].n));
+    }
+    result = Py_BuildValue("nNN", rows, counts, texts);
 done:
+    if (text)
+        for (int j = 0; j < nwant; j++) free(text[j].v);
+    free(text);
     for (int j = 0; j < got_v; j++) PyBuffer_Release(&vb[j]);
     for (int j = 0; j < got_m; j++) PyBuffer_Release(&mb[j]);
     free(vb);
@@ -409,7 +457,7 @@ static PyMethodDef methods[] = {
     {"leaves", py_leaves, METH_VARARGS,
      "leaves(file, root) -> (leaf pages as uint32 bytes, cell counts as uint32 bytes)"},
     {"decode", py_decode, METH_VARARGS,
-     "decode(file, leaves, fields, kinds, ipk, values, valid, row0) -> (rows, null counts)"},
+     "decode(file, leaves, fields, kinds, ipk, values, valid, row0) -> (rows, nulls, texts)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,10 +4,10 @@ Stage: parse (nsys), first step. Input: an nsys SQLite export (`SqliteSource`; t
 folder reader `ParquetSource` is in nsys_cli.py and answers the same `Read`s). Output: one
 polars frame per `Read`, columns in the requested order and types, absent columns as nulls.
 
-A read whose columns are all numeric (the big event tables: kernels, CUDA API calls, memcpy,
-memset, syncs, CUDA events) is decoded straight from the file's pages by the native module
-(sqlite_pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took ~1.2), split over the
-worker threads by leaf page. Every other read, and any table the page decoder refuses, is pulled
+A read of integer, real and text columns (the event tables: kernels, CUDA API calls, memcpy,
+memset, syncs, CUDA events, NVTX; the string table) is decoded straight from the file's pages by
+the native module (sqlite_pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took
+~1.2), split over the worker threads by leaf page. Every other read, and any table the page decoder refuses, is pulled
 as Arrow in one batch (ADBC's SQLite driver; tables spread over a thread pool, since SQLite
 readers run concurrently and ADBC releases the GIL; a table that outweighs all the others split
 by rowid range), with a stdlib `sqlite3` fallback. No Python loop runs per row except the UTF-8
@@ -33,11 +33,8 @@ from tracediff.parse import sqlite_pages
 from tracediff.parse.nsys_schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-_PAGE_KINDS: dict[pl.DataType, str] = {
-    I64: "i",
-    pl.Int32(): "i",
-    F64: "f",
-}  # Read types the page decoder produces
+# Read types the page decoder produces
+_PAGE_KINDS: dict[pl.DataType, str] = {I64: "i", pl.Int32(): "i", F64: "f", STR: "s"}
 
 
 @dataclass(frozen=True)
@@ -202,13 +199,16 @@ class SqliteSource:
 
     def _page_spec(self, read: Read) -> tuple[int, list[int], list[str], int] | None:
         """(root page, record fields, kinds, rowid-alias field) of a read the page decoder can
-        serve, or None: whole-table reads of numeric columns with no default values."""
-        if self._pages is None or read.where_in is not None or read.table not in self._roots:
+        serve, or None: reads of integer, real and text columns with no default values (a
+        `where_in` filter is applied after decoding, on a column the read includes)."""
+        if self._pages is None or read.table not in self._roots:
             return None
         cols = self.columns(read.table)
         info = self._info[read.table]
         have = [c for c in read.cols if c in cols]
         if not have or any(read.cols[c] not in _PAGE_KINDS for c in have):
+            return None
+        if read.where_in is not None and read.where_in[0] in cols and read.where_in[0] not in have:
             return None
         fields = [cols.index(c) for c in have]
         if any(info[f][4] is not None for f in fields):  # DEFAULT: rows older than the column
@@ -230,8 +230,10 @@ class SqliteSource:
         if arrays is None:
             return None
         have = [c for c in read.cols if c in set(self.columns(read.table))]
-        df = pl.from_arrow(pa.Table.from_arrays(arrays, names=have), rechunk=False)
+        df = pl.from_arrow(_utf8(pa.Table.from_arrays(arrays, names=have)), rechunk=False)
         assert isinstance(df, pl.DataFrame)
+        if read.where_in is not None and read.where_in[0] in have:
+            df = df.filter(pl.col(read.where_in[0]).is_in(list(read.where_in[1])))
         return typed(df, read, have, self.src)
 
     def _exec(self, sql: str) -> list[tuple[Any, ...]]:

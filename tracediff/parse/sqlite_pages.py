@@ -2,14 +2,14 @@
 
 Stage: parse (nsys), the fast path of `nsys_source.SqliteSource` for the big event tables.
 Input: the SQLite file (memory-mapped), a table's root page and the record fields wanted with
-their kinds (int64 or float64). Output: one Arrow array per field, in rowid order: exactly what
-`SELECT fields FROM table` returns through SQLite, nulls included.
+their kinds (int64, float64 or text). Output: one Arrow array per field, in rowid order: exactly
+what `SELECT fields FROM table` returns through SQLite, nulls included.
 
 `_sqlite_pages.c` walks the table b-tree to its leaf pages, then decodes every cell of a range
 of leaves into preallocated column buffers with the GIL released; here the leaves are cut into
 one range per worker thread by their cell counts, so no part is copied or concatenated after.
-It refuses (ValueError, and `read` returns None) anything but the plain case: text, a blob or a
-real where an integer is wanted, records that spill into overflow pages, a page that is not a
+It refuses (ValueError, and `read` returns None) anything but the plain case: text or a blob
+where a number is wanted, a number where text is, a real where an integer is, records that spill into overflow pages, a page that is not a
 table b-tree page, an offset outside its page. The caller then reads through SQLite, so
 malformed files keep SQLite's own errors. The caller checks what the pages alone cannot tell:
 no default value on a wanted column (old rows would lack it), no generated columns, and which
@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - built by `pip install` wherever a comp
     _native = None
 
 AVAILABLE = _native is not None
+_TYPES = {"i": pa.int64(), "f": pa.float64(), "s": pa.large_string()}
 _SPLIT_ROWS = 1 << 16  # a table with fewer rows decodes on one thread
 
 
@@ -56,9 +57,10 @@ class PageReader:
         ipk: int = -1,
         workers: int = 1,
     ) -> list[pa.Array] | None:
-        """Arrays of record `fields` (kinds 'i' int64 / 'f' float64) of the table rooted at
-        page `root`, in rowid order; `ipk` is the field that aliases the rowid (-1: none).
-        None where the table is not the plain case (module docstring)."""
+        """Arrays of record `fields` (kinds 'i' int64, 'f' float64, 's' text as large_string,
+        bytes unchecked: the caller validates UTF-8) of the table rooted at page `root`, in
+        rowid order; `ipk` is the field that aliases the rowid (-1: none). None where the table
+        is not the plain case (module docstring)."""
         if _native is None or not fields:
             return None
         try:
@@ -69,34 +71,53 @@ class PageReader:
         ends = np.cumsum(np.frombuffer(raw_counts, np.uint32), dtype=np.int64)
         rows = int(ends[-1]) if len(ends) else 0
         firsts = np.concatenate([[0], ends])
-        types = [pa.float64() if k == "f" else pa.int64() for k in kinds]
-        values = [np.empty(rows, np.float64 if k == "f" else np.int64) for k in kinds]
+        types = [_TYPES[k] for k in kinds]
+        # a text column's values are its Arrow offsets: 0, then each row's end (written by C)
+        values = [np.empty(rows + (k == "s"), np.float64 if k == "f" else np.int64) for k in kinds]
+        for k, v in zip(kinds, values, strict=True):
+            if k == "s":
+                v[0] = 0
+        targets = tuple(v[1:] if k == "s" else v for k, v in zip(kinds, values, strict=True))
         valid = [np.empty(rows, np.uint8) for _ in kinds]
         parts = max(1, min(workers, rows // _SPLIT_ROWS))
         cuts = np.searchsorted(ends, np.arange(1, parts) * (rows // parts), side="right")
         edges = sorted({0, *(int(c) for c in cuts), len(leaves)})
         spec = (tuple(int(f) for f in fields), "".join(kinds).encode(), int(ipk))
 
-        def part(k: int) -> tuple[int, tuple[int, ...]] | None:
+        def part(k: int) -> tuple[int, tuple[int, ...], tuple[bytes, ...]] | None:
             a, b = edges[k], edges[k + 1]
             try:
-                n, nulls = _native.decode(
-                    self._mm, leaves[a:b], *spec, tuple(values), tuple(valid), int(firsts[a])
+                n, nulls, texts = _native.decode(
+                    self._mm, leaves[a:b], *spec, targets, tuple(valid), int(firsts[a])
                 )
             except ValueError:
                 return None
-            return (n, nulls) if n == firsts[b] - firsts[a] else None
+            return (n, nulls, texts) if n == firsts[b] - firsts[a] else None
 
         if len(edges) > 2:
             with ThreadPoolExecutor(len(edges) - 1) as pool:
                 done = list(pool.map(part, range(len(edges) - 1)))
         else:
-            done = [part(0)] if len(edges) == 2 else [(0, tuple(0 for _ in kinds))]
+            done = [part(0)] if len(edges) == 2 else [(0, (0,) * len(kinds), (b"",) * len(kinds))]
         if any(d is None for d in done):
             return None
-        nulls: list[int] = [sum(col) for col in zip(*(d[1] for d in done if d), strict=True)]
+        got = [d for d in done if d is not None]
+        nulls: list[int] = [sum(col) for col in zip(*(d[1] for d in got), strict=True)]
         out = []
-        for t, v, m, n in zip(types, values, valid, nulls, strict=True):
+        for j, (t, v, m, n) in enumerate(zip(types, values, valid, nulls, strict=True)):
             bitmap = None if n == 0 else pa.py_buffer(np.packbits(m, bitorder="little"))
-            out.append(pa.Array.from_buffers(t, rows, [bitmap, pa.py_buffer(v)], null_count=n))
+            if kinds[j] != "s":
+                out.append(pa.Array.from_buffers(t, rows, [bitmap, pa.py_buffer(v)], null_count=n))
+                continue
+            shift = 0  # each part counted its offsets from its own first byte
+            for i, d in enumerate(got):
+                if i and shift:
+                    v[1 + int(firsts[edges[i]]) : 1 + int(firsts[edges[i + 1]])] += shift
+                shift += len(d[2][j])
+            data = got[0][2][j] if len(got) == 1 else b"".join(d[2][j] for d in got)
+            out.append(
+                pa.Array.from_buffers(
+                    t, rows, [bitmap, pa.py_buffer(v), pa.py_buffer(data)], null_count=n
+                )
+            )
         return out
