@@ -1,7 +1,7 @@
 """Ingest benchmark: rows/s and peak RSS of parsing nsys exports (SQLite, parquetdir, .nsys-rep).
 
     bench/ingest.py [--times 567] [--repeat 3] [--workdir DIR] [--skip-large] [--large-only]
-                    [--extra PATH ...] [--tree DIR]
+                    [--extra PATH ...] [--tree DIR] [--stages] [--floor]
 
 Inputs: the four real H200 reports as .sqlite, as parquetdir (exported here by the real nsys)
 and as .nsys-rep (export + read, end to end); plus g_good replicated x`--times` (>= 1 M kernels
@@ -13,7 +13,11 @@ per wall second and per CPU second, and the load average, since other work on a 
 moves wall times a lot. Children get the allocator settings the `tracediff` CLI sets for itself
 (jemalloc huge pages; `--plain-alloc`: without). `--extra` adds any other input (e.g. a generated 5 M-kernel SQLite);
 `--tree DIR` imports tracediff from another source tree (e.g. `git archive OLD tracediff | tar
--x -C DIR`) to measure two versions the same way.
+-x -C DIR`) to measure two versions the same way. CPU time is also split into user and system
+(on this VM, page faults of fresh memory make system time a large, erratic share). `--stages`
+prints, per input, where the CPU goes (each step of the nsys reader, run serially, from the
+run with the least CPU); `--floor` adds the least a parquetdir parse can cost: only the kernel
+and API Parquet files, the reader's columns, read by polars and pyarrow on all threads.
 """
 
 from __future__ import annotations
@@ -28,32 +32,119 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "tests" / "data" / "h200"
 sys.path.insert(0, str(ROOT / "bench"))
 
 CHILD = """
-import json, sys, time
-if len(sys.argv) > 2:  # --tree: this source tree instead of the installed (editable) one
+import json, os, resource, sys, time
+if len(sys.argv) > 2 and sys.argv[2]:  # --tree: this source tree instead of the installed one
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, sys.argv[2])
 from tracediff.parse import load, nccl, nsys_cli, nsys_sqlite  # imports are not the parse
-t, c = time.perf_counter(), time.process_time()
+stages = []
+if len(sys.argv) > 3 and sys.argv[3] == "stages":
+    exec(STAGES)
+def ru():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, r.ru_minflt
+t, r0 = time.perf_counter(), ru()
 run = load(sys.argv[1])
-dt, cpu = time.perf_counter() - t, time.process_time() - c
+dt, r1 = time.perf_counter() - t, ru()
+user, system, faults = (b - a for a, b in zip(r0, r1))
 events = ("kernels", "memops", "api_calls", "nvtx_ranges", "syncs")
 rows = sum(run.table(n).num_rows for n in events)
-out = {"seconds": dt, "cpu": cpu, "kernels": run.table("kernels").num_rows, "rows": rows}
+out = {"seconds": dt, "cpu": user + system, "user": user, "sys": system, "faults": faults,
+       "kernels": run.table("kernels").num_rows, "rows": rows, "stages": stages}
 print(json.dumps(out))
 """
 
+# --stages: each step of the nsys reader timed in the child (process CPU, so the steps run one
+# after another here: the two table-building threads are made serial). Steps a tree lacks are
+# skipped, so an older tree can be profiled the same way.
+STAGES = """
+import functools
+from tracediff.parse import nsys_events
+def _ru():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), r.ru_utime, r.ru_stime, r.ru_minflt
+def _wrap(mod, name, label):
+    f = getattr(mod, name, None)
+    if f is None:
+        return
+    @functools.wraps(f)
+    def g(*a, **k):
+        t0 = _ru()
+        try:
+            return f(*a, **k)
+        finally:
+            stages.append([label, *(b - a for a, b in zip(t0, _ru()))])
+    setattr(mod, name, g)
+for _cls in (getattr(nsys_sqlite, "SqliteSource", None), getattr(nsys_cli, "ParquetSource", None)):
+    if _cls is not None:
+        _wrap(_cls, "read", "raw fetch (Source.read)")
+for _n in ("Strings", "launch_keys", "kernels_table", "memops_table", "api_calls_table",
+           "nvtx_table", "devices_table", "syncs_table"):
+    _wrap(nsys_sqlite, _n, _n)
+_wrap(nccl, "collectives_from", "collectives_from")
+_wrap(nsys_events, "cuda_events_table", "cuda_events_table")
+if hasattr(nsys_sqlite, "ThreadPoolExecutor"):
+    class _Done:
+        def __init__(self, v): self.v = v
+        def result(self): return self.v
+    class _Serial:
+        def __init__(self, *a): pass
+        def __enter__(self): return self
+        def __exit__(self, *a): return None
+        def submit(self, f, *a): return _Done(f(*a))
+    nsys_sqlite.ThreadPoolExecutor = _Serial
+"""
+
+# --floor: the least a parquetdir parse can cost here: only the kernel and API Parquet files,
+# the reader's columns, read by polars (all threads) and by pyarrow (all threads).
+FLOOR = """
+import json, resource, sys, time
+import polars as pl, pyarrow.parquet as pq
+from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS
+d, how = sys.argv[1], sys.argv[2]
+files = [(f"{d}/{KERNEL}.parquet", list(KERNEL_COLS)), (f"{d}/{RUNTIME}.parquet", list(RUNTIME_COLS))]
+def ru():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, r.ru_minflt
+t, r0 = time.perf_counter(), ru()
+if how == "pl":
+    dfs = pl.collect_all([pl.scan_parquet(f).select(c) for f, c in files])
+elif how == "pl+1chunk":
+    dfs = [df.rechunk() for df in pl.collect_all([pl.scan_parquet(f).select(c) for f, c in files])]
+else:
+    dfs = [pq.read_table(f, columns=c, use_threads=True) for f, c in files]
+dt, r1 = time.perf_counter() - t, ru()
+user, system, faults = (b - a for a, b in zip(r0, r1))
+print(json.dumps({"seconds": dt, "cpu": user + system, "user": user, "sys": system,
+                  "faults": faults, "kernels": len(dfs[0]), "rows": len(dfs[0]) + len(dfs[1]),
+                  "stages": []}))
+"""
+
+
+FLOORS = ("pl", "pl+1chunk", "pa")  # polars; polars, then one chunk per column; pyarrow
+
 
 def measure(
-    path: Path, tree: Path | None = None, env: dict[str, str] | None = None
-) -> dict[str, float]:
+    path: Path,
+    tree: Path | None = None,
+    env: dict[str, str] | None = None,
+    stages: bool = False,
+    floor: str | None = None,
+) -> dict[str, Any]:
+    if floor:
+        code, argv = FLOOR, [str(path), floor]
+    else:
+        code = CHILD.replace("exec(STAGES)", f"exec({STAGES!r})")
+        argv = [str(path), str(tree or ""), "stages" if stages else ""]
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), *([str(tree)] if tree else [])],
+        [sys.executable, "-c", code, *argv],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -91,6 +182,10 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, help="import tracediff from this source tree")
     ap.add_argument(
         "--plain-alloc", action="store_true", help="without the CLI's jemalloc settings"
+    )
+    ap.add_argument("--stages", action="store_true", help="per-stage CPU of each input")
+    ap.add_argument(
+        "--floor", action="store_true", help="parquetdir inputs: the Parquet read alone"
     )
     args = ap.parse_args()
     # what `tracediff parse` runs with: the CLI sets polars' jemalloc options before polars loads
@@ -153,24 +248,45 @@ def main() -> int:
         f"best and median of {args.repeat} runs; _RJEM_MALLOC_CONF={env.get('_RJEM_MALLOC_CONF')}"
     )
     head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
-    head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} "
+    head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} {'user':>6} {'sys':>6} "
     head += f"{'kernel rows/s':>14} {'per CPU-s':>10} {'all rows/s':>12} {'peak RSS MiB':>12}"
     head += f" {'load':>5}"
     print(head)
     print("-" * len(head))
+    jobs: list[tuple[str, str, Path, str | None]] = []
     for name, fmt, path in inputs:
-        runs = [measure(path, args.tree, env) for _ in range(args.repeat)]
+        jobs.append((name, fmt, path, None))
+        if args.floor and fmt == "parquetdir":
+            jobs += [(name, f"floor:{how}", path, how) for how in FLOORS]
+    profiles = []
+    for name, fmt, path, floor in jobs:
+        runs = [
+            measure(path, args.tree, env, stages=args.stages, floor=floor)
+            for _ in range(args.repeat)
+        ]
         secs = [r["seconds"] for r in runs]
         best, med = min(secs), statistics.median(secs)
-        cpu = min(r["cpu"] for r in runs)
+        least = min(runs, key=lambda r: r["cpu"])
+        cpu = least["cpu"]
         r0 = runs[0]
         print(
             f"{name:<14} {fmt:<10} {r0['kernels']:>9,} {r0['rows']:>9,} {best:>8.3f} {med:>8.3f} "
-            f"{cpu:>7.3f} "
+            f"{cpu:>7.3f} {least['user']:>6.3f} {least['sys']:>6.3f} "
             f"{r0['kernels'] / best:>14,.0f} {r0['kernels'] / cpu:>10,.0f} "
             f"{r0['rows'] / best:>12,.0f} "
             f"{max(r['rss_mib'] for r in runs):>12.0f} {os.getloadavg()[0]:>5.1f}"
         )
+        if least["stages"]:
+            profiles.append((f"{name} {fmt}", least))
+    for title, least in profiles:
+        print(f"\nstages of {title} (the run with the least CPU; serial here):")
+        print(f"  {'stage':<26} {'wall s':>7} {'user':>6} {'sys':>6} {'faults':>7}")
+        for label, wall, user, system, faults in least["stages"]:
+            print(f"  {label:<26} {wall:>7.3f} {user:>6.3f} {system:>6.3f} {faults:>7}")
+        rest = [least[k] - sum(st[i] for st in least["stages"])
+                for k, i in (("seconds", 1), ("user", 2), ("sys", 3), ("faults", 4))]  # fmt: skip
+        print(f"  {'the rest of load()':<26} {rest[0]:>7.3f} {rest[1]:>6.3f} {rest[2]:>6.3f} "
+              f"{rest[3]:>7.0f}")  # fmt: skip
     load1 = os.getloadavg()
     print(f"load average at end {load1[0]:.2f}; inputs in {work}")
     if args.tree:
