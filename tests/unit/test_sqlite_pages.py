@@ -13,6 +13,7 @@ import sqlite3
 import struct
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -151,6 +152,13 @@ def test_generated_tables_equal_sqlite(
         assert refused == any(r[3] is not None for r in rows)
         refused = reader.read(root, [1], ["s"], 0, workers) is None
         assert refused == (any(r[0] is not None for r in rows) or bool(added))
+        # int32 output: exact where every value fits, refused where one does not
+        got32 = reader.read(root, [3], ["w"], 0, workers)
+        fits = all(r[2] is None or -(2**31) <= r[2] < 2**31 for r in rows)
+        assert (got32 is not None) == fits
+        if got32 is not None:
+            assert got32[0].type == pa.int32()
+            assert got32[0].to_pylist() == _expected(con, "t", [(3, "b", "i")])[0]
     finally:
         reader.close()
         con.close()

@@ -192,7 +192,7 @@ typedef struct {
     size_t n, cap;
 } Bytes;
 
-static int append(Bytes *a, const uint8_t *p, size_t n) {
+static int append(Bytes *a, const void *p, size_t n) {
     if (a->n + n > a->cap) {
         size_t cap = a->cap ? a->cap : 4096;
         while (cap < a->n + n) cap *= 2;
@@ -206,63 +206,88 @@ static int append(Bytes *a, const uint8_t *p, size_t n) {
     return 0;
 }
 
+/* Outputs of one decode call. Values go to one 8-byte slot per row and column (a text column
+ * gets the end offset of the row's bytes); NULLs are not flagged per row but listed (the rows,
+ * as int64), so a column without NULLs costs no second stream of writes. */
 typedef struct {
     int nwant;
     int maxfield;
-    int ipk;                 /* record field that aliases the rowid, or -1 */
-    int16_t *slot;           /* record field -> output column, or -1 */
-    const char *kinds;       /* per output column: 'i' int64, 'f' float64, 's' text */
-    uint8_t **vals;          /* per output column, 8 bytes a row (text: int64 end offsets) */
-    uint8_t **valid;         /* per output column, 1 byte a row */
-    Bytes *text;             /* per output column: the UTF-8 bytes of a text column */
-    Py_ssize_t *nulls;       /* per output column */
-    Py_ssize_t rows;         /* capacity of the outputs from row0 on */
+    int ipk;            /* record field that aliases the rowid, or -1 */
+    int16_t *slot;      /* record field -> output column, or -1 */
+    const char *kinds;  /* per output column: 'i' int64, 'w' int32, 'f' float64, 's' text */
+    uint8_t **vals;     /* per output column, 8 bytes a row (int32: 4), from row0 on */
+    Bytes *text;        /* per output column: the bytes of a text column */
+    Bytes *nulls;       /* per output column: int64 rows (counted from 0 of the whole table) */
+    Py_ssize_t row0;
+    Py_ssize_t rows;    /* capacity of the outputs from row0 on */
 } Out;
 
-static inline void put(Out *o, int j, Py_ssize_t r, uint64_t st, const uint8_t *p) {
-    int64_t iv = 0;
-    double dv;
-    if (st >= 1 && st <= 6) {
-        int sz = SIZE[st];
-        uint64_t u = (uint64_t)(int64_t)(int8_t)p[0];
-        for (int k = 1; k < sz; k++) u = (u << 8) | p[k];
-        iv = (int64_t)u;
-    } else if (st == 9) {
-        iv = 1;
-    }
-    if (o->kinds[j] == 'f') {
-        if (st == 7) {
-            uint64_t u = 0;
-            for (int k = 0; k < 8; k++) u = (u << 8) | p[k];
-            memcpy(&dv, &u, 8);
-        } else {
-            dv = (double)iv;
-        }
+static inline const char *put_int(Out *o, int j, Py_ssize_t r, int64_t iv) {
+    switch (o->kinds[j]) {
+    case 'f': {
+        double dv = (double)iv;
         memcpy(o->vals[j] + 8 * r, &dv, 8);
-    } else {
+        return NULL;
+    }
+    case 'w': {
+        if (iv < INT32_MIN || iv > INT32_MAX) return "value outside int32 in an int32 column";
+        int32_t w = (int32_t)iv;
+        memcpy(o->vals[j] + 4 * r, &w, 4);
+        return NULL;
+    }
+    default:
         memcpy(o->vals[j] + 8 * r, &iv, 8);
+        return NULL;
     }
-    o->valid[j][r] = 1;
 }
 
-static inline void put_null(Out *o, int j, Py_ssize_t r) {
-    if (o->kinds[j] == 's') {
-        int64_t end = (int64_t)o->text[j].n;  /* an empty value: offsets stay put */
-        memcpy(o->vals[j] + 8 * r, &end, 8);
+static inline const char *put_null(Out *o, int j, Py_ssize_t r) {
+    if (o->kinds[j] == 'w') {
+        memset(o->vals[j] + 4 * r, 0, 4);
     } else {
-        memset(o->vals[j] + 8 * r, 0, 8);
+        int64_t v = o->kinds[j] == 's' ? (int64_t)o->text[j].n : 0; /* text: offsets stay */
+        memcpy(o->vals[j] + 8 * r, &v, 8);
     }
-    o->valid[j][r] = 0;
-    o->nulls[j]++;
+    int64_t row = (int64_t)(o->row0 + r);
+    return append(&o->nulls[j], &row, 8) ? "out of memory" : NULL;
 }
 
-/* Every cell of the leaf pages into rows row0.. of the outputs; the number of rows written. */
+/* Field of serial type st (not NULL) at p, into output column j, row r. */
+static inline const char *put(Out *o, int j, Py_ssize_t r, uint64_t st, const uint8_t *p,
+                              uint64_t size) {
+    char kind = o->kinds[j];
+    if (kind == 's') {
+        if (st < 13 || (st & 1) == 0) return "a number or blob in a text column";
+        if (append(&o->text[j], p, size)) return "out of memory";
+        int64_t end = (int64_t)o->text[j].n;
+        memcpy(o->vals[j] + 8 * r, &end, 8);
+        return NULL;
+    }
+    if (st >= 10) return "text or blob in a numeric column";
+    if (st == 7) {
+        if (kind != 'f') return "real value in an integer column";
+        uint64_t u = 0;
+        for (int k = 0; k < 8; k++) u = (u << 8) | p[k];
+        memcpy(o->vals[j] + 8 * r, &u, 8); /* IEEE 754 bits, big-endian on disk */
+        return NULL;
+    }
+    int64_t iv = st == 9;
+    if (st >= 1 && st <= 6) {
+        uint64_t u = (uint64_t)(int64_t)(int8_t)p[0];
+        for (uint64_t k = 1; k < size; k++) u = (u << 8) | p[k];
+        iv = (int64_t)u;
+    }
+    return put_int(o, j, r, iv);
+}
+
+/* Every cell of the leaf pages into rows 0.. of the outputs; the number of rows written. */
 static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nleaves, Out *o,
                           Py_ssize_t *rows_out) {
     Py_ssize_t r = 0;
+    const char *err;
     for (Py_ssize_t li = 0; li < nleaves; li++) {
         const uint8_t *base, *hdr;
-        const char *err = page_at(f, leaves[li], &base, &hdr);
+        err = page_at(f, leaves[li], &base, &hdr);
         if (err) return err;
         if (hdr[0] != LEAF) return "not a table leaf page";
         const uint8_t *pend = base + f->usable;
@@ -280,19 +305,22 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
             if (payload > f->usable - 35) return "record with overflow pages";
             const uint8_t *rec = cell + a + b;
             if (rec + payload > pend) return "record past the page";
-            const uint8_t *rend = rec + payload;
-            int h = varint(rec, rend, &hsize);
+            int h = varint(rec, rec + payload, &hsize);
             if (!h || hsize < (uint64_t)h || hsize > payload) return "bad record header";
-            const uint8_t *tp = rec + h, *tend = rec + hsize;
-            const uint8_t *body = tend;
+            const uint8_t *tp = rec + h, *tend = rec + hsize, *body = tend;
+            uint64_t room = payload - hsize; /* bytes of the record body */
             uint64_t off = 0;
             int nseen = 0;
             for (int k = 0; k <= o->maxfield; k++) {
                 uint64_t st = 0; /* fields past the record's end are NULL (ADD COLUMN) */
                 if (tp < tend) {
-                    int t = varint(tp, tend, &st);
-                    if (!t) return "bad record header";
-                    tp += t;
+                    if (*tp < 0x80) { /* nearly every serial type is one byte */
+                        st = *tp++;
+                    } else {
+                        int t = varint(tp, tend, &st);
+                        if (!t) return "bad record header";
+                        tp += t;
+                    }
                 }
                 uint64_t size;
                 if (st < 10) size = SIZE[st];
@@ -300,30 +328,24 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
                 else return "reserved serial type";
                 int j = o->slot[k];
                 if (j >= 0) {
-                    if (off + size > (uint64_t)(rend - body)) return "field past the record";
-                    if (k == o->ipk && st == 0 && o->kinds[j] != 's') {
-                        int64_t id = (int64_t)rowid;
-                        if (o->kinds[j] == 'f') {
-                            double dv = (double)id;
-                            memcpy(o->vals[j] + 8 * r, &dv, 8);
-                        } else {
-                            memcpy(o->vals[j] + 8 * r, &id, 8);
-                        }
-                        o->valid[j][r] = 1;
-                    } else if (st == 0) {
-                        put_null(o, j, r);
-                    } else if (o->kinds[j] == 's') {
-                        if (st < 13 || (st & 1) == 0) return "a number or blob in a text column";
-                        if (append(&o->text[j], body + off, size)) return "out of memory";
-                        int64_t end = (int64_t)o->text[j].n;
-                        memcpy(o->vals[j] + 8 * r, &end, 8);
-                        o->valid[j][r] = 1;
-                    } else if (st >= 10) {
-                        return "text or blob in a numeric column";
-                    } else if (st == 7 && o->kinds[j] != 'f') {
-                        return "real value in an integer column";
+                    if (off + size > room) return "field past the record";
+                    char kind = o->kinds[j];
+                    if (st >= 1 && st <= 6 && kind == 'i') { /* the common cases */
+                        const uint8_t *p = body + off;
+                        uint64_t u = (uint64_t)(int64_t)(int8_t)p[0];
+                        for (uint64_t q = 1; q < size; q++) u = (u << 8) | p[q];
+                        memcpy(o->vals[j] + 8 * r, &u, 8);
+                    } else if (st >= 1 && st <= 4 && kind == 'w') {
+                        const uint8_t *p = body + off;
+                        uint32_t u = (uint32_t)(int32_t)(int8_t)p[0];
+                        for (uint64_t q = 1; q < size; q++) u = (u << 8) | p[q];
+                        memcpy(o->vals[j] + 4 * r, &u, 4);
+                    } else if (st == 0 && k == o->ipk && kind != 's') {
+                        err = put_int(o, j, r, (int64_t)rowid);
+                        if (err) return err;
                     } else {
-                        put(o, j, r, st, body + off);
+                        err = st == 0 ? put_null(o, j, r) : put(o, j, r, st, body + off, size);
+                        if (err) return err;
                     }
                     if (++nseen == o->nwant) break;
                 }
@@ -335,41 +357,44 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
     return NULL;
 }
 
-/* decode(file, leaves_u32, fields, kinds, ipk, values, valid, row0)
- *     -> (rows, null counts, text bytes)
+static PyObject *bytes_of(const Bytes *a) {
+    return PyBytes_FromStringAndSize(a->v ? a->v : "", (Py_ssize_t)a->n);
+}
+
+/* decode(file, leaves_u32, fields, kinds, ipk, values, row0) -> (rows, null rows, text bytes)
  *
  * file: the whole SQLite file (a read-only buffer); leaves_u32: leaf page numbers (uint32,
  * native order) from leaves(); fields: record field index per output column; kinds: bytes,
- * b'i' (int64), b'f' (float64) or b's' (text) per output column; ipk: the field that aliases
- * the rowid, or -1; values / valid: writable buffers per output column (8 / 1 bytes a row),
- * written from row row0 on. A text column's values are the end offsets of each row's bytes in
- * its text bytes (returned, one bytes object per column, b"" for numeric ones), counted from
- * the start of this call's rows.
+ * b'i' (int64), b'w' (int32: a larger value is refused), b'f' (float64) or b's' (text) per
+ * output column; ipk: the field that aliases the rowid, or -1; values: a writable buffer per
+ * output column, 8 bytes a row (int32: 4), written from row row0 on. Returns the rows decoded and, per output column, the rows that are NULL (int64
+ * bytes, counted from row 0 of `values`) and a text column's bytes (b"" for numeric columns);
+ * a text column's values are the end offsets of each row's bytes in those, counted from this
+ * call's first byte.
  */
 static PyObject *py_decode(PyObject *self, PyObject *args) {
     Py_buffer file, leaves, kinds;
-    PyObject *fields, *values, *valid;
+    PyObject *fields, *values;
     int ipk;
     Py_ssize_t row0;
-    if (!PyArg_ParseTuple(args, "y*y*O!y*iO!O!n", &file, &leaves, &PyTuple_Type, &fields,
-                          &kinds, &ipk, &PyTuple_Type, &values, &PyTuple_Type, &valid, &row0))
+    if (!PyArg_ParseTuple(args, "y*y*O!y*iO!n", &file, &leaves, &PyTuple_Type, &fields, &kinds,
+                          &ipk, &PyTuple_Type, &values, &row0))
         return NULL;
     PyObject *result = NULL;
     int nwant = (int)PyTuple_GET_SIZE(fields);
-    Py_buffer *vb = calloc(nwant ? nwant : 1, sizeof(Py_buffer));
-    Py_buffer *mb = calloc(nwant ? nwant : 1, sizeof(Py_buffer));
-    uint8_t **vals = calloc(nwant ? nwant : 1, sizeof(uint8_t *));
-    uint8_t **vmask = calloc(nwant ? nwant : 1, sizeof(uint8_t *));
-    Py_ssize_t *nulls = calloc(nwant ? nwant : 1, sizeof(Py_ssize_t));
+    size_t nalloc = nwant ? (size_t)nwant : 1;
+    Py_buffer *vb = calloc(nalloc, sizeof(Py_buffer));
+    uint8_t **vals = calloc(nalloc, sizeof(uint8_t *));
+    Bytes *text = calloc(nalloc, sizeof(Bytes));
+    Bytes *nulls = calloc(nalloc, sizeof(Bytes));
     int16_t *slot = malloc(MAX_FIELDS * sizeof(int16_t));
-    Bytes *text = calloc(nwant ? nwant : 1, sizeof(Bytes));
-    int got_v = 0, got_m = 0;
-    if (!vb || !mb || !vals || !vmask || !nulls || !slot || !text) {
+    int got_v = 0;
+    if (!vb || !vals || !text || !nulls || !slot) {
         PyErr_NoMemory();
         goto done;
     }
-    if (nwant == 0 || PyTuple_GET_SIZE(values) != nwant || PyTuple_GET_SIZE(valid) != nwant ||
-        kinds.len != nwant || leaves.len % 4 != 0 || row0 < 0) {
+    if (nwant == 0 || PyTuple_GET_SIZE(values) != nwant || kinds.len != nwant ||
+        leaves.len % 4 != 0 || row0 < 0) {
         PyErr_SetString(PyExc_ValueError, "decode: arguments do not match");
         goto done;
     }
@@ -383,8 +408,8 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
             goto done;
         }
         char kind = ((const char *)kinds.buf)[j];
-        if (kind != 'i' && kind != 'f' && kind != 's') {
-            PyErr_SetString(PyExc_ValueError, "decode: kinds are b'i', b'f' or b's'");
+        if (kind != 'i' && kind != 'w' && kind != 'f' && kind != 's') {
+            PyErr_SetString(PyExc_ValueError, "decode: kinds are b'i', b'w', b'f' or b's'");
             goto done;
         }
         slot[k] = (int16_t)j;
@@ -395,25 +420,20 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(values, j), &vb[j], PyBUF_WRITABLE) < 0)
             goto done;
         got_v++;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(valid, j), &mb[j], PyBUF_WRITABLE) < 0)
-            goto done;
-        got_m++;
-        Py_ssize_t n = vb[j].len / 8 < mb[j].len ? vb[j].len / 8 : mb[j].len;
-        if (n < cap) cap = n;
+        Py_ssize_t width = ((const char *)kinds.buf)[j] == 'w' ? 4 : 8;
+        if (vb[j].len / width < cap) cap = vb[j].len / width;
     }
     if (row0 > cap) {
         PyErr_SetString(PyExc_ValueError, "decode: row0 past the outputs");
         goto done;
     }
-    for (int j = 0; j < nwant; j++) {
-        vals[j] = (uint8_t *)vb[j].buf + 8 * row0;
-        vmask[j] = (uint8_t *)mb[j].buf + row0;
-    }
+    for (int j = 0; j < nwant; j++)
+        vals[j] = (uint8_t *)vb[j].buf + (((const char *)kinds.buf)[j] == 'w' ? 4 : 8) * row0;
     File f;
     const char *err = file_init(&f, file.buf, file.len);
     Py_ssize_t rows = 0;
     if (!err) {
-        Out o = {nwant, maxfield, ipk, slot, kinds.buf, vals, vmask, text, nulls, cap - row0};
+        Out o = {nwant, maxfield, ipk, slot, kinds.buf, vals, text, nulls, row0, cap - row0};
         Py_BEGIN_ALLOW_THREADS
         err = decode(&f, leaves.buf, leaves.len / 4, &o, &rows);
         Py_END_ALLOW_THREADS
@@ -422,29 +442,27 @@ static PyObject *py_decode(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, err);
         goto done;
     }
-    PyObject *counts = PyTuple_New(nwant);
+    PyObject *nulled = PyTuple_New(nwant);
     PyObject *texts = PyTuple_New(nwant);
-    if (!counts || !texts) {
-        Py_XDECREF(counts);
+    if (!nulled || !texts) {
+        Py_XDECREF(nulled);
         Py_XDECREF(texts);
         goto done;
     }
     for (int j = 0; j < nwant; j++) {
-        PyTuple_SET_ITEM(counts, j, PyLong_FromSsize_t(nulls[j]));
-        PyTuple_SET_ITEM(texts, j,
-                         PyBytes_FromStringAndSize(text[j].v ? text[j].v : "", text[j].n));
+        PyTuple_SET_ITEM(nulled, j, bytes_of(&nulls[j]));
+        PyTuple_SET_ITEM(texts, j, bytes_of(&text[j]));
     }
-    result = Py_BuildValue("nNN", rows, counts, texts);
+    result = Py_BuildValue("nNN", rows, nulled, texts);
 done:
+    for (int j = 0; j < got_v; j++) PyBuffer_Release(&vb[j]);
     if (text)
         for (int j = 0; j < nwant; j++) free(text[j].v);
-    free(text);
-    for (int j = 0; j < got_v; j++) PyBuffer_Release(&vb[j]);
-    for (int j = 0; j < got_m; j++) PyBuffer_Release(&mb[j]);
+    if (nulls)
+        for (int j = 0; j < nwant; j++) free(nulls[j].v);
     free(vb);
-    free(mb);
     free(vals);
-    free(vmask);
+    free(text);
     free(nulls);
     free(slot);
     PyBuffer_Release(&file);
@@ -457,13 +475,13 @@ static PyMethodDef methods[] = {
     {"leaves", py_leaves, METH_VARARGS,
      "leaves(file, root) -> (leaf pages as uint32 bytes, cell counts as uint32 bytes)"},
     {"decode", py_decode, METH_VARARGS,
-     "decode(file, leaves, fields, kinds, ipk, values, valid, row0) -> (rows, nulls, texts)"},
+     "decode(file, leaves, fields, kinds, ipk, values, row0) -> (rows, null rows, texts)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sqlite_pages",
-    "Numeric columns of SQLite tables decoded from the file's pages (see sqlite_pages.py).", -1,
+    "Columns of SQLite tables decoded from the file's pages (see sqlite_pages.py).", -1,
     methods,
 };
 

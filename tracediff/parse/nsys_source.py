@@ -34,7 +34,7 @@ from tracediff.parse.nsys_schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Read types the page decoder produces
-_PAGE_KINDS: dict[pl.DataType, str] = {I64: "i", pl.Int32(): "i", F64: "f", STR: "s"}
+_PAGE_KINDS: dict[pl.DataType, str] = {I64: "i", pl.Int32(): "w", F64: "f", STR: "s"}
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,17 @@
-"""Numeric columns of an SQLite table read straight from the file's pages (native module).
+"""Columns of an SQLite table read straight from the file's pages (native module).
 
-Stage: parse (nsys), the fast path of `nsys_source.SqliteSource` for the big event tables.
+Stage: parse (nsys), the fast path of `nsys_source.SqliteSource` for the big tables.
 Input: the SQLite file (memory-mapped), a table's root page and the record fields wanted with
-their kinds (int64, float64 or text). Output: one Arrow array per field, in rowid order: exactly
-what `SELECT fields FROM table` returns through SQLite, nulls included.
+their kinds (int64, int32, float64 or text). Output: one Arrow array per field, in rowid order:
+exactly what `SELECT fields FROM table` returns through SQLite, nulls included.
 
 `_sqlite_pages.c` walks the table b-tree to its leaf pages, then decodes every cell of a range
 of leaves into preallocated column buffers with the GIL released; here the leaves are cut into
 one range per worker thread by their cell counts, so no part is copied or concatenated after.
 It refuses (ValueError, and `read` returns None) anything but the plain case: text or a blob
-where a number is wanted, a number where text is, a real where an integer is, records that spill into overflow pages, a page that is not a
-table b-tree page, an offset outside its page. The caller then reads through SQLite, so
+where a number is wanted, a number where text is, a real where an integer is, an int32 column
+value outside int32, records that spill into overflow pages, a page that is not a table b-tree
+page, an offset outside its page. The caller then reads through SQLite, so
 malformed files keep SQLite's own errors. The caller checks what the pages alone cannot tell:
 no default value on a wanted column (old rows would lack it), no generated columns, and which
 column aliases the rowid.
@@ -35,7 +36,8 @@ except ImportError:  # pragma: no cover - built by `pip install` wherever a comp
     _native = None
 
 AVAILABLE = _native is not None
-_TYPES = {"i": pa.int64(), "f": pa.float64(), "s": pa.large_string()}
+_TYPES = {"i": pa.int64(), "w": pa.int32(), "f": pa.float64(), "s": pa.large_string()}
+_NUMPY = {"i": np.int64, "w": np.int32, "f": np.float64, "s": np.int64}
 _SPLIT_ROWS = 1 << 16  # a table with fewer rows decodes on one thread
 
 
@@ -57,10 +59,10 @@ class PageReader:
         ipk: int = -1,
         workers: int = 1,
     ) -> list[pa.Array] | None:
-        """Arrays of record `fields` (kinds 'i' int64, 'f' float64, 's' text as large_string,
-        bytes unchecked: the caller validates UTF-8) of the table rooted at page `root`, in
-        rowid order; `ipk` is the field that aliases the rowid (-1: none). None where the table
-        is not the plain case (module docstring)."""
+        """Arrays of record `fields` (kinds 'i' int64, 'w' int32, 'f' float64, 's' text as
+        large_string, bytes unchecked: the caller validates UTF-8) of the table rooted at page
+        `root`, in rowid order; `ipk` is the field that aliases the rowid (-1: none). None
+        where the table is not the plain case (module docstring)."""
         if _native is None or not fields:
             return None
         try:
@@ -73,22 +75,21 @@ class PageReader:
         firsts = np.concatenate([[0], ends])
         types = [_TYPES[k] for k in kinds]
         # a text column's values are its Arrow offsets: 0, then each row's end (written by C)
-        values = [np.empty(rows + (k == "s"), np.float64 if k == "f" else np.int64) for k in kinds]
+        values = [np.empty(rows + (k == "s"), _NUMPY[k]) for k in kinds]
         for k, v in zip(kinds, values, strict=True):
             if k == "s":
                 v[0] = 0
         targets = tuple(v[1:] if k == "s" else v for k, v in zip(kinds, values, strict=True))
-        valid = [np.empty(rows, np.uint8) for _ in kinds]
         parts = max(1, min(workers, rows // _SPLIT_ROWS))
         cuts = np.searchsorted(ends, np.arange(1, parts) * (rows // parts), side="right")
         edges = sorted({0, *(int(c) for c in cuts), len(leaves)})
         spec = (tuple(int(f) for f in fields), "".join(kinds).encode(), int(ipk))
 
-        def part(k: int) -> tuple[int, tuple[int, ...], tuple[bytes, ...]] | None:
+        def part(k: int) -> tuple[int, tuple[bytes, ...], tuple[bytes, ...]] | None:
             a, b = edges[k], edges[k + 1]
             try:
                 n, nulls, texts = _native.decode(
-                    self._mm, leaves[a:b], *spec, targets, tuple(valid), int(firsts[a])
+                    self._mm, leaves[a:b], *spec, targets, int(firsts[a])
                 )
             except ValueError:
                 return None
@@ -98,14 +99,20 @@ class PageReader:
             with ThreadPoolExecutor(len(edges) - 1) as pool:
                 done = list(pool.map(part, range(len(edges) - 1)))
         else:
-            done = [part(0)] if len(edges) == 2 else [(0, (0,) * len(kinds), (b"",) * len(kinds))]
+            empty = (b"",) * len(kinds)
+            done = [part(0)] if len(edges) == 2 else [(0, empty, empty)]
         if any(d is None for d in done):
             return None
         got = [d for d in done if d is not None]
-        nulls: list[int] = [sum(col) for col in zip(*(d[1] for d in got), strict=True)]
         out = []
-        for j, (t, v, m, n) in enumerate(zip(types, values, valid, nulls, strict=True)):
-            bitmap = None if n == 0 else pa.py_buffer(np.packbits(m, bitorder="little"))
+        for j, (t, v) in enumerate(zip(types, values, strict=True)):
+            nulls = [np.frombuffer(d[1][j], np.int64) for d in got if d[1][j]]
+            bitmap, n = None, sum(len(x) for x in nulls)
+            if n:
+                valid = np.ones(rows, bool)
+                for x in nulls:
+                    valid[x] = False
+                bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
             if kinds[j] != "s":
                 out.append(pa.Array.from_buffers(t, rows, [bitmap, pa.py_buffer(v)], null_count=n))
                 continue
