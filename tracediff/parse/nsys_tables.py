@@ -30,8 +30,8 @@ class LaunchIndex:
 
     One packed int64 key per call (process rank << bits | correlationId). Where the packed keys
     are dense enough (nsys numbers calls from 1 up, per process) and each occurs once, a direct
-    table key -> row answers each op with one array read (1 M kernels: ~5x less CPU than a
-    binary search). Otherwise a binary search over the sorted keys: the API table is in
+    table key -> row answers each op with one array read (1 M kernels: ~3 ms of lookups and
+    ~10 ms to fill a 29 MB table, instead of ~25 ms of binary search). Otherwise a binary search over the sorted keys: the API table is in
     correlationId order within each process, so sorting it is at most a stable radix sort on the
     process rank (gen8, 8 processes, 5 M launches: ~10x less CPU than the polars join). Ids that
     cannot be packed (negative, or too wide for the number of processes) fall back to the hash
