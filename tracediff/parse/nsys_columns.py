@@ -7,8 +7,6 @@ of `tracediff.schema`. Names stay dictionary-encoded by id (no per-row string is
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -27,12 +25,10 @@ class Strings:
         n = len(self.ids)
         self.dense = n == 0 or (self.ids[0] == 0 and self.ids[-1] == n - 1)
         self.missing = 0  # ids referenced by events but absent from StringIds
-        self._lock = threading.Lock()  # tables are built in two threads
 
     def with_values(self, values: pa.Array) -> Strings:
         other = Strings.__new__(Strings)
         other.ids, other.values, other.dense, other.missing = self.ids, values, self.dense, 0
-        other._lock = threading.Lock()
         return other
 
     def lookup(self, ids: pl.Series) -> pa.DictionaryArray:
@@ -53,9 +49,7 @@ class Strings:
             found = self.ids[pos] == vals
         else:
             pos, found = vals, np.zeros(len(vals), dtype=bool)
-        missing = int((~found & ~nulls).sum())
-        with self._lock:
-            self.missing += missing
+        self.missing += int((~found & ~nulls).sum())
         idx = pa.array(np.where(found, pos, 0).astype(np.int32), mask=~found)
         return pa.DictionaryArray.from_arrays(idx, self.values)
 

@@ -18,7 +18,6 @@ runs per event. Missing optional tables give empty tables plus a warning.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -80,11 +79,6 @@ __all__ = [
     "read_nsys_sqlite", "typed",
 ]  # fmt: skip
 
-_ORDER = (
-    "kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "collectives",
-    "cuda_events",
-)  # fmt: skip
-
 
 def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     """Read every table of an nsys export from `source` into a Run."""
@@ -117,37 +111,23 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
     clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
     api_names = strings.with_values(clean)
+    keys = launch_keys(api)
     copy_kinds = short_copy_kinds(enum_labels(ecopy, "ENUM_CUDA_MEMCPY_OPER" in have, COPY_KINDS))
     mem_kinds = enum_labels(emem, "ENUM_CUDA_MEM_KIND" in have, MEM_KINDS)
     cupti_enum = SYNC in have and nsys_events.CUPTI_ENUM_COLUMN in source.columns(SYNC)
     seen = pl.concat([f["deviceId"].drop_nulls().unique() for f in (kern, cp, ms)])
-
-    def gpu_ops() -> dict[str, pa.Table]:
-        keys = launch_keys(api)
-        return {
-            "kernels": kernels_table(kern, keys, strings, api_names),
-            "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
-        }
-
-    def host() -> dict[str, pa.Table]:  # appends to `warnings` in the order it always had
-        return {
-            "api_calls": api_calls_table(api, api_names),
-            "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
-            "devices": devices_table(gpu, seen, GPU in have, warnings, str(path)),
-            "syncs": syncs_table(sync),
-            "cuda_events": nsys_events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
-        }
-
-    # Two independent lanes on the two cores: the launch join and kernels in one thread, the
-    # host-side tables in another (polars and numpy release the GIL in their kernels).
-    with ThreadPoolExecutor(2) as pool:
-        lane = pool.submit(gpu_ops)
-        tables = host()
-        tables = {**lane.result(), **tables}
+    tables = {
+        "kernels": kernels_table(kern, keys, strings, api_names),
+        "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
+        "api_calls": api_calls_table(api, api_names),
+        "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
+        "devices": devices_table(gpu, seen, GPU in have, warnings, str(path)),
+        "syncs": syncs_table(sync),
+        "cuda_events": nsys_events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
+    }
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
-    tables = {name: tables[name] for name in _ORDER}
     unnamed = kern["demangledName"].null_count()
     if unnamed:
         warnings.append(
