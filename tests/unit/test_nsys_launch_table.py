@@ -32,9 +32,10 @@ def _frames(seed: int, procs: int, n: int, spread: int) -> tuple[pl.DataFrame, p
             "launch_end_ns": np.arange(n) + 5,
         }
     ).with_columns(  # calls without an id never match
-        pl.when(pl.int_range(pl.len()) % 89 == 7).then(None).otherwise("correlationId").alias(
-            "correlationId"
-        )
+        pl.when(pl.int_range(pl.len()) % 89 == 7)
+        .then(None)
+        .otherwise("correlationId")
+        .alias("correlationId")
     )
     m = n + 5
     hit = rng.integers(0, n, m - 5)
