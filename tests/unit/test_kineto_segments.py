@@ -175,3 +175,26 @@ def test_broken_json_in_a_worker_segment_is_one_line(
     with pytest.raises(InputError, match=r"t\.json: not valid JSON") as e:
         read_kineto(path)
     assert "\n" not in str(e.value)
+
+
+def test_id_columns_switching_between_strings_and_numbers() -> None:
+    # a column read as strings in one chunk is tried as strings first in the next one
+    from tracediff.parse.kineto.clock import Clock, to_int64
+    from tracediff.parse.kineto.roles import Roles
+
+    r = Roles(Clock(Path("t.json"), exact=False))
+    chunks: list[list[Any]] = [
+        ["stream 7", "8", None, "stream 7"],
+        [1, 2, None],
+        ["stream 9", "x"],
+        ["3", 4, 5.0],  # mixed: read one by one
+        [None, None],
+        ["10"],
+    ]
+    for values in chunks:
+        got = r._int64(values, "kernel.tid").to_pylist()
+        assert got == to_int64(list(values)).to_pylist()
+    assert r._int64(["stream 7", "8"], "kernel.tid").to_pylist() == [7, 8]
+    assert "kernel.tid" in r._stringy
+    assert r._int64([1, 2], "kernel.tid").to_pylist() == [1, 2]
+    assert "kernel.tid" not in r._stringy

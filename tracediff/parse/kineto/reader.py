@@ -100,10 +100,11 @@ def _build(path: Path, exact: bool) -> Run:
     main_pid = _main_pid(api, frames["comms"] if frames["comms"].height else frames["annotation"])
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
-    kern = tables.kernels(frames["kernel"], api, main_pid)
+    keys = tables.launch_keys(api)
+    kern = tables.kernels(frames["kernel"], keys, main_pid)
     out = {
         "kernels": tables.kernel_table(kern),
-        "memops": tables.memops(frames["memcpy"], frames["memset"], api, main_pid),
+        "memops": tables.memops(frames["memcpy"], frames["memset"], keys, main_pid),
         "nvtx_ranges": tables.ranges(frames["annotation"], frames["gpu_annotation"], main_pid),
         "collectives": tables.collectives(kern, tables.host_comms(frames["comms"]), rank),
         "api_calls": schema.conform("api_calls", api.to_arrow())

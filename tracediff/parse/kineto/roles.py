@@ -140,11 +140,12 @@ class Roles:
         self._seen: set[Any] = set()  # annotation names (ProfilerStep#N once is enough)
         self._steps: list[_Step] = []
         self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
+        self._stringy: set[str] = set()  # (role, column) keys that held id strings
 
     def add(self, events: list[Any]) -> None:
         self.n_events += len(events)
-        cats = list(map(attrgetter("cat"), events))
-        codes = np.array(list(map(_ROLE_CODE.get, cats, repeat(0))), dtype=np.uint8)
+        cats = map(attrgetter("cat"), events)
+        codes = np.fromiter(map(_ROLE_CODE.get, cats, repeat(0)), np.uint8, len(events))
         counts = np.bincount(codes, minlength=len(_ROLE_NAMES) + 1)
         for code in np.flatnonzero(counts[1:]) + 1:
             evs = _take(events, np.flatnonzero(codes == code).tolist())
@@ -202,8 +203,8 @@ class Roles:
             name, pid, tid, ts, dur = _columns(evs, "name", "pid", "tid", "ts", "dur")
         cols = self._cols[role]
         _append(cols, "name", _strings(name))
-        _append(cols, "pid", self._int64(pid))
-        _append(cols, "tid", self._int64(tid))
+        _append(cols, "pid", self._int64(pid, role + ".pid"))
+        _append(cols, "tid", self._int64(tid, role + ".tid"))
         if self.clock.exact:
             _append(cols, "start_ns", self.clock.ns(ts, "ts", role).to_arrow())
             _append(cols, "duration_ns", self.clock.ns(dur, "dur", role).to_arrow())
@@ -213,27 +214,36 @@ class Roles:
         if fields:
             recs = _args(_columns(evs, "args")[0], fields)
             for f in fields:  # a pass per field is faster than one building tuples
-                _append(cols, f, self._typed(list(map(attrgetter(f), recs)), _dtype(f)))
+                _append(cols, f, self._typed(list(map(attrgetter(f), recs)), _dtype(f), role + f))
 
-    def _int64(self, values: Any) -> pa.Array:
-        """to_int64, with id strings (2021-schema tids) read once per distinct string."""
+    def _int64(self, values: Any, key: str = "") -> pa.Array:
+        """to_int64, with id strings (2021-schema tids) read once per distinct string. `key`
+        names the column: one that held strings in the last chunk is tried as strings first."""
+        if key not in self._stringy:
+            try:
+                return pa.array(values, pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                pass
         try:
-            return pa.array(values, pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            pass
-        try:
-            pa.array(values, pa.string())  # all strings: to_int64 reads them one by one anyway
+            strs = pa.array(values, pa.string())  # all strings: to_int64 reads each anyway
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            self._stringy.discard(key)
+            if key:
+                return self._int64(values)
             return to_int64(list(values))
+        if key:
+            self._stringy.add(key)
+        coded = strs.dictionary_encode()
+        distinct = coded.dictionary.to_pylist()
         ids = self._ids
-        new = [v for v in set(values) if v not in ids]
+        new = [v for v in distinct if v not in ids]
         if new:
             ids.update(zip(new, to_int64(new).to_pylist(), strict=True))
-        return pa.array(list(map(ids.__getitem__, values)), pa.int64())
+        return pa.array(list(map(ids.__getitem__, distinct)), pa.int64()).take(coded.indices)
 
-    def _typed(self, values: list[Any], dtype: pl.DataType) -> pa.Array:
+    def _typed(self, values: list[Any], dtype: pl.DataType, key: str) -> pa.Array:
         if dtype == pl.Int64():
-            return self._int64(values)
+            return self._int64(values, key)
         if dtype == _INTS:
             try:
                 return pa.array(values, pa.list_(pa.int64()))

@@ -40,21 +40,30 @@ def api_calls(runtime: pl.DataFrame, driver: pl.DataFrame) -> pl.DataFrame:
     ).sort("start_ns", maintain_order=True)
 
 
-def _launch_join(ops: pl.DataFrame, api: pl.DataFrame, main_pid: int | None) -> pl.DataFrame:
-    """Attach the launching API call by correlation (graph kernels: their cudaGraphLaunch)."""
-    if api.height:
-        keys = (
-            api.filter(pl.col("correlation_id").is_not_null())
-            .select(
-                pl.col("correlation_id"),
-                pl.col("process_id").alias("_launch_pid"),
-                pl.col("thread_id").alias("launch_thread_id"),
-                pl.col("name").alias("launch_api"),
-                pl.col("start_ns").alias("launch_start_ns"),
-                pl.col("end_ns").alias("launch_end_ns"),
-            )
-            .unique(subset=["correlation_id"], keep="first", maintain_order=True)
+def launch_keys(api: pl.DataFrame) -> pl.DataFrame | None:
+    """The launching API call of each correlation id (the first one), for `_launch_join`; built
+    once for kernels and copies alike (None without API calls)."""
+    if not api.height:
+        return None
+    return (
+        api.filter(pl.col("correlation_id").is_not_null())
+        .select(
+            pl.col("correlation_id"),
+            pl.col("process_id").alias("_launch_pid"),
+            pl.col("thread_id").alias("launch_thread_id"),
+            pl.col("name").alias("launch_api"),
+            pl.col("start_ns").alias("launch_start_ns"),
+            pl.col("end_ns").alias("launch_end_ns"),
         )
+        .unique(subset=["correlation_id"], keep="first", maintain_order=True)
+    )
+
+
+def _launch_join(
+    ops: pl.DataFrame, keys: pl.DataFrame | None, main_pid: int | None
+) -> pl.DataFrame:
+    """Attach the launching API call by correlation (graph kernels: their cudaGraphLaunch)."""
+    if keys is not None:
         ops = ops.join(keys, on="correlation_id", how="left", maintain_order="left")
     else:
         ops = ops.with_columns(
@@ -102,7 +111,7 @@ def _xyz(col: str) -> list[pl.Expr]:
     ]
 
 
-def kernels(b: pl.DataFrame, api: pl.DataFrame, main_pid: int | None) -> pl.DataFrame:
+def kernels(b: pl.DataFrame, keys: pl.DataFrame | None, main_pid: int | None) -> pl.DataFrame:
     """Kernels, with Kineto's collective args kept (underscored) for the collectives table."""
     if not b.height:
         return pl.DataFrame()
@@ -113,7 +122,7 @@ def kernels(b: pl.DataFrame, api: pl.DataFrame, main_pid: int | None) -> pl.Data
         pl.col("registers").cast(pl.Int32).alias("registers_per_thread"),
         *_comm_columns(),
     ).sort("start_ns", maintain_order=True)
-    return _launch_join(df, api, main_pid)
+    return _launch_join(df, keys, main_pid)
 
 
 def kernel_table(k: pl.DataFrame) -> pa.Table:
@@ -129,7 +138,9 @@ def kernel_table(k: pl.DataFrame) -> pa.Table:
 _COPY = r"^Memcpy\s+(?P<ck>\w+)(?:\s*\((?P<src>[^)]*?)\s*->\s*(?P<dst>[^)]*?)\))?"
 
 
-def memops(cp: pl.DataFrame, ms: pl.DataFrame, api: pl.DataFrame, main_pid: int | None) -> pa.Table:
+def memops(
+    cp: pl.DataFrame, ms: pl.DataFrame, keys: pl.DataFrame | None, main_pid: int | None
+) -> pa.Table:
     parts = []
     for b, kind in ((cp, "memcpy"), (ms, "memset")):
         if not b.height:
@@ -155,7 +166,7 @@ def memops(cp: pl.DataFrame, ms: pl.DataFrame, api: pl.DataFrame, main_pid: int 
         return schema.empty("memops")
     df = _launch_join(
         pl.concat(parts, how="vertical_relaxed").sort("start_ns", maintain_order=True),
-        api,
+        keys,
         main_pid,
     )
     return schema.conform(
