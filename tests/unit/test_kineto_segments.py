@@ -99,6 +99,9 @@ def test_segments_read_by_the_worker_equal_one_sequential_read(
     assert count.here == []  # the worker read them all, and its columns came back
     _identical(there, want)
 
+    monkeypatch.setattr(segments, "READ_HERE", True)  # both read (or this one, all of them)
+    _identical(read_kineto(plain), want)
+
 
 def test_gzip_is_one_segment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(segments, "SEGMENT_BYTES", 1000)

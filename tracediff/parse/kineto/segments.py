@@ -181,6 +181,7 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
     down, up = Connection(down_w, readable=False), Connection(up_r, writable=False)
     parts: dict[int, Any] = {}
     failed: list[bool] = []
+    held: list[int | None] = [None]  # the segment the worker is reading
 
     def serve() -> None:  # the worker's requests and results, answered while this one reads
         try:
@@ -193,7 +194,9 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
                             pass
                 elif part is not None:
                     parts[k] = part
-                down.send(take())
+                with lock:
+                    held[0] = next(todo, None)
+                down.send(held[0])
         except (EOFError, OSError):  # the worker ended (or died: its segments are read here)
             pass
 
@@ -202,6 +205,10 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
     try:
         while READ_HERE and not failed and (k := take()) is not None:
             parts[k] = read_segment(path, exact, *segs[k])
+        with lock:
+            idle = READ_HERE and held[0] is None
+        if idle:  # the worker holds no segment (still starting, say): it is not waited for
+            proc.kill()
         thread.join()
         if failed:
             raise events.NotChunked
