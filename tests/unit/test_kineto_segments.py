@@ -201,3 +201,20 @@ def test_id_columns_switching_between_strings_and_numbers() -> None:
     assert "kernel.tid" in r._stringy
     assert r._int64([1, 2], "kernel.tid").to_pylist() == [1, 2]
     assert "kernel.tid" not in r._stringy
+
+
+def test_no_folder_for_the_workers_results_reads_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    path = tmp_path / "t.json"
+    path.write_bytes(_trace("kern"))
+    want = read_kineto(path)
+    monkeypatch.setattr(segments, "SEGMENT_BYTES", path.stat().st_size // 4)
+    monkeypatch.setattr(segments, "READ_HERE", False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    count = _Count(monkeypatch)
+    got = read_kineto(path)
+    assert len(count.here) == 4
+    _identical(got, want)

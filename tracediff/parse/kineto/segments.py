@@ -100,12 +100,17 @@ def read(path: Path, exact: bool, segs: Bounds) -> tuple[Roles, events.Doc]:
 
 
 _NOT_CHUNKED = "not chunked"
+_DONE = "done"
 
 
 def _serve() -> None:
     """The worker process (`python -c`, argv: JSON of the job): asks for a segment, reads it,
-    sends the result with the next request, until the main process answers None."""
+    writes the result to the job's folder and says so with the next request, until the main
+    process answers None. (Results go through files: sent through the pipe, 10 MB a segment
+    took ~160 wake-ups of the main process's receiving thread, each waiting for the GIL while
+    that process decodes, and the worker stalled.)"""
     import json
+    import pickle
     import sys
     from multiprocessing.connection import Connection
 
@@ -123,7 +128,11 @@ def _serve() -> None:
         if k is None:
             break
         try:
-            msg = (k, read_segment(path, exact, *segs[k]))
+            part = read_segment(path, exact, *segs[k])
+            with open(Path(job["dir"]) / f"{k}.pickle", "wb") as f:
+                pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+            del part
+            msg = (k, _DONE)
         except events.NotChunked:
             msg = (k, _NOT_CHUNKED)
         except Exception:  # noqa: BLE001 - the main process reads that segment and says why
@@ -135,8 +144,11 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
     """Segments read here and in a worker process (a fresh interpreter running `_serve`, which
     neither forks this process's threads nor runs its __main__); None when none can start."""
     import json
+    import pickle
+    import shutil
     import subprocess
     import sys
+    import tempfile
     import threading
     from multiprocessing.connection import Connection
 
@@ -149,6 +161,10 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
         with lock:
             return next(todo, None)
 
+    try:
+        folder = tempfile.mkdtemp(prefix="tracediff-kineto-")
+    except OSError:  # nowhere to put the worker's results: read alone
+        return None
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     job = {
@@ -158,6 +174,7 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
         "chunk": events.CHUNK_BYTES,
         "down": down_r,
         "up": up_w,
+        "dir": folder,
     }
     root = str(Path(tracediff.__file__).resolve().parents[1])
     code = (
@@ -175,6 +192,7 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
     except OSError:  # no process can be started here: read alone
         for fd in (down_r, down_w, up_r, up_w):
             os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
         return None
     os.close(down_r)
     os.close(up_w)
@@ -182,18 +200,19 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
     parts: dict[int, Any] = {}
     failed: list[bool] = []
     held: list[int | None] = [None]  # the segment the worker is reading
+    done: list[int] = []  # the segments whose results the worker wrote
 
     def serve() -> None:  # the worker's requests and results, answered while this one reads
         try:
             while True:
                 k, part = up.recv()
-                if isinstance(part, str):  # _NOT_CHUNKED: stop both
+                if part == _NOT_CHUNKED:  # stop both
                     failed.append(True)
                     with lock:
                         for _ in todo:
                             pass
-                elif part is not None:
-                    parts[k] = part
+                elif part == _DONE:
+                    done.append(k)
                 with lock:
                     held[0] = next(todo, None)
                 down.send(held[0])
@@ -212,6 +231,12 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
         thread.join()
         if failed:
             raise events.NotChunked
+        for k in done:
+            try:
+                with open(Path(folder) / f"{k}.pickle", "rb") as f:
+                    parts[k] = pickle.load(f)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                pass  # read here below
         for k, (a, b) in enumerate(segs):  # segments the worker failed or did not finish
             if k not in parts:
                 parts[k] = read_segment(path, exact, a, b)
@@ -221,4 +246,5 @@ def _parallel(path: Path, exact: bool, segs: Bounds) -> list[Any] | None:
             proc.kill()
         proc.wait()
         up.close()
+        shutil.rmtree(folder, ignore_errors=True)
     return [parts[k] for k in range(len(segs))]
