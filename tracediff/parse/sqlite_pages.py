@@ -75,7 +75,7 @@ class PageReader:
         firsts = np.concatenate([[0], ends])
         types = [_TYPES[k] for k in kinds]
         # a text column's values are its Arrow offsets: 0, then each row's end (written by C)
-        values = [np.empty(rows + (k == "s"), _NUMPY[k]) for k in kinds]
+        values = _arena([(rows + (k == "s"), _NUMPY[k]) for k in kinds])
         for k, v in zip(kinds, values, strict=True):
             if k == "s":
                 v[0] = 0
@@ -128,3 +128,17 @@ class PageReader:
                 )
             )
         return out
+
+
+def _arena(shapes: list[tuple[int, type]]) -> list[np.ndarray]:
+    """Column arrays carved from one allocation, each 64-byte aligned: one big block is backed
+    by 2 MiB pages (numpy advises huge pages), where a dozen separate 8 MB arrays each take
+    ~1,000 4 KiB page faults (~10 us apiece on this VM)."""
+    sizes = [n * np.dtype(t).itemsize for n, t in shapes]
+    offsets = np.concatenate([[0], np.cumsum([-(-b // 64) * 64 for b in sizes])]).tolist()
+    block = np.empty(int(offsets[-1]) + 64, np.uint8)
+    first = -block.ctypes.data % 64
+    return [
+        block[first + a : first + a + b].view(t)
+        for (n, t), a, b in zip(shapes, offsets[:-1], sizes, strict=True)
+    ]
