@@ -3,7 +3,8 @@
 Stage: parse (inside the Kineto reader). Input: the event records of one chunk of the trace
 (events.py); output: per role, typed columns appended chunk by chunk, so no event record
 outlives its chunk. A role's frame has `name`, `pid`, `tid`, `start_ns`, `duration_ns`,
-`end_ns` and the args columns that role reads.
+`end_ns` and the args columns that role reads. A segment of a large trace (segments.py) is
+compacted into one frame per role by the process that read it; `merge` appends segments.
 
 Each chunk's categories become a one-byte numpy column; each role's records are picked by index
 in C and turned into Arrow arrays with one C-level pass per field, so no per-event Python code
@@ -137,6 +138,7 @@ class Roles:
         self.n_events = 0
         self.no_ts = 0
         self._cols: dict[str, dict[str, list[Any]]] = {r: {} for r in ARG_FIELDS}
+        self._frames: dict[str, list[pl.DataFrame]] = {}  # compacted, in trace order
         self._seen: set[Any] = set()  # annotation names (ProfilerStep#N once is enough)
         self._steps: list[_Step] = []
         self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
@@ -161,10 +163,10 @@ class Roles:
         """Append the rows of `other` (the next segment of the same trace) after these."""
         self.n_events += other.n_events
         self.no_ts += other.no_ts
-        for role, cols in other._cols.items():
-            mine = self._cols[role]
-            for c, parts in cols.items():
-                mine.setdefault(c, []).extend(parts)
+        self.compact()
+        other.compact()
+        for role, frames in other._frames.items():
+            self._frames.setdefault(role, []).extend(frames)
         self._seen |= other._seen
         self._steps += other._steps
         self.clock.merge(other.clock)
@@ -263,8 +265,22 @@ class Roles:
             self._add("step", steps)
             return pl.concat([self.frame("annotation"), self.frame("step")])
         cols = self._cols.pop(role, {})
-        if not cols:
+        parts = self._frames.pop(role, [])
+        if cols:
+            parts.append(self._convert(role, cols))
+        if not parts:
             return pl.DataFrame(schema=_schema(role))
+        return parts[0] if len(parts) == 1 else pl.concat(parts)
+
+    def compact(self) -> None:
+        """The chunks' columns so far → one frame per role (a segment's: converting it in the
+        process that read it takes that work off the final, single-process step)."""
+        for role, cols in self._cols.items():
+            if cols:
+                self._frames.setdefault(role, []).append(self._convert(role, cols))
+        self._cols = {r: {} for r in ARG_FIELDS}
+
+    def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
         df = pl.DataFrame({c: pa.chunked_array(parts) for c, parts in cols.items()})
         if not self.clock.exact:
             df = df.with_columns(
@@ -278,7 +294,7 @@ class Roles:
             *_TIME_COLS,
             (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
             *ARG_FIELDS[role],
-        ).rechunk()
+        )
 
 
 def _true(mask: pa.Array) -> list[int]:

@@ -85,6 +85,7 @@ def read_segment(
             del evs
     finally:
         src.close()
+    roles.compact()
     return roles, docs
 
 
