@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -388,3 +389,53 @@ def test_kernels_without_names_are_counted_in_a_warning(tmp_path: Path) -> None:
     run = read_nsys_sqlite(path)
     assert any("1 kernels have no name" in w for w in run.warnings), run.warnings
     assert _df(run, "kernels")["name"].null_count() == 1
+
+
+def _depth_reference(rows: list[tuple[object, int, int | None]]) -> list[int]:
+    """Depth by definition, per row: boundaries sorted by (group, time, kind, -end, row), kind 0
+    an end, 1 a start, 2 the end of a zero-length interval; depth = open intervals before."""
+    big = 1 << 62
+    ev = []
+    for i, (g, s, e) in enumerate(rows):
+        e2 = big if e is None else e
+        ev.append((str(g), s, 1, -e2, i, 1))
+        ev.append((str(g), e2, 2 if e2 == s else 0, 0, i, -1))
+    ev.sort(key=lambda x: x[:5])
+    out, opened, group = [0] * len(rows), 0, None
+    for g, _, kind, _, i, d in ev:
+        if g != group:
+            group, opened = g, 0
+        if kind == 1:
+            out[i] = opened
+        opened += d
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nesting_depth_equals_its_definition_with_groups_nulls_and_identical_intervals(
+    seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    n = 400
+    starts = rng.integers(0, 60, n)
+    ends = [None if x < 0.05 else int(s + d) for s, d, x in
+            zip(starts, rng.integers(0, 12, n), rng.random(n), strict=True)]  # fmt: skip
+    groups_a = [None if x < 0.1 else int(v) for v, x in
+                zip(rng.integers(0, 3, n), rng.random(n), strict=True)]  # fmt: skip
+    groups_b = rng.integers(-2, 2, n)
+    df = pl.DataFrame(
+        {"a": groups_a, "b": groups_b, "start": starts, "end": ends},
+        schema={"a": pl.Int64, "b": pl.Int64, "start": pl.Int64, "end": pl.Int64},
+    )
+    want = _depth_reference(
+        [((a, b), int(s), e) for a, b, s, e in zip(groups_a, groups_b, starts, ends, strict=True)]
+    )
+    assert nesting_depth(df, "start", "end", ["a", "b"]).to_list() == want
+    # one int group column (the arithmetic group code), and no groups at all
+    want_b = _depth_reference(
+        [(b, int(s), e) for b, s, e in zip(groups_b, starts, ends, strict=True)]
+    )
+    assert nesting_depth(df, "start", "end", ["b"]).to_list() == want_b
+    want_1 = _depth_reference([(0, int(s), e) for s, e in zip(starts, ends, strict=True)])
+    assert nesting_depth(df, "start", "end", []).to_list() == want_1
+    assert max(want_1) > 3  # the data nests (identical intervals open in row order)

@@ -91,6 +91,19 @@ class LaunchIndex:
         key = (rank.astype(np.int64) << self.bits) | cn
         return np.where(ok, key, -1), rank.astype(np.uint8 if len(self.pids) <= 256 else np.int64)
 
+    def positions(self, p: pl.Series, c: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        """Row of the launch frame for each (process, correlationId) pair, and whether it
+        matched (a packable index only: `table` or `sorted` is set)."""
+        q, _ = self.pack(p, c)
+        if self.table is not None:
+            pos = self.table[np.maximum(q, 0)]
+            return pos, (q >= 0) & (pos >= 0)
+        kk = self.sorted
+        assert kk is not None
+        pos = np.minimum(np.searchsorted(kk, q), len(kk) - 1)
+        found = (kk[pos] == q) & (q >= 0)
+        return (pos if self.order is None else self.order[pos]), found
+
 
 def launch_keys(api: pl.DataFrame) -> LaunchIndex:
     """(process, correlationId) → launching thread, API name id and times."""
@@ -113,29 +126,34 @@ def _launch_join(ops: pl.DataFrame, index: LaunchIndex) -> pl.DataFrame:
         return ops.join(keys.clear(), on=_ON, how="left")
     if keys.is_empty():
         return ops.join(keys, on=_ON, how="left")
-    if index.table is not None:
-        q, _ = index.pack(ops["globalPid"], ops["correlationId"])
-        pos = index.table[np.maximum(q, 0)]
-        found = (q >= 0) & (pos >= 0)
-        idx = pl.Series("_i", pos)
-        if not found.all():
-            idx = idx.set(pl.Series(~found), None)
-        return pl.concat([ops, index.payload.select(pl.all().gather(idx))], how="horizontal")
-    if index.sorted is None:  # ids not packable: hash join
+    if index.table is None and index.sorted is None:  # ids not packable: hash join
         out = ops.join(keys, on=_ON, how="left", maintain_order="left")
         if out.height != ops.height:
             keys = keys.unique(subset=_ON, keep="first", maintain_order=True)
             out = ops.join(keys, on=_ON, how="left", maintain_order="left")
         return out
-    kk = index.sorted
-    q, _ = index.pack(ops["globalPid"], ops["correlationId"])
-    pos = np.minimum(np.searchsorted(kk, q), len(kk) - 1)
-    found = (kk[pos] == q) & (q >= 0)
-    idx = pl.Series("_i", pos if index.order is None else index.order[pos])
+    pos, found = index.positions(ops["globalPid"], ops["correlationId"])
+    idx = pl.Series("_i", pos)
     if not found.all():
         idx = idx.set(pl.Series(~found), None)
     # gather by expression: a null index gives a null row (also when no index is valid)
     return pl.concat([ops, index.payload.select(pl.all().gather(idx))], how="horizontal")
+
+
+def launch_rows(index: LaunchIndex, p: pl.Series, c: pl.Series) -> np.ndarray:
+    """Row of `index.frame` matching each (process, correlationId) pair, -1 where none does;
+    an id seen twice in a process matches its first row."""
+    if not len(p) or index.frame.is_empty():
+        return np.full(len(p), -1, np.int64)
+    if index.table is None and index.sorted is None:  # ids not packable: hash join
+        keys = index.frame.select(_ON).with_row_index("_r")
+        keys = keys.unique(subset=_ON, keep="first", maintain_order=True)
+        got = pl.DataFrame({_ON[0]: p, _ON[1]: c}).join(
+            keys, on=_ON, how="left", maintain_order="left"
+        )
+        return got["_r"].cast(pl.Int64).fill_null(-1).to_numpy()
+    pos, found = index.positions(p, c)
+    return np.where(found, pos, -1)
 
 
 def _is_sorted(a: np.ndarray) -> bool:
