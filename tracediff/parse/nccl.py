@@ -8,6 +8,8 @@ Kernel names are decoded *as named*: since NCCL 2.19 the symbol is the specialis
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -86,12 +88,20 @@ _NVTX_COLL = rf"^nccl(?P<op>{_OPS})$"
 
 def _comm_rows(names: pa.Array) -> pl.Series:
     """Row mask of communication kernels; the regex runs once per distinct name, not per row."""
-    if pa.types.is_dictionary(names.type):
-        arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
-        hit = pl.Series(arr.dictionary.cast(pa.string())).str.contains(COMM_PATTERN).to_arrow()
+    return _rows_where(names, lambda s: s.str.contains(COMM_PATTERN))
+
+
+def _rows_where(
+    col: pa.Array | pa.ChunkedArray, test: Callable[[pl.Series], pl.Series]
+) -> pl.Series:
+    """Row mask of a string column (null: False); on a dictionary column `test` runs once per
+    distinct value, not per row."""
+    if pa.types.is_dictionary(col.type):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        hit = test(pl.Series(arr.dictionary.cast(pa.string()))).to_arrow()
         mask = pa.compute.take(hit, arr.indices)
         return pl.Series(mask).fill_null(False)
-    return pl.Series(names).cast(pl.String).str.contains(COMM_PATTERN).fill_null(False)
+    return test(pl.Series(col).cast(pl.String)).fill_null(False)
 
 
 def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = None) -> pa.Table:
@@ -105,7 +115,9 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
     parts: list[pl.DataFrame] = []
     if kernels.num_rows:
         mask = _comm_rows(kernels.column("name"))
-        k = pl.from_arrow(kernels.filter(mask.to_arrow()))
+        cols = ["device_id", "process_id", "stream_id", "launch_thread_id", "start_ns", "end_ns",
+                "duration_ns", "name", "correlation_id"]  # fmt: skip
+        k = pl.from_arrow(kernels.select(cols).filter(mask.to_arrow()))
         assert isinstance(k, pl.DataFrame)
     else:
         k = pl.DataFrame()
@@ -120,14 +132,15 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
             dec,
             k.select("correlation_id"),
         ], how="horizontal"))  # fmt: skip
+    if nvtx.num_rows:  # NCCL-domain ranges that are collectives, tested per distinct value
+        keep = (
+            _rows_where(nvtx.column("domain"), lambda s: s == "NCCL")
+            & _rows_where(nvtx.column("range_kind"), lambda s: s != "mark")
+            & _rows_where(nvtx.column("name"), lambda s: s.str.contains(_NVTX_COLL))
+        )
+        nvtx = nvtx.filter(keep.to_arrow())
     n = pl.from_arrow(nvtx)
     assert isinstance(n, pl.DataFrame)
-    if n.height:
-        n = n.filter(
-            (pl.col("domain").cast(pl.String) == "NCCL")
-            & (pl.col("range_kind").cast(pl.String) != "mark")
-            & pl.col("name").cast(pl.String).str.contains(_NVTX_COLL)
-        )
     if n.height:
         parts.append(n.select(
             pl.lit("nvtx").alias("source"), "device_id", "process_id",

@@ -36,8 +36,10 @@ class Strings:
         if self.dense and len(ids) and ids.null_count() == 0 and ids.min() >= 0 and ids.max() < n:  # type: ignore[operator]
             # the common case: every id known, and ids are positions already
             idx = ids.cast(pl.Int32).to_arrow()
-            return pa.DictionaryArray.from_arrays(
-                idx.combine_chunks() if isinstance(idx, pa.ChunkedArray) else idx, self.values
+            return pa.DictionaryArray.from_arrays(  # bounds checked above: no index scan
+                idx.combine_chunks() if isinstance(idx, pa.ChunkedArray) else idx,
+                self.values,
+                safe=False,
             )
         nulls = ids.is_null().to_numpy()
         vals = ids.cast(pl.Int64).fill_null(-1).to_numpy()
