@@ -33,12 +33,12 @@ def nesting_depth(df: pl.DataFrame, start: str, end: str, by: list[str]) -> pl.S
     # boundary kind: 0 an end, 1 a start, 2 the end of a zero-length interval
     kind = np.concatenate([np.ones(n, np.int8), np.where(t1 == t0, 2, 0).astype(np.int8)])
     tie = np.concatenate([-t1, np.zeros(n, np.int64)])  # a longer interval opens first
-    keys = (tie, kind, t) if g is None else (tie, kind, t, np.concatenate([g, g]))
-    order = np.lexsort(keys)  # stable: identical boundaries stay in row order
+    gg = None if g is None else np.concatenate([g, g])
+    order = np.lexsort((tie, kind, t) if gg is None else (tie, kind, t, gg))  # stable
     is_start = order < n
     opened = np.cumsum(np.where(is_start, 1, -1))
-    if g is not None:  # the count restarts in each group
-        gs = keys[3][order]
+    if gg is not None:  # the count restarts in each group
+        gs = gg[order]
         first = np.flatnonzero(np.concatenate([[True], gs[1:] != gs[:-1]]))
         before = np.concatenate([[0], opened[first[1:] - 1]])
         opened -= np.repeat(before, np.diff(np.concatenate([first, [2 * n]])))
