@@ -1,7 +1,7 @@
 """Kineto ingest benchmark: events/s and peak RSS of `read_kineto` on real traces and a ×N copy.
 
     bench/kineto_ingest.py [--trace PATH.json.gz] [--times 50] [--repeat 3] [--keep DIR]
-                           [--reader OLD_KINETO.py]
+                           [--reader OLD_KINETO.py] [--workers 0]
 
 Inputs: the largest real Kineto trace (default: the 2021-schema ResNet50 sample from
 pytorch/kineto, 75.7 k events, 35 MB of JSON) as shipped (.json.gz) and uncompressed, and a
@@ -14,7 +14,8 @@ thread pools and arenas are a fixed ~35 MB, not a per-byte cost), resets its pea
 (/proc/self/clear_refs), then reads the input: wall time of read_kineto, and peak RSS (VmHWM)
 above the RSS before the read, as a multiple of the uncompressed JSON size. When the reader starts
 a worker process (large plain-JSON files), its CPU seconds are added to the CPU column and its
-whole peak RSS (interpreter and imports included) to the peak column.
+whole peak RSS (interpreter and imports included) to the peak column; `--workers 0` reads
+every segment in the one process, for the single-core figure.
 Each input is read --repeat times: the table shows the fastest run (wall and CPU seconds, all
 threads; events per wall second and per CPU second), the largest peak, and the load average (a
 shared machine slows every run). --reader runs another version of the reader instead (a module
@@ -60,7 +61,9 @@ if os.environ.get("KINETO_READER"):  # another version of the reader, from a fil
     spec.loader.exec_module(mod)
     read_kineto = mod.read_kineto
 else:
-    from tracediff.parse.kineto import read_kineto
+    from tracediff.parse.kineto import read_kineto, segments
+    if os.environ.get("KINETO_WORKERS"):  # --workers: 0 reads every segment in this process
+        segments.WORKERS = int(os.environ["KINETO_WORKERS"])
 def status_kb(key):
     with open("/proc/self/status") as f:
         for line in f:
@@ -120,8 +123,10 @@ def replicate(src: Path, out: Path, times: int) -> None:
         f.write(b"\n]}\n")
 
 
-def measure(path: Path, reader: Path | None) -> dict[str, float]:
+def measure(path: Path, reader: Path | None, workers: int | None = None) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if workers is not None:
+        env["KINETO_WORKERS"] = str(workers)
     if reader is not None:
         env["KINETO_READER"] = str(reader.resolve())
     out = subprocess.run(
@@ -141,6 +146,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per input; the best is shown")
     ap.add_argument("--keep", type=Path, help="folder for generated inputs (default: temp dir)")
     ap.add_argument("--reader", type=Path, help="a reader module file to measure instead")
+    ap.add_argument(
+        "--workers", type=int, help="worker processes of the segmented read (0: one process)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.keep) as tmp:
         raw = Path(tmp) / "trace.json"
@@ -158,7 +166,7 @@ def main() -> None:
             f"{'load':>5s}"
         )
         for label, path, size in rows:
-            runs = [measure(path, args.reader) for _ in range(args.repeat)]
+            runs = [measure(path, args.reader, args.workers) for _ in range(args.repeat)]
             r = min(runs, key=lambda x: x["s"])
             cpu = min(x["cpu_s"] for x in runs)
             peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
