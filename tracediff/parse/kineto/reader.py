@@ -1,8 +1,9 @@
 """Kineto trace → Run: reads the file, decodes it a chunk at a time, builds the tables.
 
 Stage: parse. Input: a `.json` / `.json.gz` path; output: a `Run`. The steps are source.py
-(bytes, memory budget), events.py (JSON → event records, chunked), roles.py (records → one
-typed frame per role), clock.py (µs → exact ns), tables.py (frames → run-file tables).
+(bytes, memory budget), segments.py (large plain files: segments read by two processes),
+events.py (JSON → event records, chunked), roles.py (records → one typed frame per role),
+clock.py (µs → exact ns), tables.py (frames → run-file tables).
 
 Time base: Unix ns = `time_origin_utc_ns` + start_ns, where time_origin_utc_ns is the trace's
 `baseTimeNanoseconds` (HTA's rule), 0 when `ts` already is Unix µs (2021 schema), else null.
