@@ -181,19 +181,20 @@ def main() -> int:
     ap.add_argument("--extra", type=Path, action="append", default=[], help="another input")
     ap.add_argument("--tree", type=Path, help="import tracediff from this source tree")
     ap.add_argument(
-        "--plain-alloc", action="store_true", help="without the CLI's jemalloc settings"
+        "--plain-alloc", action="store_true", help="without the CLI's allocator settings"
     )
     ap.add_argument("--stages", action="store_true", help="per-stage CPU of each input")
     ap.add_argument(
         "--floor", action="store_true", help="parquetdir inputs: the Parquet read alone"
     )
     args = ap.parse_args()
-    # what `tracediff parse` runs with: the CLI sets polars' jemalloc options before polars loads
-    env = dict(os.environ)
-    if not args.plain_alloc and "_RJEM_MALLOC_CONF" not in env:
-        from tracediff import cli
+    # what `tracediff parse` runs with: the CLI sets polars' and pyarrow's allocator options
+    # (jemalloc, huge pages) before they load
+    env = dict(os.environ)  # copied first: importing tracediff.cli sets them here as well
+    from tracediff.cli import ALLOCATOR_ENV
 
-        env["_RJEM_MALLOC_CONF"] = cli._JEMALLOC
+    alloc = {} if args.plain_alloc else ALLOCATOR_ENV
+    env = {**alloc, **env}
     import replicate
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tracediff-bench-"))
@@ -245,7 +246,8 @@ def main() -> int:
     load0 = os.getloadavg()
     print(
         f"{os.cpu_count()} CPUs; load average at start {load0[0]:.2f}; "
-        f"best and median of {args.repeat} runs; _RJEM_MALLOC_CONF={env.get('_RJEM_MALLOC_CONF')}"
+        f"best and median of {args.repeat} runs; "
+        f"allocators: {alloc or 'plain'}"
     )
     head = f"{'input':<14} {'format':<10} {'kernels':>9} {'all rows':>9} "
     head += f"{'best s':>8} {'median s':>8} {'cpu s':>7} {'user':>6} {'sys':>6} "

@@ -124,7 +124,9 @@ def replicate(src: Path, out: Path, times: int) -> None:
 
 
 def measure(path: Path, reader: Path | None, workers: int | None = None) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    from tracediff.cli import ALLOCATOR_ENV  # what `tracediff parse` runs with
+
+    env = {**ALLOCATOR_ENV, **os.environ, "PYTHONPATH": str(ROOT)}
     if workers is not None:
         env["KINETO_WORKERS"] = str(workers)
     if reader is not None:

@@ -41,7 +41,9 @@ print(json.dumps({"wall": wall, "cpu": cpu, "rows": [f.height for f in frames],
 
 
 def _run(path: Path, how: str, workers: int) -> dict:
-    env = dict(os.environ, _RJEM_MALLOC_CONF="thp:always,oversize_threshold:0")
+    from tracediff.cli import ALLOCATOR_ENV  # what the CLI runs with
+
+    env = {**ALLOCATOR_ENV, **os.environ}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), how, str(workers)],
         capture_output=True,

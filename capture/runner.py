@@ -276,10 +276,9 @@ def capture(
     try:
         with wt.worktree(repo, sha) as tree:
             env = dict(os.environ)
-            if os.environ.get("TRACEDIFF_SET_RJEM") == env.get("_RJEM_MALLOC_CONF"):
-                # the allocator setting tracediff's CLI made for itself is not the workload's
-                env.pop("_RJEM_MALLOC_CONF", None)
-            env.pop("TRACEDIFF_SET_RJEM", None)
+            # the allocator settings tracediff's CLI made for itself are not the workload's
+            for name in env.pop("TRACEDIFF_SET_ALLOC", "").split(","):
+                env.pop(name, None)
             paths = [str(tree / p) for p in spec.pythonpath]
             if spec.nvtx_shim:
                 paths.insert(0, str(SHIM_DIR))

@@ -17,16 +17,30 @@ from collections.abc import Sequence
 from tracediff import __version__
 from tracediff.errors import TracediffError
 
-# Set before anything imports polars: polars' allocator (jemalloc) backs its buffers with
-# transparent huge pages when asked before polars loads. A trace tool gathers and sorts columns
-# of millions of rows; with 4 KiB pages that is a page fault per 4 KiB and a TLB miss per random
-# access. Two 5 M-kernel runs compared: 2.0 M -> 0.2 M page faults, 28 -> 14 user CPU-s
+# Set before anything imports polars or pyarrow: their allocators (polars' jemalloc, and
+# pyarrow's bundled jemalloc instead of its default mimalloc) back big buffers with transparent
+# huge pages when asked before they load. A trace tool gathers and sorts columns of millions of
+# rows; with 4 KiB pages that is a page fault per 4 KiB (~10 us each on the development VM) and
+# a TLB miss per random access. Two 5 M-kernel runs compared: 2.0 M -> 0.2 M page faults, 28 ->
+# 14 user CPU-s; parsing 1 M kernels from SQLite, pyarrow's pool as well: 0.51-0.55 -> 0.43 s
 # (bench/README.md). Big buffers come from the ordinary arenas (oversize_threshold:0), which
-# reuse freed pages instead of zeroing fresh ones: ~1 s less system time there. A user's own
-# setting wins.
+# reuse freed pages instead of zeroing fresh ones. A user's own setting wins; the names set
+# here are listed in TRACEDIFF_SET_ALLOC so a captured workload does not inherit them.
 _JEMALLOC = "thp:always,oversize_threshold:0"
-if "_RJEM_MALLOC_CONF" not in os.environ:
-    os.environ["_RJEM_MALLOC_CONF"] = os.environ["TRACEDIFF_SET_RJEM"] = _JEMALLOC
+ALLOCATOR_ENV = {"_RJEM_MALLOC_CONF": _JEMALLOC, "JE_ARROW_MALLOC_CONF": _JEMALLOC}
+if sys.platform == "linux":  # pyarrow's Linux wheels carry jemalloc
+    ALLOCATOR_ENV["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
+
+
+def _set_allocators() -> None:
+    unset = [k for k in ALLOCATOR_ENV if k not in os.environ]
+    for k in unset:
+        os.environ[k] = ALLOCATOR_ENV[k]
+    if unset:
+        os.environ["TRACEDIFF_SET_ALLOC"] = ",".join(unset)
+
+
+_set_allocators()
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {

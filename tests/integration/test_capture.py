@@ -29,7 +29,9 @@ VERIFY_S = {verify_s}
 CYCLES = int(os.environ.get("CYCLES", "10"))
 if os.environ.get("ENV_DUMP"):
     with open(os.environ["ENV_DUMP"], "w") as f:
-        f.write(os.environ.get("_RJEM_MALLOC_CONF", "<unset>"))
+        names = ("_RJEM_MALLOC_CONF", "JE_ARROW_MALLOC_CONF", "ARROW_DEFAULT_MEMORY_POOL",
+                 "TRACEDIFF_SET_ALLOC")
+        f.write(";".join(os.environ.get(n, "<unset>") for n in names))
 i = 0
 while CYCLES < 0 or i < CYCLES:
     nvtx.push_range("cycle")
@@ -251,17 +253,22 @@ def test_workload_failure_keeps_report_and_records_exit_code(
 def test_workload_does_not_inherit_tracediffs_allocator_setting(
     repo: Path, nsys: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_setting: str | None
 ) -> None:
-    """The CLI sets jemalloc's huge-page option for itself; the profiled workload must run as the
-    user would run it: without it, or with the user's own value."""
-    monkeypatch.delenv("_RJEM_MALLOC_CONF", raising=False)
-    monkeypatch.delenv("TRACEDIFF_SET_RJEM", raising=False)
+    """The CLI sets allocator options (jemalloc huge pages for polars and pyarrow) for itself;
+    the profiled workload must run as the user would run it: without them, or with the user's
+    own values."""
+    from tracediff.cli import ALLOCATOR_ENV
+
+    for name in (*ALLOCATOR_ENV, "TRACEDIFF_SET_ALLOC"):
+        monkeypatch.delenv(name, raising=False)
     dump = tmp_path / "env.txt"
     env = {"CYCLES": "3", "ENV_DUMP": str(dump)}
     if user_setting:
         env["_RJEM_MALLOC_CONF"] = user_setting
     r = capture(repo, "base", tmp_path / "cap", nsys=nsys, env=env)
     assert r.returncode == 0, r.stderr
-    assert dump.read_text() == (user_setting or "<unset>")
+    rjem, je_arrow, pool, marker = dump.read_text().split(";")
+    assert rjem == (user_setting or "<unset>")
+    assert je_arrow == pool == marker == "<unset>"
 
 
 def test_missing_nsys_says_how_to_install(repo: Path, tmp_path: Path) -> None:
