@@ -1,7 +1,8 @@
 """Kineto trace → Run: reads the file, decodes it a chunk at a time, builds the tables.
 
 Stage: parse. Input: a `.json` / `.json.gz` path; output: a `Run`. The steps are source.py
-(bytes, memory budget), segments.py (large plain files: segments read by two processes),
+(bytes, memory budget), segments.py (large files: segments read by two processes; a large gzip
+trace is inflated to a temp file first),
 events.py (JSON → event records, chunked), roles.py (records → one typed frame per role),
 clock.py (µs → exact ns), tables.py (frames → run-file tables).
 
@@ -74,9 +75,17 @@ def _build(path: Path, exact: bool) -> Run:
         src.close()
     try:
         try:
-            roles, doc = segments.read(path, exact, segs)
+            big_gzip = src.gzip and src.size_hint >= segments.GZIP_MIN_BYTES
+            if not big_gzip:
+                roles, doc = segments.read(path, exact, segs)
+            else:
+                try:  # inflated to a temp file, its segments read by two processes
+                    roles, doc = segments.read_gzip(path, exact, src.size_hint)
+                except segments.NoRoom:
+                    big_gzip = False  # read in one pass (below, only if that fails)
+                    roles, doc = segments.read(path, exact, segs)
         except events.NotChunked:
-            if len(segs) == 1:
+            if len(segs) == 1 and not big_gzip:
                 raise
             # a boundary between segments fell inside a value: one segment tries further cuts
             roles, doc = segments.read(path, exact, [(0, None)])

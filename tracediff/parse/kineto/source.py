@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,20 @@ class Source:
         if self.total > self.budget:
             raise _too_big(self.path, self.budget + 1, self.budget)
         return n
+
+    def inflated(self, block: int = 4 << 20) -> Iterator[bytes]:
+        """gzip: the JSON text a block (at most `block` bytes) at a time, refused as `readinto`
+        refuses it once it passes the memory budget."""
+        try:
+            while out := self._inflate(block):
+                self.total += len(out)
+                if self.total > self.budget:
+                    raise _too_big(self.path, self.budget + 1, self.budget)
+                yield out
+        except OSError as e:
+            raise InputError(
+                f"{self.path}: cannot read: {e.strerror or e}", "check the path and permissions"
+            ) from None
 
     def _inflate(self, max_out: int) -> bytes:
         """The next inflated bytes (at most max_out); b"" after the last gzip member."""
