@@ -327,3 +327,40 @@ def test_text_with_invalid_utf8_reads_as_through_sqlite(tmp_path: Path) -> None:
             src.close()
     assert frames[0].equals(frames[1])
     assert frames[0].rows() == [(3, "range 3 \u00e9"), (300, "ok\ufffd")]
+
+
+def _varint9(v: int) -> bytes:
+    """SQLite's 9-byte varint: 7 bits in each of 8 bytes, then 8 in the last."""
+    return bytes(0x80 | ((v >> (8 + 7 * (7 - i))) & 0x7F) for i in range(8)) + bytes([v & 0xFF])
+
+
+def test_field_sizes_that_wrap_around_are_refused(tmp_path: Path) -> None:
+    """A crafted record whose unwanted fields' sizes add up past 2**64 to just below the body
+    must be refused, not read from before the record (a sum that wrapped used to pass)."""
+    path = tmp_path / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size=4096")
+    con.execute("CREATE TABLE t (b1 BLOB, b2 BLOB, b3 BLOB, d INTEGER)")
+    con.execute("INSERT INTO t VALUES (x'', x'', x'', 5)")
+    con.commit()
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()
+    con.close()
+    data = bytearray(path.read_bytes())
+    base = (root - 1) * 4096
+    assert data[base] == 0x0D and struct.unpack(">H", data[base + 3 : base + 5]) == (1,)
+    # blob sizes 2**63-8, 2**63-8, 12: 2**64-4 in all, so the int64 field "starts" 4 bytes
+    # before the 8-byte body
+    st = 12 + 2 * (2**63 - 8)
+    header = bytes([21]) + _varint9(st) + _varint9(st) + bytes([12 + 2 * 12, 6])
+    payload = header + struct.pack(">q", 42)
+    cell = bytes([len(payload), 1]) + payload
+    at = 200  # unallocated space of the page, after the one-entry cell pointer array
+    data[base + at : base + at + len(cell)] = cell
+    data[base + 8 : base + 10] = struct.pack(">H", at)
+    bad = tmp_path / "wrap.sqlite"
+    bad.write_bytes(bytes(data))
+    reader = PageReader(bad)
+    try:
+        assert reader.read(root, [3], ["i"]) is None
+    finally:
+        reader.close()

@@ -326,9 +326,10 @@ static const char *decode(const File *f, const uint32_t *leaves, Py_ssize_t nlea
                 if (st < 10) size = SIZE[st];
                 else if (st >= 12) size = (st - 12) / 2;
                 else return "reserved serial type";
+                /* off <= room holds throughout, so neither side can wrap around */
+                if (size > room - off) return "field past the record";
                 int j = o->slot[k];
                 if (j >= 0) {
-                    if (off + size > room) return "field past the record";
                     char kind = o->kinds[j];
                     if (st >= 1 && st <= 6 && kind == 'i') { /* the common cases */
                         const uint8_t *p = body + off;
