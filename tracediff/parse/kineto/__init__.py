@@ -5,8 +5,9 @@ Stage: parse. Input: a Kineto trace, `.json` or `.json.gz`: the current schema (
 ROCm (hip*) traces. Output: a `Run` with the tables of `tracediff.schema`.
 
 This package is the only place that knows Kineto field names. reader.py runs the steps:
-source.py (file → JSON bytes, refused when larger than memory), segments.py (a plain-JSON file
-over 128 MB split into 64 MB segments, read by this process and one worker process at once),
+source.py (file → JSON bytes, refused when larger than memory), segments.py (a file of over
+128 MB of JSON split into 64 MB segments, read by this process and one worker process at once; a
+gzip one inflated into a temp file first, its segments handed out as the inflate passes them),
 events.py (JSON → typed event records, one 4 MB chunk of traceEvents at a time), roles.py
 (records → one typed polars frame per role, so no record outlives its chunk), clock.py (µs →
 exact int64 ns; loosely typed ids → int64), tables.py (frames → kernels, memops, nvtx_ranges,

@@ -1,7 +1,9 @@
 """A large plain-JSON trace read in segments, by this process and one worker process at once.
 
-Stage: parse (inside the Kineto reader). Input: a `.json` path (gzip cannot seek, so a `.json.gz`
-is one segment); output: the merged per-role columns (`Roles`) and the document's keys (`Doc`).
+Stage: parse (inside the Kineto reader). Input: a `.json` path, or a `.json.gz` one with at least
+GZIP_MIN_BYTES of JSON (gzip cannot seek: `read_gzip` inflates it into a private temp file, and
+cuts its segments as the inflate passes them); output: the merged per-role columns (`Roles`) and
+the document's keys (`Doc`).
 
 The traceEvents array is split at `}`, `,` and `{` meeting near every SEGMENT_BYTES of the file
 (`bounds`: a few small reads, no decode); each segment is read, decoded and turned into Arrow
@@ -10,8 +12,9 @@ concatenated in file order. Which process reads a segment does not change its co
 tables are the same whether the worker runs or not. A boundary that is not between two elements
 (inside a string holding `}, {`) fails a piece's strict decode, and the reader then reads the
 file as one segment. The worker is a spawned interpreter (polars' thread pool does not survive a
-fork, nor runs the caller's __main__); the two processes take segments from one counter, so a busy
-core gets fewer of them.
+fork, nor runs the caller's __main__); the two processes take segments from one feed, so a busy
+core gets fewer of them. No worker starts on one usable CPU or when the load average says the
+CPUs are busy (`workers`): it then costs more than it saves.
 """
 
 from __future__ import annotations
