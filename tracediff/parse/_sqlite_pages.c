@@ -193,6 +193,7 @@ typedef struct {
 } Bytes;
 
 static int append(Bytes *a, const void *p, size_t n) {
+    if (n == 0) return 0; /* an empty text: nothing to copy (and no buffer yet, maybe) */
     if (a->n + n > a->cap) {
         size_t cap = a->cap ? a->cap : 4096;
         while (cap < a->n + n) cap *= 2;
