@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
-.PHONY: setup nsys demo test check lint typecheck bench
+.PHONY: setup nsys demo test check lint typecheck bench fuzz-pages
 
 setup: $(VENV)/.installed
 
@@ -34,3 +34,14 @@ check: lint typecheck test
 
 bench: setup nsys
 	$(BIN)/python bench/ingest.py
+
+# The SQLite page decoder under ASan + UBSan, fed damaged copies of real reports (not part of CI).
+ASAN_SO := /tmp/tracediff-asan/_sqlite_pages.so
+fuzz-pages: setup
+	mkdir -p $(dir $(ASAN_SO))
+	gcc -shared -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -std=c11 \
+	  -I$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
+	  tracediff/parse/_sqlite_pages.c -o $(ASAN_SO)
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(BIN)/python tools/fuzz_sqlite_pages.py $(ASAN_SO) 120
