@@ -187,20 +187,20 @@ def test_a_full_disk_while_inflating_reads_in_one_pass(
 
 
 def test_load_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No worker on one usable CPU, or when the 1-minute load exceeds the CPUs minus 0.5."""
+    """No worker on one usable CPU, or when the 1-minute load is at least twice the CPUs."""
     cpus, load = [{0, 1}], [0.2]
     monkeypatch.setattr(os, "sched_getaffinity", lambda _: cpus[0])
     monkeypatch.setattr(os, "getloadavg", lambda: (load[0], 0.0, 0.0))
     monkeypatch.setattr(segments, "WORKERS", 1)
     assert segments.workers(5) == 1
     assert segments.workers(1) == 0
-    load[0] = 1.49
+    load[0] = 3.99
     assert segments.workers(5) == 1
-    load[0] = 1.51
+    load[0] = 4.0
     assert segments.workers(5) == 0
     cpus[0] = {0, 1, 2, 3}
     assert segments.workers(5) == 1
-    load[0] = 3.6
+    load[0] = 8.1
     assert segments.workers(5) == 0
     monkeypatch.setattr(segments, "LOAD_GATE", False)
     assert segments.workers(5) == 1
