@@ -5,8 +5,10 @@ folder; output: a `Run`, through the same table logic as SQLite exports (nsys_sq
 
 A report is exported by the real `nsys export` into a temporary folder that is always removed.
 The export is Parquet (`parquetdir`, nsys 2023.4 and later) of only the tables the reader uses
-(`--tables`): tracediff reads it about 2.5x faster than the same data as SQLite (1 M kernels,
-bench/ingest.py). If that export fails, SQLite is tried before giving up. A `.qdstrm` is
+(`--tables`). Since the SQLite page decoder, tracediff reads either at about the same speed
+(1 M kernels: 0.45 s Parquet, 0.43 s SQLite, bench/ingest.py; it was 2.5x in Parquet's favour);
+which one nsys writes faster for a large report is not measured (only small reports are at
+hand: ~0.1 s either way). If that export fails, SQLite is tried before giving up. A `.qdstrm` is
 first turned into a report by QdstrmImporter. Timeouts: $TRACEDIFF_NSYS_TIMEOUT seconds
 (default 1800) per tool run.
 """
