@@ -7,11 +7,12 @@ polars frame per `Read`, columns in the requested order and types, absent column
 A read of integer, real and text columns (the event tables: kernels, CUDA API calls, memcpy,
 memset, syncs, CUDA events, NVTX; the string table) is decoded straight from the file's pages by
 the native module (sqlite_pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took
-~1.2), split over the worker threads by leaf page. Every other read, and any table the page decoder refuses, is pulled
-as Arrow in one batch (ADBC's SQLite driver; tables spread over a thread pool, since SQLite
-readers run concurrently and ADBC releases the GIL; a table that outweighs all the others split
-by rowid range), with a stdlib `sqlite3` fallback. No Python loop runs per row except the UTF-8
-repair of a column that has invalid bytes. `TRACEDIFF_SQLITE_PAGES=0` turns the page decoder off.
+~1.2), split over the worker threads by leaf page. Every other read, and any table the page
+decoder refuses, is pulled as Arrow in one batch (ADBC's SQLite driver; tables spread over a
+thread pool, since SQLite readers run concurrently and ADBC releases the GIL; a table that
+outweighs all the others split by rowid range), with a stdlib `sqlite3` fallback. No Python loop
+runs per row except the UTF-8 repair of a column that has invalid bytes.
+`TRACEDIFF_SQLITE_PAGES=0` turns the page decoder off.
 """
 
 from __future__ import annotations
@@ -119,14 +120,14 @@ class SqliteSource:
         try:
             self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
             names = self.con.execute(
-                "SELECT name, rootpage, sql FROM sqlite_master WHERE type='table'"
+                "SELECT name, rootpage FROM sqlite_master WHERE type='table'"
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise InputError(
                 f"{self.src}: SQLite file is unreadable ({e})",
                 "the file may be truncated or corrupt; export the report again",
             ) from None
-        self.tables = {n for n, _, _ in names}
+        self.tables = {n for n, _ in names}
         if pages is None:
             pages = os.environ.get("TRACEDIFF_SQLITE_PAGES", "1") != "0"
         self._pages = None
@@ -137,7 +138,7 @@ class SqliteSource:
                 self._pages = None
         # b-tree root page of each table (virtual tables have none; a WITHOUT ROWID table's
         # root is an index page, which the page decoder refuses)
-        self._roots = {n: r for n, r, _ in names if isinstance(r, int) and r > 0}
+        self._roots = {n: r for n, r in names if isinstance(r, int) and r > 0}
         self._cols: dict[str, list[str]] = {}
         self._info: dict[str, list[tuple[Any, ...]]] = {}
         self._plain: dict[str, bool] = {}
@@ -187,15 +188,17 @@ class SqliteSource:
         if table not in self._plain:
             try:
                 xinfo = self.con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
-            except sqlite3.DatabaseError:
-                xinfo = [(0,) * 7, (0,) * 7]
-            plain = all(r[6] == 0 for r in xinfo) and len(xinfo) == len(self.columns(table))
-            self._plain[table] = plain
+            except sqlite3.DatabaseError:  # unreadable schema: SQLite itself will say so
+                self._plain[table] = False
+            else:
+                self._plain[table] = all(r[6] == 0 for r in xinfo) and len(xinfo) == len(
+                    self.columns(table)
+                )
         return self._plain[table]
 
-    def _page_spec(self, read: Read) -> tuple[int, list[int], list[str], int] | None:
-        """(root page, record fields, kinds, rowid-alias field) of a read the page decoder can
-        serve, or None: reads of integer, real and text columns with no default values (a
+    def _page_spec(self, read: Read) -> tuple[int, list[str], list[int], list[str], int] | None:
+        """(root page, columns present, their record fields and kinds, rowid-alias field) of a
+        read the page decoder can serve, or None: reads of integer, real and text columns with no default values (a
         `where_in` filter is applied after decoding, on a column the read includes)."""
         if self._pages is None or read.table not in self._roots:
             return None
@@ -215,17 +218,16 @@ class SqliteSource:
         # a lone INTEGER PRIMARY KEY column is the rowid; its record field is stored as NULL
         ipk = pk[0][0] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else -1
         kinds = [_PAGE_KINDS[read.cols[c]] for c in have]
-        return self._roots[read.table], fields, kinds, ipk
+        return self._roots[read.table], have, fields, kinds, ipk
 
     def _fetch_pages(self, read: Read) -> pl.DataFrame | None:
         spec = self._page_spec(read)
         if spec is None or self._pages is None:
             return None
-        root, fields, kinds, ipk = spec
+        root, have, fields, kinds, ipk = spec
         arrays = self._pages.read(root, fields, kinds, ipk, self.workers)
         if arrays is None:
             return None
-        have = [c for c in read.cols if c in set(self.columns(read.table))]
         df = pl.from_arrow(_utf8(pa.Table.from_arrays(arrays, names=have)), rechunk=False)
         assert isinstance(df, pl.DataFrame)
         if read.where_in is not None and read.where_in[0] in have:
