@@ -7,7 +7,8 @@ columns, one `<TABLE>.parquet` per table). Output: a `Run` with the tables of `t
 `read_nsys` is the entry point of the nsys reader; its parts:
 
     nsys_schema.py   nsys table and column names, types, enum values (the vocabulary)
-    nsys_source.py   Read / Source / SqliteSource: raw tables as polars frames (ADBC, parallel)
+    nsys_source.py   Read / Source / SqliteSource: raw tables as polars frames (C page decoder, ADBC)
+    sqlite_pages.py  SQLite b-tree pages -> Arrow columns (_sqlite_pages.c)
     nsys_columns.py  StringIds dictionary, enum labels, pid/tid split, schema-exact assembly
     nsys_tables.py   kernels, memops, api_calls, syncs, devices; the launch join
     nsys_nvtx.py     nvtx_ranges (domains, depth, payloads)
