@@ -42,6 +42,18 @@ def _f(x: Any) -> Any:
     return x
 
 
+def _estimate(r: dict[str, Any]) -> dict[str, Any]:
+    """A contributor row's estimate, as both the per-GPU and the summed JSON rows give it."""
+    return {
+        "base_ms_per_cycle": r["base_ms_per_cycle"],
+        "head_ms_per_cycle": r["head_ms_per_cycle"],
+        "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+        "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
+        "significant": r["significant"],
+        "share": _f(r["share"]),
+    }
+
+
 def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
     att = c.attribution if top is None else c.attribution.head(top)
     return {
@@ -65,12 +77,7 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
                 "name": r["name"],
                 "phase": r["phase"],
                 "device": r["device_id"],
-                "base_ms_per_cycle": r["base_ms_per_cycle"],
-                "head_ms_per_cycle": r["head_ms_per_cycle"],
-                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
-                "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
-                "significant": r["significant"],
-                "share": _f(r["share"]),
+                **_estimate(r),
                 "status": r["status"],
                 "base_count_per_cycle": r["base_count_per_cycle"],
                 "head_count_per_cycle": r["head_count_per_cycle"],
@@ -85,12 +92,7 @@ def to_dict(c: Comparison, top: int | None = None) -> dict[str, Any]:
                 "devices": r["devices"],
                 "top_device": r["top_device_id"],
                 "top_device_delta_ms_per_cycle": r["top_device_delta_ms_per_cycle"],
-                "base_ms_per_cycle": r["base_ms_per_cycle"],
-                "head_ms_per_cycle": r["head_ms_per_cycle"],
-                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
-                "ci95": [_f(r["ci95_low"]), _f(r["ci95_high"])],
-                "significant": r["significant"],
-                "share": _f(r["share"]),
+                **_estimate(r),
             }
             for r in (c.across_gpus if top is None else c.across_gpus.head(top)).iter_rows(
                 named=True

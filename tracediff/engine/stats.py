@@ -10,6 +10,17 @@ import polars as pl
 
 from tracediff.engine import attribute as at
 
+ESTIMATE = (
+    "base_ms_per_cycle",
+    "head_ms_per_cycle",
+    "delta_ms_per_cycle",
+    "ci95_low",
+    "ci95_high",
+    "significant",
+    "share",
+)
+"""The estimate columns of every contributor row, in report order (per GPU and summed)."""
+
 MIN_EFFECT_MS = 0.001
 """Changes below 1 µs per cycle are never called significant, whatever their CI."""
 REL_EFFECT = 0.01
@@ -97,12 +108,6 @@ def across_gpus(
             "devices",
             "top_device_id",
             "top_device_delta_ms_per_cycle",
-            "base_ms_per_cycle",
-            "head_ms_per_cycle",
-            "delta_ms_per_cycle",
-            "ci95_low",
-            "ci95_high",
-            "significant",
-            "share",
+            *ESTIMATE,
         )
     )

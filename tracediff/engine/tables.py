@@ -112,21 +112,16 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     g = g.with_columns(
         (pl.col("t") / n / 1e6).alias("ms"), (pl.col("w") / n / 1e6).alias("wait_ms")
     )
-    b = g.filter(pl.col("side") == "base").select(
-        "op",
-        "dtype",
-        "bytes",
-        "device_id",
-        pl.col("ms").alias("base_ms_per_cycle"),
-        pl.col("wait_ms").alias("base_wait_ms_per_cycle"),
-    )
-    h = g.filter(pl.col("side") == "head").select(
-        "op",
-        "dtype",
-        "bytes",
-        "device_id",
-        pl.col("ms").alias("head_ms_per_cycle"),
-        pl.col("wait_ms").alias("head_wait_ms_per_cycle"),
+    b, h = (
+        g.filter(pl.col("side") == s).select(
+            "op",
+            "dtype",
+            "bytes",
+            "device_id",
+            pl.col("ms").alias(f"{s}_ms_per_cycle"),
+            pl.col("wait_ms").alias(f"{s}_wait_ms_per_cycle"),
+        )
+        for s in ("base", "head")
     )
     # zero only the per-cycle times: fill_null(0.0) on the frame would turn device_id into a float
     # and unknown bytes into 0 (unknown is null)

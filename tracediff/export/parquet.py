@@ -81,6 +81,12 @@ def _floats(*names: str) -> list[tuple[str, pa.DataType]]:
     return [(n, _f64) for n in names]
 
 
+# a contributor's estimate (engine.stats.ESTIMATE), per GPU and summed over GPUs
+_ESTIMATE = _floats(
+    "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
+) + [("significant", _bool), ("share", _f64)]
+
+
 # The Comparison's frames (engine/result.py documents them), with the types they are written as.
 DIFF_TABLES: dict[str, pa.Schema] = {
     "attribution": pa.schema(
@@ -91,10 +97,7 @@ DIFF_TABLES: dict[str, pa.Schema] = {
             ("phase", _str),
             ("device_id", _i32),
         ]
-        + _floats(
-            "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
-        )
-        + [("significant", _bool), ("share", _f64)]
+        + _ESTIMATE
         + _floats("base_count_per_cycle", "head_count_per_cycle")
         + [("status", _str)]
     ),
@@ -130,10 +133,7 @@ DIFF_TABLES: dict[str, pa.Schema] = {
             ("top_device_id", _i32),
             ("top_device_delta_ms_per_cycle", _f64),
         ]
-        + _floats(
-            "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
-        )
-        + [("significant", _bool), ("share", _f64)]
+        + _ESTIMATE
     ),
     "host": pa.schema(
         [("phase", _str)]
