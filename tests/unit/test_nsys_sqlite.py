@@ -439,3 +439,45 @@ def test_nesting_depth_equals_its_definition_with_groups_nulls_and_identical_int
     want_1 = _depth_reference([(0, int(s), e) for s, e in zip(starts, ends, strict=True)])
     assert nesting_depth(df, "start", "end", []).to_list() == want_1
     assert max(want_1) > 3  # the data nests (identical intervals open in row order)
+
+
+def test_threads_sharing_the_source_connection_each_get_their_own_answer(tmp_path: Path) -> None:
+    """The reader's threads share one sqlite3 connection (the kernel table is read in the
+    background while the rest is read). Without serialising it, an aggregate query answered
+    with no row now and then when another thread's statement failed (IndexError in `_bounds`,
+    a traceback where a corrupt file should give one line: 2-6 of 6,000 queries here)."""
+    import threading
+
+    from tracediff.parse.nsys_schema import KERNEL
+
+    path = tmp_path / "corrupt.sqlite"
+    shutil.copy(DATA / "h200" / "g_good.sqlite", path)
+    con = sqlite3.connect(path)
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (KERNEL,)).fetchone()
+    (page,) = con.execute("PRAGMA page_size").fetchone()
+    con.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page : root * page] = bytes(range(256)) * (page // 256)  # not a b-tree page
+    path.write_bytes(bytes(data))
+    src = SqliteSource(path, workers=2)
+    wrong: list[object] = []
+
+    def ask(table: str) -> None:
+        for _ in range(2000):
+            try:
+                rows = src._exec(f'SELECT min(rowid) FROM "{table}"')
+            except InputError:  # the corrupt table: one clear error, as it should
+                continue
+            if len(rows) != 1:
+                wrong.append(rows)
+
+    threads = [
+        threading.Thread(target=ask, args=(t,))
+        for t in (KERNEL, "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    src.close()
+    assert wrong == []

@@ -145,6 +145,9 @@ class SqliteSource:
         self._local = threading.local()
         self._adbc_cons: list[Any] = []
         self._lock = threading.Lock()
+        # one sqlite3 connection, used by the reader threads one query at a time: two threads
+        # stepping it at once got each other's rows (an aggregate answered with no row)
+        self._con_lock = threading.Lock()
         self._adbc_module: Any = None  # imported on the first read the pages cannot serve
         self._adbc_tried = False
 
@@ -187,7 +190,8 @@ class SqliteSource:
         2 or 3 in table_xinfo), which table_info leaves out and records do not store."""
         if table not in self._plain:
             try:
-                xinfo = self.con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
+                with self._con_lock:
+                    xinfo = self.con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
             except sqlite3.DatabaseError:  # unreadable schema: SQLite itself will say so
                 self._plain[table] = False
             else:
@@ -236,7 +240,8 @@ class SqliteSource:
 
     def _exec(self, sql: str) -> list[tuple[Any, ...]]:
         try:
-            return self.con.execute(sql).fetchall()
+            with self._con_lock:
+                return self.con.execute(sql).fetchall()
         except sqlite3.DatabaseError as e:
             raise InputError(
                 f"{self.src}: SQLite file is corrupt ({e})",
