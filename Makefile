@@ -8,7 +8,7 @@ NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c
+$(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c tracediff/parse/_kineto_scan.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

@@ -2,7 +2,9 @@
 
 The reader cuts traceEvents into pieces where `}`, `,` and `{` meet; these tests make the pieces
 tiny so every real trace is cut thousands of times, and feed layouts where a cut can fall inside a
-string or a nested value, where keys follow the array, or where the array is minified.
+string or a nested value, where keys follow the array, or where the array is minified. Every test
+runs twice: pieces scanned by the native scanner (scan.py) where it takes them, and all pieces
+decoded by msgspec.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.kineto import events, read_kineto
+from tracediff.parse.kineto import events, read_kineto, scan
 from tracediff.runfile import Run
 
 DATA = Path(__file__).parent.parent / "data"
@@ -27,6 +29,14 @@ REAL = [
     DATA / "kineto" / "gpu_only_trace.json.gz",
     DATA / "h200" / "k_good.json.gz",
 ]
+
+
+@pytest.fixture(autouse=True, params=["scan", "msgspec"])
+def piece_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "scan" and not scan.ENABLED:
+        pytest.skip("the native scanner is not built")
+    monkeypatch.setattr(scan, "ENABLED", request.param == "scan")
+    return str(request.param)
 
 
 def _whole(monkeypatch: pytest.MonkeyPatch, path: Path) -> Run:
@@ -44,22 +54,23 @@ def _chunked(monkeypatch: pytest.MonkeyPatch, path: Path, size: int) -> Run:
     with monkeypatch.context() as m:
         m.setattr(events, "CHUNK_BYTES", size)
         seen: list[int] = []
-        real = events._Window.decode
+        real = events._piece
 
-        def counting(self: Any, *a: Any, **k: Any) -> Any:
-            out = real(self, *a, **k)
-            seen.append(1)  # pieces decoded (a failed try raises)
+        def counting(*a: Any, **k: Any) -> Any:
+            out = real(*a, **k)
+            seen.append(isinstance(out, scan.Scanned))  # a failed try raises
             return out
 
-        m.setattr(events._Window, "decode", counting)
+        m.setattr(events, "_piece", counting)
         run = read_kineto(path)
         run.metadata["pieces"] = len(seen)
+        run.metadata["scanned"] = sum(seen)
         return run
 
 
 def _same(a: Run, b: Run) -> None:
     assert a.warnings == b.warnings
-    skip = ("pieces", "source")
+    skip = ("pieces", "scanned", "source")
     assert {k: v for k, v in a.metadata.items() if k not in skip} == {
         k: v for k, v in b.metadata.items() if k not in skip
     }
@@ -70,7 +81,7 @@ def _same(a: Run, b: Run) -> None:
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_traces_cut_into_small_pieces(
-    path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, piece_decoder: str
 ) -> None:
     plain = tmp_path / "t.json"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
@@ -78,6 +89,9 @@ def test_real_traces_cut_into_small_pieces(
     for src in (path, plain):
         got = _chunked(monkeypatch, src, 2000)
         assert got.metadata["pieces"] > 10 or path.stat().st_size < 8000
+        # the scanner takes every piece of these traces (msgspec: none)
+        want_scanned = got.metadata["pieces"] if piece_decoder == "scan" else 0
+        assert got.metadata["scanned"] == want_scanned
         _same(want, got)
 
 

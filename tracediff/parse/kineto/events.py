@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from . import scan
+
 # Phases of the Chrome trace format, and the categories Kineto writes (libkineto ActivityType
 # names, flow and meta categories, the 2021 names). Decoded as Literals they cost no string per
 # event; a trace with another category or phase is decoded again with plain strings.
@@ -182,10 +184,24 @@ class _Window:
             buf[start], buf[stop - 1] = a, b
 
 
+def _ops(data: bytes) -> list[Any]:
+    return decode_any(False, lambda k: k.events.decode(data))
+
+
+def _piece(w: _Window, exact: bool, start: int, stop: int) -> Any:
+    """The events of buf[start:stop] (a JSON array but for its two end bytes): scanned into
+    columns by the native scanner (scan.py) when it takes the piece, else decoded by msgspec."""
+    if not exact and scan.ENABLED:
+        got = scan.scan(w.buf, start + 1, stop - 1, _ops)
+        if got is not None:
+            return got
+    return decode_any(exact, partial(w.decode, start=start, stop=stop))
+
+
 def chunks(
     src: Any, exact: bool, out: list[Doc], start: int = 0, stop: int | None = None
-) -> Iterator[list[Any]]:
-    """Event lists of the traceEvents array, a piece at a time, read from `src` (a Source);
+) -> Iterator[Any]:
+    """Event lists (or scan.Scanned pieces) of the traceEvents array, a piece at a time, read from `src` (a Source);
     appends the Doc of the document's keys it read to `out` at the end. Raises NotChunked
     (possibly after yielding) when the pieces cannot be vouched for.
 
@@ -220,7 +236,7 @@ def chunks(
             if w.hi < end:
                 raise NotChunked  # the file is shorter than when the segments were cut
             try:
-                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=end))
+                events = _piece(w, exact, pos - 1, end)
             except _ERRORS:
                 raise NotChunked from None
             yield events
@@ -233,7 +249,7 @@ def chunks(
                 break
             cut_stop = cut.start() + 2  # the `}`, then one separator byte to hold the `]`
             try:
-                events = decode_any(exact, partial(w.decode, start=pos - 1, stop=cut_stop))
+                events = _piece(w, exact, pos - 1, cut_stop)
                 break
             except msgspec.ValidationError:
                 raise NotChunked from None
@@ -269,11 +285,17 @@ def chunks(
             want *= 2  # no cut in reach (a huge event, or none to find): look further
             if want > _MAX_PIECE:
                 raise NotChunked
-    rest = b"".join((b'{"traceEvents":[', memoryview(w.buf)[pos : w.hi]))
+    scanned = (
+        scan.scan(w.buf, pos, w.hi, _ops, closing=True) if scan.ENABLED and not exact else None
+    )
+    if scanned is not None:  # the array's last elements scanned; the document after its `]`
+        rest = b"".join((b'{"traceEvents":[]', memoryview(w.buf)[scanned.close + 1 : w.hi]))
+    else:
+        rest = b"".join((b'{"traceEvents":[', memoryview(w.buf)[pos : w.hi]))
     w.buf = bytearray()  # the window's memory goes before the rest is decoded
     tail = _tail(rest, exact)
     del rest
-    events = tail.traceEvents
+    events = tail.traceEvents if scanned is None else scanned
     tail.traceEvents = None
     yield events
     out.append(Doc(tail))

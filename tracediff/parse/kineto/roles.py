@@ -123,9 +123,6 @@ def _columns(evs: list[Any], *names: str) -> list[list[Any]]:
     return [list(map(attrgetter(n), evs)) for n in names]
 
 
-_TIME_COLS = ("start_ns", "duration_ns")
-
-
 class Roles:
     """Per-role columns, filled a chunk at a time by `add`; `frame` assembles one role.
 
@@ -144,7 +141,10 @@ class Roles:
         self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
         self._stringy: set[str] = set()  # (role, column) keys that held id strings
 
-    def add(self, events: list[Any]) -> None:
+    def add(self, events: Any) -> None:
+        """One piece's events: msgspec records (events.py), or columns from the native scan."""
+        if not isinstance(events, list):
+            return self._add_scanned(events)
         self.n_events += len(events)
         cats = map(attrgetter("cat"), events)
         codes = np.fromiter(map(_ROLE_CODE.get, cats, repeat(0)), np.uint8, len(events))
@@ -158,6 +158,18 @@ class Roles:
                 self._cpu_ops(evs)
             else:
                 self._add(role, evs)
+
+    def _add_scanned(self, sc: Any) -> None:
+        """A scan.Scanned piece: its columns are what `_add` would have appended."""
+        self.n_events += sc.events
+        for role, cols in sc.roles.items():
+            for name, arr in cols.items():
+                _append(self._cols[role], name, arr)
+            if role == "annotation":
+                self._seen.update(pc.unique(cols["name"]).to_pylist())
+            self.clock.missing_dur += cols["duration_ns"].null_count
+        if sc.ops:
+            self._cpu_ops(sc.ops)
 
     def merge(self, other: Roles) -> None:
         """Append the rows of `other` (the next segment of the same trace) after these."""
@@ -207,12 +219,15 @@ class Roles:
         _append(cols, "name", _strings(name))
         _append(cols, "pid", self._int64(pid, role + ".pid"))
         _append(cols, "tid", self._int64(tid, role + ".tid"))
-        if self.clock.exact:
-            _append(cols, "start_ns", self.clock.ns(ts, "ts", role).to_arrow())
-            _append(cols, "duration_ns", self.clock.ns(dur, "dur", role).to_arrow())
+        clock = self.clock
+        if clock.exact:
+            start, length = clock.ns(ts, "ts", role), clock.ns(dur, "dur", role)
         else:
-            _append(cols, "ts", self.clock.doubles(ts, "ts", role))
-            _append(cols, "dur", self.clock.doubles(dur, "dur", role))
+            start = clock.ns_of(pl.Series(clock.doubles(ts, "ts", role)), "ts", role)
+            length = clock.ns_of(pl.Series(clock.doubles(dur, "dur", role)), "dur", role)
+        _append(cols, "start_ns", start.to_arrow())
+        _append(cols, "duration_ns", length.to_arrow())
+        _append(cols, "end_ns", (start + length).to_arrow())
         if fields:
             recs = _args(_columns(evs, "args")[0], fields)
             for f in fields:  # a pass per field is faster than one building tuples
@@ -281,20 +296,7 @@ class Roles:
         self._cols = {r: {} for r in ARG_FIELDS}
 
     def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
-        df = pl.DataFrame({c: pa.chunked_array(parts) for c, parts in cols.items()})
-        if not self.clock.exact:
-            df = df.with_columns(
-                self.clock.ns_of(df["ts"], "ts", role).alias("start_ns"),
-                self.clock.ns_of(df["dur"], "dur", role).alias("duration_ns"),
-            )
-        return df.select(
-            "name",
-            "pid",
-            "tid",
-            *_TIME_COLS,
-            (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
-            *ARG_FIELDS[role],
-        )
+        return pl.DataFrame({c: pa.chunked_array(cols[c]) for c in _schema(role)})
 
 
 def _true(mask: pa.Array) -> list[int]:

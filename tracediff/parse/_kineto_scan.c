@@ -1,0 +1,1027 @@
+/* Kineto trace JSON -> Arrow column buffers, one piece of the traceEvents array at a time.
+ *
+ * Stage: parse (Kineto), the fast path of roles.Roles for the events it reads: kernels, copies,
+ * memsets, CUDA runtime/driver calls and annotations. Python side, and the rules for when it is
+ * used: tracediff/parse/kineto/scan.py.
+ *
+ * Why native: msgspec decoding a piece into event records, then one C-level pass per field to
+ * build Arrow arrays, costs ~1.5 us per event of a real trace (bench/README.md, "Kineto
+ * ingest"); issue #3 asks for 1 us for everything. Here one pass over the JSON text validates
+ * it and writes the wanted fields of each wanted event straight into column buffers.
+ *
+ * Only the plain case is decoded, and nothing is guessed: the piece must be strict JSON (RFC
+ * 8259, UTF-8 checked, nesting <= 32), every element an object, ph/cat strings or null, ts/dur
+ * numbers or null that a double holds as msgspec + pyarrow would read them. In a wanted event
+ * (its cat is one of Python's roles, ph "X") name must be a string or null, pid/tid integers,
+ * id strings ("25738", "stream 7") or null, ts present, and each wanted args key an integer /
+ * string / list of integers as its column asks. Anything else -- an escaped key, a duplicate
+ * key, a float where an id is wanted, a number beyond int64 or a double's exact integers, an
+ * args that is not an object -- refuses the piece (a reason string is returned) and Python
+ * decodes that piece with msgspec as before, so values, errors and warnings stay the Python
+ * path's. Refusing is always safe: the C side only has to be at least as strict as msgspec.
+ *
+ * cpu_op events are not decoded: those Python reads (ProfilerStep#N, record_param_comms) are
+ * returned as (start, end) byte spans for msgspec. Every read is bounds-checked.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 32
+#define MAX_ROLES 16
+#define MAX_ARGS 16
+#define MAX_CATS 64
+#define BASE_COLS 6 /* name, pid, tid, start_ns, duration_ns, end_ns */
+#define EXACT_LIMIT 8796093022208.0 /* 2**43 us: below it a double holds ts to the ns */
+#define TIME_LIMIT 9.2e15
+
+/* ---- growable buffers and columns ---- */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} Buf;
+
+static int buf_grow(Buf *b, size_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + extra) cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_grow(b, n)) return -1;
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return 0;
+}
+
+/* column kinds: 's' string (offsets int32 + data), 'i' int64, 'f' float64, 'l' list<int64> */
+typedef struct {
+    char kind;
+    size_t rows, nulls;
+    Buf valid, a, b; /* a: values or offsets; b: string bytes or list values */
+} Col;
+
+static int col_valid(Col *c, int ok) {
+    size_t byte = c->rows >> 3;
+    if (byte >= c->valid.n) {
+        if (buf_grow(&c->valid, 1)) return -1;
+        c->valid.p[c->valid.n++] = 0;
+    }
+    if (ok)
+        c->valid.p[byte] |= (uint8_t)(1u << (c->rows & 7));
+    else
+        c->nulls++;
+    c->rows++;
+    return 0;
+}
+
+static int col_offset(Col *c, size_t end) {
+    if (end > INT32_MAX) return -1;
+    int32_t o = (int32_t)end;
+    return buf_put(&c->a, &o, 4);
+}
+
+static int col_init(Col *c, char kind) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    if (kind == 's' || kind == 'l') return col_offset(c, 0);
+    return 0;
+}
+
+static void col_free(Col *c) {
+    free(c->valid.p);
+    free(c->a.p);
+    free(c->b.p);
+}
+
+/* ---- the JSON scanner ---- */
+
+typedef struct {
+    const uint8_t *p, *end, *base;
+    const char *why; /* refusal reason */
+    const uint8_t *at;
+} S;
+
+static inline int refuse(S *s, const char *why) {
+    if (!s->why) {
+        s->why = why;
+        s->at = s->p;
+    }
+    return -1;
+}
+
+static inline void ws(S *s) {
+    const uint8_t *p = s->p, *e = s->end;
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    s->p = p;
+}
+
+static inline int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+static int hex4(const uint8_t *p, const uint8_t *e, uint32_t *out) {
+    if (e - p < 4) return -1;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return -1;
+        v = (v << 4) | (uint32_t)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Length of one well-formed UTF-8 sequence at p (RFC 3629, no surrogates), 0 if ill-formed. */
+static inline int utf8_len(const uint8_t *p, const uint8_t *e) {
+    uint8_t c = p[0];
+    if (c < 0x80) return 1;
+#define CONT(i) (e - p > (i) && (p[i] & 0xC0) == 0x80)
+    if (c >= 0xC2 && c <= 0xDF) return CONT(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (!(CONT(1) && CONT(2))) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0;
+        if (c == 0xED && p[1] > 0x9F) return 0;
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (!(CONT(1) && CONT(2) && CONT(3))) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0;
+        if (c == 0xF4 && p[1] > 0x8F) return 0;
+        return 4;
+    }
+#undef CONT
+    return 0;
+}
+
+/* A string whose opening quote is at s->p: validated and skipped. On return body and len span
+ * its raw text (escapes undecoded) and *esc says whether it has any. */
+static int string(S *s, const uint8_t **body, size_t *len, int *esc) {
+    const uint8_t *p = s->p + 1, *e = s->end;
+    *body = p;
+    *esc = 0;
+    for (;;) {
+#ifdef __SSE2__
+        const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), sp = _mm_set1_epi8(0x20);
+        while (e - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            /* signed compare: bytes < 0x20 and bytes >= 0x80 (negative) both flag */
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)),
+                                     _mm_cmplt_epi8(v, sp));
+            int mask = _mm_movemask_epi8(m);
+            if (mask) {
+                p += __builtin_ctz((unsigned)mask);
+                goto special;
+            }
+            p += 16;
+        }
+#endif
+        while (p < e && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+        if (p >= e) {
+            s->p = p;
+            return refuse(s, "unterminated string");
+        }
+#ifdef __SSE2__
+    special:
+#endif
+        if (*p == '"') {
+            *len = (size_t)(p - *body);
+            s->p = p + 1;
+            return 0;
+        }
+        if (*p == '\\') {
+            *esc = 1;
+            if (e - p < 2) {
+                s->p = p;
+                return refuse(s, "unterminated string");
+            }
+            uint8_t c = p[1];
+            if (c == 'u') {
+                uint32_t u;
+                if (hex4(p + 2, e, &u)) {
+                    s->p = p;
+                    return refuse(s, "bad \\u escape");
+                }
+                p += 6;
+                if (u >= 0xDC00 && u <= 0xDFFF) {
+                    s->p = p;
+                    return refuse(s, "lone surrogate escape");
+                }
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    uint32_t lo;
+                    if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, e, &lo) ||
+                        lo < 0xDC00 || lo > 0xDFFF) {
+                        s->p = p;
+                        return refuse(s, "lone surrogate escape");
+                    }
+                    p += 6;
+                }
+                continue;
+            }
+            if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                c == 'r' || c == 't') {
+                p += 2;
+                continue;
+            }
+            s->p = p;
+            return refuse(s, "bad escape");
+        }
+        if (*p < 0x20) {
+            s->p = p;
+            return refuse(s, "control character in string");
+        }
+        int n = utf8_len(p, e);
+        if (!n) {
+            s->p = p;
+            return refuse(s, "invalid UTF-8");
+        }
+        p += n;
+    }
+}
+
+/* Decoded text of a validated string (escapes resolved) appended to b. */
+static int unescape(Buf *b, const uint8_t *p, size_t n) {
+    const uint8_t *e = p + n;
+    if (buf_grow(b, n)) return -1; /* decoded text is never longer than the raw */
+    uint8_t *o = b->p + b->n;
+    while (p < e) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        uint8_t c = p[1];
+        p += 2;
+        switch (c) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            uint32_t u, lo;
+            hex4(p, e, &u);
+            p += 4;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                hex4(p + 2, e, &lo);
+                p += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (u < 0x80) {
+                *o++ = (uint8_t)u;
+            } else if (u < 0x800) {
+                *o++ = (uint8_t)(0xC0 | (u >> 6));
+                *o++ = (uint8_t)(0x80 | (u & 0x3F));
+            } else if (u < 0x10000) {
+                *o++ = (uint8_t)(0xE0 | (u >> 12));
+                *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (uint8_t)(0x80 | (u & 0x3F));
+            } else {
+                *o++ = (uint8_t)(0xF0 | (u >> 18));
+                *o++ = (uint8_t)(0x80 | ((u >> 12) & 0x3F));
+                *o++ = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (uint8_t)(0x80 | (u & 0x3F));
+            }
+            break;
+        }
+        default: *o++ = c; /* " \ / */
+        }
+    }
+    b->n = (size_t)(o - b->p);
+    return 0;
+}
+
+/* A number: its value where msgspec and pyarrow read it exactly as computed here. */
+typedef struct {
+    int is_int;   /* no fraction, no exponent */
+    int ok_int;   /* is_int and within +-(10^18 - 1): msgspec's int, pyarrow's int64 */
+    int ok_dbl;   /* the double is msgspec's float (or pyarrow's float64 of its int) */
+    int64_t i;
+    double d;
+} Num;
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int number(S *s, Num *out) {
+    const uint8_t *p = s->p, *e = s->end;
+    int neg = 0, digits = 0, frac = 0, exp = 0, exp_digits = 0, is_int = 1;
+    uint64_t m = 0;
+    if (p < e && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= e || *p < '0' || *p > '9') {
+        s->p = p;
+        return refuse(s, "invalid number");
+    }
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (digits < 19) m = m * 10 + (uint64_t)(*p - '0');
+            digits++;
+            p++;
+        }
+    }
+    if (p < e && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= e || *p < '0' || *p > '9') {
+            s->p = p;
+            return refuse(s, "invalid number");
+        }
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (m || *p != '0') { /* leading zeros of the fraction are not significant */
+                if (digits < 19) m = m * 10 + (uint64_t)(*p - '0');
+                digits++;
+            }
+            frac++;
+            p++;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        is_int = 0;
+        p++;
+        int eneg = 0;
+        if (p < e && (*p == '+' || *p == '-')) eneg = *p++ == '-';
+        if (p >= e || *p < '0' || *p > '9') {
+            s->p = p;
+            return refuse(s, "invalid number");
+        }
+        while (p < e && *p >= '0' && *p <= '9') {
+            if (exp_digits < 6) exp = exp * 10 + (*p - '0');
+            exp_digits++;
+            p++;
+        }
+        if (eneg) exp = -exp;
+    }
+    s->p = p;
+    /* msgspec refuses doubles beyond range ("Number out of range"): never accept one here */
+    if (exp_digits > 3 || digits > 300) return refuse(s, "number of extreme size");
+    out->is_int = is_int;
+    out->ok_int = is_int && digits <= 18;
+    out->i = neg ? -(int64_t)m : (int64_t)m;
+    out->ok_dbl = 0;
+    int e10 = exp - frac;
+    if (digits <= 19 && m <= (1ULL << 53)) {
+        if (m == 0) {
+            out->d = 0.0;
+            out->ok_dbl = 1;
+        } else if (e10 >= 0 && e10 <= 22) {
+            out->d = (double)m * POW10[e10]; /* one correctly rounded operation */
+            out->ok_dbl = 1;
+        } else if (e10 < 0 && e10 >= -22) {
+            out->d = (double)m / POW10[-e10];
+            out->ok_dbl = 1;
+        }
+        if (neg && !(is_int && m == 0)) out->d = -out->d; /* msgspec's int -0 is 0 */
+    }
+    return 0;
+}
+
+static int skip(S *s, int depth, int strict);
+
+static int literal(S *s, const char *word, size_t n) {
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0) return refuse(s, "invalid literal");
+    s->p += n;
+    return 0;
+}
+
+/* Validates and skips a value. strict: numbers must be ones msgspec decodes into a Python
+ * int/float (an Any field), not only skips (a Raw args, an unknown key). */
+static int skip(S *s, int depth, int strict) {
+    if (s->p >= s->end) return refuse(s, "truncated value");
+    const uint8_t *body;
+    size_t len;
+    int esc;
+    Num num;
+    switch (*s->p) {
+    case '"': return string(s, &body, &len, &esc);
+    case 't': return literal(s, "true", 4);
+    case 'f': return literal(s, "false", 5);
+    case 'n': return literal(s, "null", 4);
+    case '{':
+    case '[': {
+        if (depth >= MAX_DEPTH) return refuse(s, "nested too deeply");
+        uint8_t close = *s->p == '{' ? '}' : ']';
+        int obj = close == '}';
+        s->p++;
+        ws(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return 0;
+        }
+        for (;;) {
+            if (obj) {
+                if (s->p >= s->end || *s->p != '"') return refuse(s, "expected a key");
+                if (string(s, &body, &len, &esc)) return -1;
+                ws(s);
+                if (s->p >= s->end || *s->p != ':') return refuse(s, "expected ':'");
+                s->p++;
+                ws(s);
+            }
+            if (skip(s, depth + 1, strict)) return -1;
+            ws(s);
+            if (s->p >= s->end) return refuse(s, "truncated value");
+            if (*s->p == ',') {
+                s->p++;
+                ws(s);
+                continue;
+            }
+            if (*s->p == close) {
+                s->p++;
+                return 0;
+            }
+            return refuse(s, "expected ',' or a close");
+        }
+    }
+    default:
+        if (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')) {
+            if (number(s, &num)) return -1;
+            if (strict && !num.ok_int && !num.ok_dbl) return refuse(s, "a number Python may not hold");
+            return 0;
+        }
+        return refuse(s, "invalid value");
+    }
+}
+
+/* ---- typed values of an event ---- */
+
+enum { V_MISSING, V_NULL, V_STR, V_NUM, V_ARR, V_OTHER };
+
+typedef struct {
+    int type;
+    const uint8_t *s; /* V_STR: raw body; V_ARR: the '[' */
+    size_t n;
+    int esc;
+    Num num;
+} Val;
+
+/* One value, typed as far as the columns need (objects and literals other than null: V_OTHER,
+ * arrays: V_ARR, checked when read). */
+static int value(S *s, Val *v) {
+    if (s->p >= s->end) return refuse(s, "truncated value");
+    uint8_t c = *s->p;
+    if (c == '"') {
+        v->type = V_STR;
+        return string(s, &v->s, &v->n, &v->esc);
+    }
+    if (c == 'n') {
+        v->type = V_NULL;
+        return literal(s, "null", 4);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        v->type = V_NUM;
+        if (number(s, &v->num)) return -1;
+        if (!v->num.ok_int && !v->num.ok_dbl) return refuse(s, "a number Python may not hold");
+        return 0;
+    }
+    v->type = c == '[' ? V_ARR : V_OTHER;
+    v->s = s->p;
+    return skip(s, 1, 1);
+}
+
+typedef struct {
+    const uint8_t *key;
+    size_t klen;
+    char kind;
+} ArgSpec;
+
+typedef struct {
+    int used;
+    int nargs;
+    ArgSpec args[MAX_ARGS];
+    Col cols[BASE_COLS + MAX_ARGS];
+} Role;
+
+typedef struct {
+    const uint8_t *name;
+    size_t len;
+    int code;
+} Cat;
+
+typedef struct {
+    int ncats;
+    Cat cats[MAX_CATS];
+    int cpu_op; /* role code of operators: spans only */
+    Role roles[MAX_ROLES];
+    Buf spans;
+    Py_ssize_t events;
+} Scan;
+
+/* args of an event of role r: the wanted keys' values into vals (V_MISSING where absent) */
+static int args_object(S *s, Role *r, Val *vals) {
+    if (s->p >= s->end || *s->p != '{') return refuse(s, "args is not an object");
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        const uint8_t *key;
+        size_t klen;
+        int esc;
+        if (s->p >= s->end || *s->p != '"') return refuse(s, "expected a key");
+        if (string(s, &key, &klen, &esc)) return -1;
+        if (esc) return refuse(s, "escaped key");
+        ws(s);
+        if (s->p >= s->end || *s->p != ':') return refuse(s, "expected ':'");
+        s->p++;
+        ws(s);
+        int k = -1;
+        for (int i = 0; i < r->nargs; i++)
+            if (r->args[i].klen == klen && memcmp(r->args[i].key, key, klen) == 0) {
+                k = i;
+                break;
+            }
+        if (k >= 0) {
+            if (vals[k].type != V_MISSING) return refuse(s, "duplicate args key");
+            if (value(s, &vals[k])) return -1;
+        } else if (skip(s, 2, 0)) {
+            return -1;
+        }
+        ws(s);
+        if (s->p >= s->end) return refuse(s, "truncated args");
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        return refuse(s, "expected ',' or '}'");
+    }
+}
+
+static int put_string(S *s, Col *c, const Val *v) {
+    if (v->type == V_MISSING || v->type == V_NULL) {
+        if (col_valid(c, 0)) return refuse(s, "out of memory");
+    } else if (v->type == V_STR) {
+        if ((v->esc ? unescape(&c->b, v->s, v->n) : buf_put(&c->b, v->s, v->n)) ||
+            col_valid(c, 1))
+            return refuse(s, "out of memory");
+    } else {
+        return refuse(s, "a string column holds another type");
+    }
+    if (col_offset(c, c->b.n)) return refuse(s, "string column beyond 2 GB");
+    return 0;
+}
+
+static inline int is_space(uint8_t c) { return c == ' '; }
+
+/* An id string as clock.to_int64 reads it: ^\s*(?:stream\s*)?(-?\d+)\s*$, here only over
+ * printable ASCII with plain spaces (other whitespace or non-ASCII text: refused, since
+ * Python's and polars' regex engines disagree on them). */
+static int id_string(S *s, const Val *v, int64_t *out, int *ok) {
+    const uint8_t *p = v->s, *e = v->s + v->n;
+    if (v->esc) return refuse(s, "escaped id string");
+    for (const uint8_t *q = p; q < e; q++)
+        if (*q < 0x21 ? *q != ' ' : *q > 0x7E) return refuse(s, "id string with odd characters");
+    *ok = 0;
+    while (p < e && is_space(*p)) p++;
+    if (e - p >= 6 && memcmp(p, "stream", 6) == 0) {
+        p += 6;
+        while (p < e && is_space(*p)) p++;
+    }
+    int neg = 0;
+    if (p < e && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    const uint8_t *d = p;
+    uint64_t m = 0;
+    while (p < e && *p >= '0' && *p <= '9') m = m * 10 + (uint64_t)(*p++ - '0');
+    if (p == d) return 0; /* no digits: null */
+    while (p < e && is_space(*p)) p++;
+    if (p != e) return 0;
+    const uint8_t *nz = d;
+    while (nz < p && *nz == '0') nz++;
+    if (p - nz > 18) return refuse(s, "id string beyond int64");
+    *out = neg ? -(int64_t)m : (int64_t)m;
+    *ok = 1;
+    return 0;
+}
+
+static int put_int(S *s, Col *c, const Val *v) {
+    int64_t x = 0;
+    int ok = 0;
+    if (v->type == V_NUM) {
+        if (!v->num.ok_int) return refuse(s, "an int64 column holds a float or a huge number");
+        x = v->num.i;
+        ok = 1;
+    } else if (v->type == V_STR) {
+        if (id_string(s, v, &x, &ok)) return -1;
+    } else if (v->type != V_MISSING && v->type != V_NULL) {
+        return refuse(s, "an int64 column holds another type");
+    }
+    if (buf_put(&c->a, &x, 8) || col_valid(c, ok)) return refuse(s, "out of memory");
+    return 0;
+}
+
+static int put_list(S *s, Col *c, const Val *v) {
+    if (v->type == V_ARR) {
+        S t = {v->s + 1, s->end, s->base, NULL, NULL};
+        ws(&t);
+        if (t.p < t.end && *t.p == ']') {
+            t.p++;
+        } else {
+            for (;;) {
+                Num n;
+                if (t.p >= t.end || !(*t.p == '-' || (*t.p >= '0' && *t.p <= '9')) ||
+                    number(&t, &n) || !n.ok_int)
+                    return refuse(s, "a list column holds other than integers");
+                if (buf_put(&c->b, &n.i, 8)) return refuse(s, "out of memory");
+                ws(&t);
+                if (t.p < t.end && *t.p == ',') {
+                    t.p++;
+                    ws(&t);
+                    continue;
+                }
+                if (t.p < t.end && *t.p == ']') break;
+                return refuse(s, "bad list");
+            }
+        }
+        if (col_valid(c, 1)) return refuse(s, "out of memory");
+    } else if (v->type == V_MISSING || v->type == V_NULL) {
+        if (col_valid(c, 0)) return refuse(s, "out of memory");
+    } else {
+        return refuse(s, "a list column holds another type");
+    }
+    if (col_offset(c, c->b.n / 8)) return refuse(s, "list column beyond 2**31 values");
+    return 0;
+}
+
+/* A time in us -> int64 ns as clock.Clock.ns_of computes it from the double: floor(x) * 1000 +
+ * round-half-even((x - floor(x)) * 1000) (polars' round). Times a double holds coarser than 1
+ * ns (fractional beyond 2**43 us) and times beyond int64 ns are refused: Python notes them
+ * (NeedExact, or an error) for the whole trace. */
+static int ns_of(S *s, const Val *v, int required, int64_t *ns, int *ok) {
+    *ok = 0;
+    *ns = 0;
+    if (v->type == V_NUM) {
+        if (!v->num.ok_dbl) return refuse(s, "a time a double does not hold as Python reads it");
+        double d = v->num.d;
+        if (!(fabs(d) < TIME_LIMIT)) return refuse(s, "a time beyond any clock");
+        double whole = floor(d);
+        if (fabs(d) >= EXACT_LIMIT && d != whole) return refuse(s, "a time coarser than 1 ns");
+        *ns = (int64_t)whole * 1000 + (int64_t)nearbyint((d - whole) * 1000.0);
+        *ok = 1;
+    } else if (v->type == V_MISSING || v->type == V_NULL) {
+        if (required) return refuse(s, "an event without ts");
+    } else {
+        return refuse(s, "a time that is not a number");
+    }
+    return 0;
+}
+
+static int put_ns(S *s, Col *c, int64_t ns, int ok) {
+    if (buf_put(&c->a, &ns, 8) || col_valid(c, ok)) return refuse(s, "out of memory");
+    return 0;
+}
+
+static int emit(S *s, Role *r, const Val *base, const Val *vals) {
+    r->used = 1;
+    int64_t ts, dur;
+    int ts_ok, dur_ok;
+    if (ns_of(s, &base[3], 1, &ts, &ts_ok) || ns_of(s, &base[4], 0, &dur, &dur_ok) ||
+        put_string(s, &r->cols[0], &base[0]) || put_int(s, &r->cols[1], &base[1]) ||
+        put_int(s, &r->cols[2], &base[2]) || put_ns(s, &r->cols[3], ts, ts_ok) ||
+        put_ns(s, &r->cols[4], dur, dur_ok) ||
+        put_ns(s, &r->cols[5], dur_ok ? ts + dur : 0, dur_ok))
+        return -1;
+    for (int i = 0; i < r->nargs; i++) {
+        Col *c = &r->cols[BASE_COLS + i];
+        int rc = c->kind == 'i'   ? put_int(s, c, &vals[i])
+                 : c->kind == 's' ? put_string(s, c, &vals[i])
+                                  : put_list(s, c, &vals[i]);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int cat_code(const Scan *sc, const Val *v) {
+    if (v->type != V_STR) return 0;
+    for (int i = 0; i < sc->ncats; i++)
+        if (sc->cats[i].len == v->n && memcmp(sc->cats[i].name, v->s, v->n) == 0)
+            return sc->cats[i].code;
+    return 0;
+}
+
+/* One event object at s->p. */
+static int event(S *s, Scan *sc) {
+    enum { K_NAME, K_PID, K_TID, K_TS, K_DUR, K_PH, K_CAT, K_ARGS, NKEYS };
+    Val v[NKEYS];
+    Val av[MAX_ARGS];
+    const uint8_t *start = s->p, *args_at = NULL;
+    int code = -1; /* -1: cat not seen yet */
+    for (int i = 0; i < NKEYS; i++) v[i].type = V_MISSING;
+    for (int i = 0; i < MAX_ARGS; i++) av[i].type = V_MISSING;
+    if (s->p >= s->end || *s->p != '{') return refuse(s, "an element that is not an object");
+    s->p++;
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        goto done;
+    }
+    for (;;) {
+        const uint8_t *key;
+        size_t klen;
+        int esc, k = -1;
+        if (s->p >= s->end || *s->p != '"') return refuse(s, "expected a key");
+        if (string(s, &key, &klen, &esc)) return -1;
+        if (esc) return refuse(s, "escaped key");
+        ws(s);
+        if (s->p >= s->end || *s->p != ':') return refuse(s, "expected ':'");
+        s->p++;
+        ws(s);
+        switch (klen) { /* the eight keys Python reads, by length and bytes */
+        case 2:
+            k = key[0] == 'p' && key[1] == 'h' ? K_PH : key[0] == 't' && key[1] == 's' ? K_TS : -1;
+            break;
+        case 3:
+            k = !memcmp(key, "pid", 3)   ? K_PID
+                : !memcmp(key, "tid", 3) ? K_TID
+                : !memcmp(key, "dur", 3) ? K_DUR
+                : !memcmp(key, "cat", 3) ? K_CAT
+                                         : -1;
+            break;
+        case 4:
+            k = !memcmp(key, "name", 4) ? K_NAME : !memcmp(key, "args", 4) ? K_ARGS : -1;
+            break;
+        }
+        if (k >= 0 && v[k].type != V_MISSING) return refuse(s, "duplicate key");
+        if (k == K_ARGS) {
+            v[k].type = V_OTHER;
+            if (code > 0 && code != sc->cpu_op && sc->roles[code].nargs) {
+                if (args_object(s, &sc->roles[code], av)) return -1;
+            } else {
+                args_at = s->p;
+                if (skip(s, 1, 0)) return -1;
+            }
+        } else if (k >= 0) {
+            if (value(s, &v[k])) return -1;
+            if (k == K_CAT) {
+                if (v[k].type != V_STR && v[k].type != V_NULL)
+                    return refuse(s, "cat is not a string");
+                if (v[k].type == V_STR && v[k].esc) return refuse(s, "escaped cat");
+                code = cat_code(sc, &v[k]);
+            } else if (k == K_PH) {
+                if (v[k].type != V_STR && v[k].type != V_NULL)
+                    return refuse(s, "ph is not a string");
+                if (v[k].type == V_STR && v[k].esc) return refuse(s, "escaped ph");
+            } else if ((k == K_TS || k == K_DUR) && v[k].type != V_NULL && v[k].type != V_NUM) {
+                return refuse(s, "ts or dur is not a number");
+            }
+        } else if (skip(s, 1, 0)) {
+            return -1;
+        }
+        ws(s);
+        if (s->p >= s->end) return refuse(s, "truncated event");
+        if (*s->p == ',') {
+            s->p++;
+            ws(s);
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            break;
+        }
+        return refuse(s, "expected ',' or '}'");
+    }
+done:
+    sc->events++;
+    if (code <= 0) return 0;
+    if (!(v[K_PH].type == V_STR && v[K_PH].n == 1 && v[K_PH].s[0] == 'X')) return 0;
+    if (code == sc->cpu_op) {
+        const Val *n = &v[K_NAME];
+        if (n->type != V_STR) {
+            if (n->type == V_NULL || n->type == V_MISSING) return 0;
+            return refuse(s, "an operator name that is not a string");
+        }
+        if (n->esc) { /* compare the decoded name */
+            Buf b = {0};
+            if (unescape(&b, n->s, n->n)) return refuse(s, "out of memory");
+            int hit = (b.n >= 13 && memcmp(b.p, "ProfilerStep#", 13) == 0) ||
+                      (b.n == 18 && memcmp(b.p, "record_param_comms", 18) == 0);
+            free(b.p);
+            if (!hit) return 0;
+        } else if (!((n->n >= 13 && memcmp(n->s, "ProfilerStep#", 13) == 0) ||
+                     (n->n == 18 && memcmp(n->s, "record_param_comms", 18) == 0))) {
+            return 0;
+        }
+        int64_t span[2] = {start - s->base, s->p - s->base};
+        if (buf_put(&sc->spans, span, sizeof span)) return refuse(s, "out of memory");
+        return 0;
+    }
+    Role *r = &sc->roles[code];
+    if (args_at && r->nargs) {
+        const uint8_t *here = s->p;
+        s->p = args_at;
+        if (args_object(s, r, av)) return -1;
+        s->p = here;
+    }
+    return emit(s, r, v, av);
+}
+
+/* The elements up to s->end, or (closing) up to the array's `]`, left at s->p. */
+static int elements(S *s, Scan *sc, int closing) {
+    ws(s);
+    if (closing ? s->p < s->end && *s->p == ']' : s->p >= s->end) return 0;
+    for (;;) {
+        if (event(s, sc)) return -1;
+        ws(s);
+        if (closing ? s->p < s->end && *s->p == ']' : s->p >= s->end) return 0;
+        if (s->p >= s->end || *s->p != ',') return refuse(s, "expected ',' between events");
+        s->p++;
+        ws(s);
+    }
+}
+
+/* ---- Python interface ---- */
+
+static void scan_free(Scan *sc) {
+    for (int r = 0; r < MAX_ROLES; r++)
+        for (int i = 0; i < BASE_COLS + MAX_ARGS; i++) col_free(&sc->roles[r].cols[i]);
+    free(sc->spans.p);
+}
+
+static PyObject *bytes_of(const Buf *b) {
+    return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)b->n);
+}
+
+/* (kind, rows, nulls, validity | None, a, b | None) */
+static PyObject *col_out(const Col *c) {
+    PyObject *valid = c->nulls ? bytes_of(&c->valid) : (Py_INCREF(Py_None), Py_None);
+    PyObject *a = bytes_of(&c->a);
+    PyObject *b = (c->kind == 's' || c->kind == 'l') ? bytes_of(&c->b) : (Py_INCREF(Py_None), Py_None);
+    if (!valid || !a || !b) {
+        Py_XDECREF(valid);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    return Py_BuildValue("(CnnNNN)", c->kind, (Py_ssize_t)c->rows, (Py_ssize_t)c->nulls, valid, a,
+                         b);
+}
+
+/* scan(buf, start, stop, cats, roles, cpu_op, closing)
+ *   buf: bytes-like; buf[start:stop]: the elements of a JSON array (no brackets), or with
+ *   closing, the elements and the array's `]` somewhere before stop
+ *   cats: ((category bytes, role code), ...); codes 1..MAX_ROLES-1
+ *   roles: {code: ((args key bytes, kind 'i'|'s'|'l'), ...)} for the decoded roles
+ *   cpu_op: the code whose events are only returned as spans
+ * -> (events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf),
+ *     offset of the `]` or -1)
+ *    or (reason str, offset) when the piece is refused */
+static PyObject *py_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t start, stop;
+    PyObject *cats, *roles;
+    int cpu_op, closing;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!ip", &buf, &start, &stop, &PyTuple_Type, &cats,
+                          &PyDict_Type, &roles, &cpu_op, &closing))
+        return NULL;
+    PyObject *result = NULL;
+    Scan *sc = calloc(1, sizeof(Scan));
+    if (!sc) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    if (start < 0 || stop > buf.len || start > stop) {
+        PyErr_SetString(PyExc_ValueError, "start/stop outside the buffer");
+        goto out;
+    }
+    sc->cpu_op = cpu_op;
+    Py_ssize_t nc = PyTuple_GET_SIZE(cats);
+    if (nc > MAX_CATS) {
+        PyErr_SetString(PyExc_ValueError, "too many categories");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        const char *name;
+        Py_ssize_t len;
+        int code;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cats, i), "y#i", &name, &len, &code)) goto out;
+        if (code <= 0 || code >= MAX_ROLES) {
+            PyErr_SetString(PyExc_ValueError, "role code out of range");
+            goto out;
+        }
+        sc->cats[i] = (Cat){(const uint8_t *)name, (size_t)len, code};
+    }
+    sc->ncats = (int)nc;
+    for (int r = 0; r < MAX_ROLES; r++) {
+        Role *ro = &sc->roles[r];
+        static const char BASE[BASE_COLS] = {'s', 'i', 'i', 'i', 'i', 'i'};
+        for (int i = 0; i < BASE_COLS; i++)
+            if (col_init(&ro->cols[i], BASE[i])) goto nomem;
+    }
+    {
+        PyObject *key, *spec;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(roles, &pos, &key, &spec)) {
+            long r = PyLong_AsLong(key);
+            if (r <= 0 || r >= MAX_ROLES || !PyTuple_Check(spec) ||
+                PyTuple_GET_SIZE(spec) > MAX_ARGS) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad role spec");
+                goto out;
+            }
+            Role *ro = &sc->roles[r];
+            ro->nargs = (int)PyTuple_GET_SIZE(spec);
+            for (int i = 0; i < ro->nargs; i++) {
+                const char *k;
+                Py_ssize_t kl;
+                int kind;
+                if (!PyArg_ParseTuple(PyTuple_GET_ITEM(spec, i), "y#C", &k, &kl, &kind)) goto out;
+                if (kind != 'i' && kind != 's' && kind != 'l') {
+                    PyErr_SetString(PyExc_ValueError, "bad column kind");
+                    goto out;
+                }
+                ro->args[i] = (ArgSpec){(const uint8_t *)k, (size_t)kl, (char)kind};
+                if (col_init(&ro->cols[BASE_COLS + i], (char)kind)) goto nomem;
+            }
+        }
+    }
+    const uint8_t *b = buf.buf;
+    S s = {b + start, b + stop, b, NULL, NULL};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = elements(&s, sc, closing);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        result = Py_BuildValue("(sn)", s.why, (Py_ssize_t)(s.at - b));
+        goto out;
+    }
+    PyObject *out_roles = PyDict_New();
+    if (!out_roles) goto out;
+    for (int r = 1; r < MAX_ROLES; r++) {
+        Role *ro = &sc->roles[r];
+        if (!ro->used) continue;
+        int ncol = BASE_COLS + ro->nargs;
+        PyObject *cols = PyTuple_New(ncol);
+        if (!cols) {
+            Py_DECREF(out_roles);
+            goto out;
+        }
+        for (int i = 0; i < ncol; i++) {
+            PyObject *c = col_out(&ro->cols[i]);
+            if (!c) {
+                Py_DECREF(cols);
+                Py_DECREF(out_roles);
+                goto out;
+            }
+            PyTuple_SET_ITEM(cols, i, c);
+        }
+        PyObject *k = PyLong_FromLong(r);
+        int bad = !k || PyDict_SetItem(out_roles, k, cols);
+        Py_XDECREF(k);
+        Py_DECREF(cols);
+        if (bad) {
+            Py_DECREF(out_roles);
+            goto out;
+        }
+    }
+    result = Py_BuildValue("(nNNn)", sc->events, out_roles, bytes_of(&sc->spans),
+                           closing ? (Py_ssize_t)(s.p - b) : (Py_ssize_t)-1);
+    goto out;
+nomem:
+    PyErr_NoMemory();
+out:
+    scan_free(sc);
+    free(sc);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", py_scan, METH_VARARGS,
+     "scan(buf, start, stop, cats, roles, cpu_op, closing) -> (events, {role: columns}, spans, "
+     "close) or "
+     "(reason, offset): the wanted columns of a piece of a Kineto traceEvents array"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto_scan",
+                                    "Kineto JSON -> Arrow column buffers (see the C source)", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module); }

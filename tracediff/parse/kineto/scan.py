@@ -1,0 +1,108 @@
+"""A piece of the traceEvents array → per-role Arrow columns in one native pass (_kineto_scan.c).
+
+Stage: parse (inside the Kineto reader), the fast path of events.chunks + roles.Roles. Input:
+the window buffer and a piece's bounds (the elements of a JSON array); output: a `Scanned` --
+the piece's event count, for each role the columns `Roles._add` would have appended (same names,
+types and values), and the few operators Python reads (ProfilerStep#N, record_param_comms) as
+msgspec event records -- or None when the C side refuses the piece, which the caller then
+decodes with msgspec as before. The C source lists what it refuses; refusing is always safe.
+
+Only the non-exact clock uses it (exact decimals are msgspec's). `TRACEDIFF_KINETO_SCAN=0` turns
+it off; without a compiler the module is missing and every piece goes through msgspec.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any, NamedTuple
+
+import msgspec
+import polars as pl
+import pyarrow as pa
+
+from .roles import _ARG_KEYS, _INTS, _ROLE_CODE, _ROLE_NAMES, ARG_FIELDS, _dtype
+
+try:
+    from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built by pip install; a bare checkout still parses
+    _kineto_scan = None
+
+ENABLED = _kineto_scan is not None and os.environ.get("TRACEDIFF_KINETO_SCAN", "1") != "0"
+REFUSED: Counter[str] = Counter()
+"""Why pieces were refused in this process (reason → pieces): for tests and bench/."""
+
+_CPU_OP = _ROLE_NAMES.index("cpu_op") + 1
+_CATS = tuple((cat.encode(), code) for cat, code in _ROLE_CODE.items())
+
+
+def _kind(field: str) -> str:
+    d = _dtype(field)
+    return "l" if d == _INTS else "i" if d == pl.Int64() else "s"
+
+
+_DECODED = [r for r in _ROLE_NAMES if r != "cpu_op"]
+_SPEC = {
+    _ROLE_NAMES.index(r) + 1: tuple((_ARG_KEYS[f].encode(), _kind(f)) for f in ARG_FIELDS[r])
+    for r in _DECODED
+}
+_COLUMNS = {
+    r: ("name", "pid", "tid", "start_ns", "duration_ns", "end_ns", *ARG_FIELDS[r]) for r in _DECODED
+}
+_TYPES = {
+    "s": pa.string(),
+    "i": pa.int64(),
+    "l": pa.list_(pa.int64()),
+}
+
+
+class Scanned(NamedTuple):
+    events: int
+    roles: dict[str, dict[str, pa.Array]]  # role → column → array, in Roles._add's order
+    ops: list[Any]  # cpu_op event records Python reads (msgspec records, trace order)
+    close: int  # closing scans: the offset of the array's `]`
+
+
+def _array(col: tuple[str, int, int, bytes | None, bytes, bytes | None]) -> pa.Array:
+    kind, rows, nulls, valid, a, b = col
+    bitmap = pa.py_buffer(valid) if valid is not None else None
+    if kind == "s":
+        return pa.Array.from_buffers(
+            _TYPES[kind], rows, [bitmap, pa.py_buffer(a), pa.py_buffer(b)], null_count=nulls
+        )
+    if kind == "l":
+        values = pa.Array.from_buffers(pa.int64(), len(b) // 8, [None, pa.py_buffer(b)])  # type: ignore[arg-type]
+        return pa.Array.from_buffers(
+            _TYPES[kind], rows, [bitmap, pa.py_buffer(a)], null_count=nulls, children=[values]
+        )
+    return pa.Array.from_buffers(_TYPES[kind], rows, [bitmap, pa.py_buffer(a)], null_count=nulls)
+
+
+def scan(buf: Any, start: int, stop: int, decode_ops: Any, closing: bool = False) -> Scanned | None:
+    """buf[start:stop] (a JSON array's elements; closing: they end at the array's `]`, before
+    stop) scanned, or None if the C side refuses it. decode_ops(bytes of a JSON array) → event
+    records, for the operators returned as spans."""
+    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing)
+    if isinstance(got[0], str):
+        REFUSED[got[0]] += 1
+        return None
+    events, per_role, spans, close = got
+    roles = {
+        _ROLE_NAMES[code - 1]: dict(
+            zip(_COLUMNS[_ROLE_NAMES[code - 1]], map(_array, cols), strict=True)
+        )
+        for code, cols in sorted(per_role.items())
+    }
+    ops: list[Any] = []
+    if spans:
+        with memoryview(buf) as mv:
+            offs = memoryview(spans).cast("q")
+            parts = [mv[offs[i] : offs[i + 1]] for i in range(0, len(offs), 2)]
+            data = b"[" + b",".join(parts) + b"]"
+            del parts
+        try:
+            ops = decode_ops(data)
+        except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
+            REFUSED["operators msgspec does not decode"] += 1  # not seen; the piece decides
+            return None
+    return Scanned(events, roles, ops, close)
