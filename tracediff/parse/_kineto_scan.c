@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +125,8 @@ static inline int refuse(S *s, const char *why) {
 
 static inline void ws(S *s) {
     const uint8_t *p = s->p, *e = s->end;
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    /* JSON whitespace: space, \t, \n, \r (bits of a 64-bit mask) */
+    while (p < e && *p <= ' ' && ((1ULL << *p) & 0x100002600ULL)) p++;
     s->p = p;
 }
 
@@ -318,68 +320,72 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+static inline int is_digit(const uint8_t *p, const uint8_t *e) {
+    return p < e && (unsigned)(*p - '0') < 10;
+}
+
 static int number(S *s, Num *out) {
     const uint8_t *p = s->p, *e = s->end;
-    int neg = 0, digits = 0, frac = 0, exp = 0, exp_digits = 0, is_int = 1;
-    uint64_t m = 0;
+    int neg = 0, frac = 0, exp = 0, exp_digits = 0, is_int = 1, lead = 0;
+    uint64_t m = 0; /* the digits' value; wraps beyond 19 significant digits (then unused) */
     if (p < e && *p == '-') {
         neg = 1;
         p++;
     }
-    if (p >= e || *p < '0' || *p > '9') {
+    if (!is_digit(p, e)) {
         s->p = p;
         return refuse(s, "invalid number");
     }
+    const uint8_t *d0 = p;
     if (*p == '0') {
         p++;
+        lead = 1; /* a zero integer part: not a significant digit */
     } else {
-        while (p < e && *p >= '0' && *p <= '9') {
-            if (digits < 19) m = m * 10 + (uint64_t)(*p - '0');
-            digits++;
-            p++;
-        }
+        while (is_digit(p, e)) m = m * 10 + (uint64_t)(*p++ - '0');
     }
+    int digits = (int)(p - d0);
     if (p < e && *p == '.') {
         is_int = 0;
         p++;
-        if (p >= e || *p < '0' || *p > '9') {
+        if (!is_digit(p, e)) {
             s->p = p;
             return refuse(s, "invalid number");
         }
-        while (p < e && *p >= '0' && *p <= '9') {
-            if (m || *p != '0') { /* leading zeros of the fraction are not significant */
-                if (digits < 19) m = m * 10 + (uint64_t)(*p - '0');
-                digits++;
-            }
-            frac++;
-            p++;
-        }
+        const uint8_t *f0 = p;
+        if (lead)
+            while (p < e && *p == '0') p++; /* leading zeros of a fraction of 0.x */
+        lead += (int)(p - f0);
+        while (is_digit(p, e)) m = m * 10 + (uint64_t)(*p++ - '0');
+        frac = (int)(p - f0);
+        digits += frac;
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         is_int = 0;
         p++;
         int eneg = 0;
         if (p < e && (*p == '+' || *p == '-')) eneg = *p++ == '-';
-        if (p >= e || *p < '0' || *p > '9') {
+        if (!is_digit(p, e)) {
             s->p = p;
             return refuse(s, "invalid number");
         }
-        while (p < e && *p >= '0' && *p <= '9') {
-            if (exp_digits < 6) exp = exp * 10 + (*p - '0');
-            exp_digits++;
+        const uint8_t *x0 = p;
+        while (is_digit(p, e)) {
+            if (p - x0 < 6) exp = exp * 10 + (*p - '0');
             p++;
         }
+        exp_digits = (int)(p - x0);
         if (eneg) exp = -exp;
     }
     s->p = p;
     /* msgspec refuses doubles beyond range ("Number out of range"): never accept one here */
     if (exp_digits > 3 || digits > 300) return refuse(s, "number of extreme size");
+    int sig = digits - lead; /* significant digits: m is exact up to 19 */
     out->is_int = is_int;
-    out->ok_int = is_int && digits <= 18;
+    out->ok_int = is_int && sig <= 18;
     out->i = neg ? -(int64_t)m : (int64_t)m;
     out->ok_dbl = 0;
     int e10 = exp - frac;
-    if (digits <= 19 && m <= (1ULL << 53)) {
+    if (sig <= 19 && m <= (1ULL << 53)) {
         if (m == 0) {
             out->d = 0.0;
             out->ok_dbl = 1;
@@ -859,9 +865,68 @@ static int elements(S *s, Scan *sc, int closing) {
 /* ---- Python interface ---- */
 
 static void scan_free(Scan *sc) {
+    if (!sc) return;
     for (int r = 0; r < MAX_ROLES; r++)
         for (int i = 0; i < BASE_COLS + MAX_ARGS; i++) col_free(&sc->roles[r].cols[i]);
     free(sc->spans.p);
+    free(sc);
+}
+
+/* A Scan set up from the Python spec (see py_scan); NULL with an exception set. */
+static Scan *scan_new(PyObject *cats, PyObject *roles, int cpu_op) {
+    Scan *sc = calloc(1, sizeof(Scan));
+    if (!sc) return (Scan *)PyErr_NoMemory();
+    sc->cpu_op = cpu_op;
+    Py_ssize_t nc = PyTuple_GET_SIZE(cats);
+    if (nc > MAX_CATS) {
+        PyErr_SetString(PyExc_ValueError, "too many categories");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        const char *name;
+        Py_ssize_t len;
+        int code;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cats, i), "y#i", &name, &len, &code)) goto fail;
+        if (code <= 0 || code >= MAX_ROLES) {
+            PyErr_SetString(PyExc_ValueError, "role code out of range");
+            goto fail;
+        }
+        sc->cats[i] = (Cat){(const uint8_t *)name, (size_t)len, code};
+    }
+    sc->ncats = (int)nc;
+    static const char BASE[BASE_COLS] = {'s', 'i', 'i', 'i', 'i', 'i'};
+    for (int r = 0; r < MAX_ROLES; r++)
+        for (int i = 0; i < BASE_COLS; i++)
+            if (col_init(&sc->roles[r].cols[i], BASE[i])) goto nomem;
+    PyObject *key, *spec;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(roles, &pos, &key, &spec)) {
+        long r = PyLong_AsLong(key);
+        if (r <= 0 || r >= MAX_ROLES || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) > MAX_ARGS) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad role spec");
+            goto fail;
+        }
+        Role *ro = &sc->roles[r];
+        ro->nargs = (int)PyTuple_GET_SIZE(spec);
+        for (int i = 0; i < ro->nargs; i++) {
+            const char *k;
+            Py_ssize_t kl;
+            int kind;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(spec, i), "y#C", &k, &kl, &kind)) goto fail;
+            if (kind != 'i' && kind != 's' && kind != 'l') {
+                PyErr_SetString(PyExc_ValueError, "bad column kind");
+                goto fail;
+            }
+            ro->args[i] = (ArgSpec){(const uint8_t *)k, (size_t)kl, (char)kind};
+            if (col_init(&ro->cols[BASE_COLS + i], (char)kind)) goto nomem;
+        }
+    }
+    return sc;
+nomem:
+    PyErr_NoMemory();
+fail:
+    scan_free(sc);
+    return NULL;
 }
 
 static PyObject *bytes_of(const Buf *b) {
@@ -883,111 +948,21 @@ static PyObject *col_out(const Col *c) {
                          b);
 }
 
-/* scan(buf, start, stop, cats, roles, cpu_op, closing)
- *   buf: bytes-like; buf[start:stop]: the elements of a JSON array (no brackets), or with
- *   closing, the elements and the array's `]` somewhere before stop
- *   cats: ((category bytes, role code), ...); codes 1..MAX_ROLES-1
- *   roles: {code: ((args key bytes, kind 'i'|'s'|'l'), ...)} for the decoded roles
- *   cpu_op: the code whose events are only returned as spans
- * -> (events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf),
- *     offset of the `]` or -1)
- *    or (reason str, offset) when the piece is refused */
-static PyObject *py_scan(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer buf;
-    Py_ssize_t start, stop;
-    PyObject *cats, *roles;
-    int cpu_op, closing;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!ip", &buf, &start, &stop, &PyTuple_Type, &cats,
-                          &PyDict_Type, &roles, &cpu_op, &closing))
-        return NULL;
-    PyObject *result = NULL;
-    Scan *sc = calloc(1, sizeof(Scan));
-    if (!sc) {
-        PyBuffer_Release(&buf);
-        return PyErr_NoMemory();
-    }
-    if (start < 0 || stop > buf.len || start > stop) {
-        PyErr_SetString(PyExc_ValueError, "start/stop outside the buffer");
-        goto out;
-    }
-    sc->cpu_op = cpu_op;
-    Py_ssize_t nc = PyTuple_GET_SIZE(cats);
-    if (nc > MAX_CATS) {
-        PyErr_SetString(PyExc_ValueError, "too many categories");
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < nc; i++) {
-        const char *name;
-        Py_ssize_t len;
-        int code;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cats, i), "y#i", &name, &len, &code)) goto out;
-        if (code <= 0 || code >= MAX_ROLES) {
-            PyErr_SetString(PyExc_ValueError, "role code out of range");
-            goto out;
-        }
-        sc->cats[i] = (Cat){(const uint8_t *)name, (size_t)len, code};
-    }
-    sc->ncats = (int)nc;
-    for (int r = 0; r < MAX_ROLES; r++) {
-        Role *ro = &sc->roles[r];
-        static const char BASE[BASE_COLS] = {'s', 'i', 'i', 'i', 'i', 'i'};
-        for (int i = 0; i < BASE_COLS; i++)
-            if (col_init(&ro->cols[i], BASE[i])) goto nomem;
-    }
-    {
-        PyObject *key, *spec;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(roles, &pos, &key, &spec)) {
-            long r = PyLong_AsLong(key);
-            if (r <= 0 || r >= MAX_ROLES || !PyTuple_Check(spec) ||
-                PyTuple_GET_SIZE(spec) > MAX_ARGS) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad role spec");
-                goto out;
-            }
-            Role *ro = &sc->roles[r];
-            ro->nargs = (int)PyTuple_GET_SIZE(spec);
-            for (int i = 0; i < ro->nargs; i++) {
-                const char *k;
-                Py_ssize_t kl;
-                int kind;
-                if (!PyArg_ParseTuple(PyTuple_GET_ITEM(spec, i), "y#C", &k, &kl, &kind)) goto out;
-                if (kind != 'i' && kind != 's' && kind != 'l') {
-                    PyErr_SetString(PyExc_ValueError, "bad column kind");
-                    goto out;
-                }
-                ro->args[i] = (ArgSpec){(const uint8_t *)k, (size_t)kl, (char)kind};
-                if (col_init(&ro->cols[BASE_COLS + i], (char)kind)) goto nomem;
-            }
-        }
-    }
-    const uint8_t *b = buf.buf;
-    S s = {b + start, b + stop, b, NULL, NULL};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = elements(&s, sc, closing);
-    Py_END_ALLOW_THREADS
-    if (rc) {
-        result = Py_BuildValue("(sn)", s.why, (Py_ssize_t)(s.at - b));
-        goto out;
-    }
+/* (events, {code: (column, ...)}, spans) of one part */
+static PyObject *scan_out(const Scan *sc) {
     PyObject *out_roles = PyDict_New();
-    if (!out_roles) goto out;
+    if (!out_roles) return NULL;
     for (int r = 1; r < MAX_ROLES; r++) {
-        Role *ro = &sc->roles[r];
+        const Role *ro = &sc->roles[r];
         if (!ro->used) continue;
         int ncol = BASE_COLS + ro->nargs;
         PyObject *cols = PyTuple_New(ncol);
-        if (!cols) {
-            Py_DECREF(out_roles);
-            goto out;
-        }
+        if (!cols) goto fail;
         for (int i = 0; i < ncol; i++) {
             PyObject *c = col_out(&ro->cols[i]);
             if (!c) {
                 Py_DECREF(cols);
-                Py_DECREF(out_roles);
-                goto out;
+                goto fail;
             }
             PyTuple_SET_ITEM(cols, i, c);
         }
@@ -995,27 +970,138 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         int bad = !k || PyDict_SetItem(out_roles, k, cols);
         Py_XDECREF(k);
         Py_DECREF(cols);
-        if (bad) {
-            Py_DECREF(out_roles);
-            goto out;
-        }
+        if (bad) goto fail;
     }
-    result = Py_BuildValue("(nNNn)", sc->events, out_roles, bytes_of(&sc->spans),
-                           closing ? (Py_ssize_t)(s.p - b) : (Py_ssize_t)-1);
-    goto out;
-nomem:
-    PyErr_NoMemory();
+    PyObject *spans = bytes_of(&sc->spans);
+    if (!spans) goto fail;
+    return Py_BuildValue("(nNN)", sc->events, out_roles, spans);
+fail:
+    Py_DECREF(out_roles);
+    return NULL;
+}
+
+typedef struct {
+    S s;
+    Scan *sc;
+    int closing, rc;
+} Part;
+
+static void *run_part(void *arg) {
+    Part *pt = arg;
+    pt->rc = elements(&pt->s, pt->sc, pt->closing);
+    return NULL;
+}
+
+/* Where a piece splits in two near its middle: the end of an element (just past its `}`)
+ * followed by `,` and the next `{`, whitespace aside; NULL if none. A split inside a string
+ * (the bytes also occur there) leaves the first part's last string open: that part refuses,
+ * and the piece is scanned whole instead. */
+static const uint8_t *split_point(const uint8_t *a, const uint8_t *e) {
+    const uint8_t *p = a + (e - a) / 2;
+    while (p < e && (p = memchr(p, '}', (size_t)(e - p))) != NULL) {
+        const uint8_t *q = p + 1;
+        while (q < e && *q <= ' ' && ((1ULL << *q) & 0x100002600ULL)) q++;
+        if (q < e && *q == ',') {
+            q++;
+            while (q < e && *q <= ' ' && ((1ULL << *q) & 0x100002600ULL)) q++;
+            if (q < e && *q == '{') return p + 1;
+        }
+        p++;
+    }
+    return NULL;
+}
+
+#define SPLIT_MIN (1 << 20) /* smaller pieces: one thread (starting one costs more) */
+
+/* scan(buf, start, stop, cats, roles, cpu_op, closing, threads)
+ *   buf: bytes-like; buf[start:stop]: the elements of a JSON array (no brackets), or with
+ *   closing, the elements and the array's `]` somewhere before stop
+ *   cats: ((category bytes, role code), ...); codes 1..MAX_ROLES-1
+ *   roles: {code: ((args key bytes, kind 'i'|'s'|'l'), ...)} for the decoded roles
+ *   cpu_op: the code whose events are only returned as spans
+ *   threads: 2 scans a piece of >= 1 MB as two parts at once (GIL released)
+ * -> ([(events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf)),
+ *      ...one per part, in order], offset of the `]` or -1)
+ *    or (reason str, offset) when the piece is refused */
+static PyObject *py_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t start, stop;
+    PyObject *cats, *roles;
+    int cpu_op, closing, threads;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!ipi", &buf, &start, &stop, &PyTuple_Type, &cats,
+                          &PyDict_Type, &roles, &cpu_op, &closing, &threads))
+        return NULL;
+    PyObject *result = NULL, *parts = NULL;
+    Scan *sc[2] = {NULL, NULL};
+    if (start < 0 || stop > buf.len || start > stop) {
+        PyErr_SetString(PyExc_ValueError, "start/stop outside the buffer");
+        goto out;
+    }
+    const uint8_t *b = buf.buf;
+    const uint8_t *mid = threads > 1 && stop - start >= SPLIT_MIN
+                             ? split_point(b + start, b + stop)
+                             : NULL;
+    int n = mid ? 2 : 1;
+    for (int i = 0; i < n; i++)
+        if (!(sc[i] = scan_new(cats, roles, cpu_op))) goto out;
+    Part pt[2];
+    if (n == 2) {
+        const uint8_t *second = mid;
+        while (*second != ',') second++; /* split_point saw it: `}` ws `,` ws `{` */
+        pt[0] = (Part){{b + start, mid, b, NULL, NULL}, sc[0], 0, 0};
+        pt[1] = (Part){{second + 1, b + stop, b, NULL, NULL}, sc[1], closing, 0};
+    } else {
+        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL}, sc[0], closing, 0};
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t t;
+    int started = n == 2 && pthread_create(&t, NULL, run_part, &pt[1]) == 0;
+    run_part(&pt[0]);
+    if (started)
+        pthread_join(t, NULL);
+    else if (n == 2)
+        run_part(&pt[1]);
+    Py_END_ALLOW_THREADS
+    rc = pt[0].rc || (n == 2 && pt[1].rc);
+    if (rc && n == 2) { /* a split inside a value, or a refusal: the piece whole, to be sure */
+        scan_free(sc[0]);
+        scan_free(sc[1]);
+        sc[1] = NULL;
+        n = 1;
+        if (!(sc[0] = scan_new(cats, roles, cpu_op))) goto out;
+        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL}, sc[0], closing, 0};
+        Py_BEGIN_ALLOW_THREADS
+        run_part(&pt[0]);
+        Py_END_ALLOW_THREADS
+        rc = pt[0].rc;
+    }
+    if (rc) {
+        result = Py_BuildValue("(sn)", pt[0].s.why, (Py_ssize_t)(pt[0].s.at - b));
+        goto out;
+    }
+    parts = PyList_New(n);
+    if (!parts) goto out;
+    for (int i = 0; i < n; i++) {
+        PyObject *o = scan_out(sc[i]);
+        if (!o) goto out;
+        PyList_SET_ITEM(parts, i, o);
+    }
+    result = Py_BuildValue("(On)", parts,
+                           closing ? (Py_ssize_t)(pt[n - 1].s.p - b) : (Py_ssize_t)-1);
 out:
-    scan_free(sc);
-    free(sc);
+    Py_XDECREF(parts);
+    scan_free(sc[0]);
+    scan_free(sc[1]);
     PyBuffer_Release(&buf);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
-     "scan(buf, start, stop, cats, roles, cpu_op, closing) -> (events, {role: columns}, spans, "
-     "close) or "
+     "scan(buf, start, stop, cats, roles, cpu_op, closing, threads) -> ([(events, {role: columns}, "
+     "spans), ...], close) or "
      "(reason, offset): the wanted columns of a piece of a Kineto traceEvents array"},
     {NULL, NULL, 0, NULL},
 };

@@ -163,11 +163,12 @@ class Roles:
         """A scan.Scanned piece: its columns are what `_add` would have appended."""
         self.n_events += sc.events
         for role, cols in sc.roles.items():
-            for name, arr in cols.items():
-                _append(self._cols[role], name, arr)
+            for name, arrs in cols.items():
+                self._cols[role].setdefault(name, []).extend(arrs)
             if role == "annotation":
-                self._seen.update(pc.unique(cols["name"]).to_pylist())
-            self.clock.missing_dur += cols["duration_ns"].null_count
+                for a in cols["name"]:
+                    self._seen.update(pc.unique(a).to_pylist())
+            self.clock.missing_dur += sum(a.null_count for a in cols["duration_ns"])
         if sc.ops:
             self._cpu_ops(sc.ops)
 

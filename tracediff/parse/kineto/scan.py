@@ -29,6 +29,8 @@ except ImportError:  # pragma: no cover - built by pip install; a bare checkout 
     _kineto_scan = None
 
 ENABLED = _kineto_scan is not None and os.environ.get("TRACEDIFF_KINETO_SCAN", "1") != "0"
+THREADS = 2 if (os.cpu_count() or 1) > 1 else 1
+"""A piece of >= 1 MB is scanned as two parts on two threads (the C side releases the GIL)."""
 REFUSED: Counter[str] = Counter()
 """Why pieces were refused in this process (reason → pieces): for tests and bench/."""
 
@@ -58,7 +60,7 @@ _TYPES = {
 
 class Scanned(NamedTuple):
     events: int
-    roles: dict[str, dict[str, pa.Array]]  # role → column → array, in Roles._add's order
+    roles: dict[str, dict[str, list[pa.Array]]]  # role → column → arrays (Roles._add's order)
     ops: list[Any]  # cpu_op event records Python reads (msgspec records, trace order)
     close: int  # closing scans: the offset of the array's `]`
 
@@ -82,24 +84,29 @@ def scan(buf: Any, start: int, stop: int, decode_ops: Any, closing: bool = False
     """buf[start:stop] (a JSON array's elements; closing: they end at the array's `]`, before
     stop) scanned, or None if the C side refuses it. decode_ops(bytes of a JSON array) → event
     records, for the operators returned as spans."""
-    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing)
+    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS)
     if isinstance(got[0], str):
         REFUSED[got[0]] += 1
         return None
-    events, per_role, spans, close = got
-    roles = {
-        _ROLE_NAMES[code - 1]: dict(
-            zip(_COLUMNS[_ROLE_NAMES[code - 1]], map(_array, cols), strict=True)
-        )
-        for code, cols in sorted(per_role.items())
-    }
+    parts, close = got
+    roles: dict[str, dict[str, list[pa.Array]]] = {}
+    events = 0
+    spans = []
+    for n, per_role, part_spans in parts:
+        events += n
+        spans.append(part_spans)
+        for code, cols in sorted(per_role.items()):
+            role = _ROLE_NAMES[code - 1]
+            into = roles.setdefault(role, {c: [] for c in _COLUMNS[role]})
+            for c, col in zip(_COLUMNS[role], cols, strict=True):
+                into[c].append(_array(col))
     ops: list[Any] = []
-    if spans:
+    offs = memoryview(b"".join(spans)).cast("q")
+    if len(offs):
         with memoryview(buf) as mv:
-            offs = memoryview(spans).cast("q")
-            parts = [mv[offs[i] : offs[i + 1]] for i in range(0, len(offs), 2)]
-            data = b"[" + b",".join(parts) + b"]"
-            del parts
+            pieces = [mv[offs[i] : offs[i + 1]] for i in range(0, len(offs), 2)]
+            data = b"[" + b",".join(pieces) + b"]"
+            del pieces
         try:
             ops = decode_ops(data)
         except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
