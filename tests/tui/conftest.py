@@ -1,7 +1,13 @@
-"""TUI fixtures: one real comparison of the bundled samples (H200 CUDA-graph verify, 12 cycles)."""
+"""TUI fixtures: real comparisons of bundled traces.
+
+`comparison`: the bundled samples (H200 CUDA-graph verify, 12 cycles, one GPU). `mfu_2gpu`: the
+nsys-ai pair (two GPUs, NCCL; cycles cut from the kernel period). `twostream`: the H200 two-stream
+captures whose streams wait on each other's CUDA events (tests/data/README.md).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +27,30 @@ SNAPSHOT_VERSIONS = {"textual": "8.2.8"}
 @pytest.fixture(scope="session")
 def comparison() -> Comparison:
     return compare(load(SAMPLES / "g_good.arrow"), load(SAMPLES / "g_bad.arrow"))
+
+
+@pytest.fixture(scope="session")
+def mfu_2gpu(data_dir: Path) -> Comparison:
+    d = data_dir / "nsys" / "nsys-ai"
+    return compare(load(d / "mfu_2gpu_before.sqlite"), load(d / "mfu_2gpu_after.sqlite"))
+
+
+@pytest.fixture(scope="session")
+def twostream(data_dir: Path) -> Callable[[str], Comparison]:
+    """`twostream(lib)`: good vs slow-a of the `torch` or `cupy` capture, with both sides' CUDA
+    event tables (the engine hands over head's for what-if; base's is added here if it lacks it)."""
+    cache: dict[str, Comparison] = {}
+
+    def get(lib: str) -> Comparison:
+        if lib not in cache:
+            d = data_dir / "h200" / "twostream"
+            base, head = load(d / f"{lib}_good.sqlite"), load(d / f"{lib}_slow-a.sqlite")
+            c = compare(base, head)
+            c.replay_inputs.setdefault("base_events", base.table("cuda_events"))
+            cache[lib] = c
+        return cache[lib]
+
+    return get
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

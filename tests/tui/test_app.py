@@ -16,8 +16,9 @@ from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen
 
 async def ready(pilot: Pilot) -> MainScreen:
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    for _ in range(2):  # the event index, then (started when it is in) the event edges
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
     screen = pilot.app.screen
     assert isinstance(screen, MainScreen)
     return screen

@@ -23,6 +23,8 @@ from tracediff.engine.result import KINDS, Comparison
 from tracediff.tui import model as m
 from tracediff.tui.attribution import AttributionTable
 from tracediff.tui.drilldown import DrillScreen
+from tracediff.tui.edges import EdgeIndex
+from tracediff.tui.gpusplit import GpuSplitScreen
 from tracediff.tui.replay import CycleStrip
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen, NotesScreen
 from tracediff.tui.timeline import CELLS, LEGEND, Timeline
@@ -55,6 +57,12 @@ class MainScreen(Screen[None]):
             tooltip="cycle the GPU filter: all, Σ summed over GPUs (multi-GPU), then each GPU",
         ),
         Binding(
+            "p",
+            "per_gpu",
+            "Per GPU",
+            tooltip="the selected contributor on each GPU, with its sum over GPUs (multi-GPU)",
+        ),
+        Binding(
             "m",
             "worst_cycle",
             "Worst cycle",
@@ -66,6 +74,12 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "pan(0.25)", "Pan right", key_display="]"),
         Binding("0", "fit", "Fit cycle", tooltip="show the whole cycle"),
         Binding("a", "align", "Align head", tooltip="draw head so ops matched to base line up"),
+        Binding(
+            "e",
+            "toggle_edges",
+            "Event edges",
+            tooltip="show/hide cross-stream CUDA event edges on the timeline (runs that have them)",
+        ),
         Binding("w", "notes", "Warnings", tooltip="environment differences and warnings"),
         Binding(
             "x",
@@ -114,7 +128,7 @@ class MainScreen(Screen[None]):
         # index the events only once the first frame is out: the worker competes for the CPU
         self.call_after_refresh(
             self.app.run_worker,
-            lambda: m.TimelineModel(self.c),
+            lambda: m.TimelineModel(self.c, edges=False),
             name="index",
             thread=True,
             exit_on_error=False,
@@ -139,6 +153,7 @@ class MainScreen(Screen[None]):
             self.query_text,
         )
         self.table.populate(view, keep=self.table.current())
+        self.refresh_bindings()  # enter splits a Σ row by GPU, drills down otherwise
         parts = [
             f"sort {self.sort}",
             f"kind {self.kind or 'all'}",
@@ -161,6 +176,28 @@ class MainScreen(Screen[None]):
     def set_model(self, model: m.TimelineModel) -> None:
         self.model = model
         self.timeline.set_model(model)
+        # cross-stream event edges next, in their own worker: the bars need not wait for them
+        self.app.run_worker(
+            lambda: (model, EdgeIndex(self.c, model.lane_ids)),
+            name="edges",
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def set_edges(self, model: m.TimelineModel, edges: EdgeIndex) -> None:
+        model.edges = edges
+        self.timeline.show()  # repaint with the marks
+        self.refresh_bindings()  # the event-edge key shows once edges are known to exist
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # keys that mean nothing for these runs stay out of the footer (and do nothing)
+        if action == "per_gpu":
+            return bool(self.summed.height)
+        if action == "split_summed":  # enter on a Σ row (AttributionTable's first enter binding)
+            return self.gpu == m.SUMMED
+        if action == "toggle_edges":
+            return self.model is not None and self.model.edges.total > 0
+        return True
 
     # --- actions -----------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
@@ -237,6 +274,19 @@ class MainScreen(Screen[None]):
     def action_align(self) -> None:
         self.timeline.show(align=not self.timeline.align)
 
+    def action_toggle_edges(self) -> None:
+        self.timeline.show(edges=not self.timeline.edges)
+
+    def action_per_gpu(self) -> None:
+        cid = self.table.current()
+        if cid is None:
+            return
+        per, total = m.gpu_split(self.c, self.summed, cid)
+        self.app.push_screen(GpuSplitScreen(per, total, self.open_drill))
+
+    def action_split_summed(self) -> None:
+        self.action_per_gpu()
+
     def action_notes(self) -> None:
         self.app.push_screen(NotesScreen(self.c))
 
@@ -300,6 +350,13 @@ class MainScreen(Screen[None]):
         cid = self.table.current()
         if cid is None:
             return
+        if self.gpu == m.SUMMED:  # a Σ row (enter on one goes to action_split_summed directly)
+            self.action_per_gpu()
+        else:
+            self.open_drill(cid)
+
+    def open_drill(self, cid: str) -> None:
+        """Drill-down of one contributor; its instances are collected in a worker."""
         name = self.c.attribution.filter(self.c.attribution["contributor_id"] == cid)["name"][0]
         screen = DrillScreen(cid, name)
         self.app.push_screen(screen)
@@ -366,6 +423,8 @@ class TracediffApp(App[None]):
             self.switch_screen(MainScreen(result))
         elif w.name == "index" and main is not None:
             main.set_model(result)
+        elif w.name == "edges" and main is not None:
+            main.set_edges(*result)
         elif w.name == "worst" and main is not None:
             main.jump(*result)
         elif w.name == "whatif" and main is not None:
@@ -384,7 +443,7 @@ class TracediffApp(App[None]):
         ]
         keys += [
             ("↑/↓", "move in the attribution table"),
-            ("enter", "drill down into the contributor"),
+            ("enter", "drill down into the contributor (Σ view: split it by GPU)"),
         ]
         legend = Text()
         for code, name in LEGEND:

@@ -68,6 +68,8 @@ class AttributionTable(DataTable, inherit_bindings=False):
     """One row per contributor; enter opens its drill-down."""
 
     BINDINGS = [
+        # first: in the Σ view (the screen's check_action enables it) enter splits the row by GPU
+        Binding("enter", "screen.split_summed", "Per GPU", show=True),
         Binding("enter", "select_cursor", "Drill down", show=True),
         Binding("up", "cursor_up", "Up", show=False),
         Binding("down", "cursor_down", "Down", show=False),

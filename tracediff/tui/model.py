@@ -1,8 +1,9 @@
 """Headless view model of the TUI: everything the widgets draw, computed with polars/numpy.
 
 Stage: presentation (no textual here, so it is testable and timeable on its own). Input: a
-`Comparison`; output: filtered/sorted attribution frames, per-column timeline cell codes, sparkline
-strings and drill-down statistics. Nothing loops over events in Python: a timeline row is built by
+`Comparison`; output: filtered/sorted attribution frames (and a contributor's per-GPU split),
+per-column timeline cell codes with cross-stream event edge marks (`edges.py`), sparkline strings
+and drill-down statistics. Nothing loops over events in Python: a timeline row is built by
 bucketing event [start, end) intervals into terminal columns with `np.bincount` + `cumsum`.
 """
 
@@ -14,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.engine.result import Comparison
+from tracediff.tui.edges import EdgeIndex, mark_grid
 
 SIDES = ("base", "head")
 
@@ -91,6 +93,23 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
     return view.drop("_ids"), ids
 
 
+def gpu_split(
+    c: Comparison, summed: pl.DataFrame, contributor_id: str
+) -> tuple[pl.DataFrame, dict | None]:
+    """How a contributor's change splits by GPU: the per-GPU attribution rows of its (kind, name,
+    phase), by |change| (then GPU), and its row summed over GPUs (`summed_rows`; None if it has
+    none). The per-GPU rows' base, head and change add up to the summed row's: both are means
+    over the same cycles. Filters only; nothing is recomputed."""
+    keys = ["kind", "name", "phase"]
+    att = c.attribution
+    which = att.filter(pl.col("contributor_id") == contributor_id).select(keys)
+    per = att.join(which, on=keys, how="semi", nulls_equal=True).sort(
+        [pl.col("delta_ms_per_cycle").abs(), pl.col("device_id")], descending=[True, False]
+    )
+    total = summed.join(which, on=keys, how="semi", nulls_equal=True) if summed.height else summed
+    return per, total.row(0, named=True) if total.height else None
+
+
 def spark(values: np.ndarray, width: int, lo: float | None = None, hi: float | None = None) -> str:
     """One-row sparkline of `values` in `width` columns (max per column when values > width)."""
     v = np.asarray(values, dtype=np.float64)
@@ -132,6 +151,10 @@ class TimelineRows:
     t0_ns: int
     t1_ns: int
     span_ns: dict[str, int | None]  # side -> critical span of this cycle (None: side lacks it)
+    # cross-stream event edges (side -> None when none is in the window): edges.mark_grid's
+    # (lanes, width) grid of mark ids and, per edge of the side-cycle, whether its target waited
+    marks: dict[str, np.ndarray | None] | None = None
+    waited: dict[str, np.ndarray] | None = None
 
 
 class TimelineModel:
@@ -142,7 +165,9 @@ class TimelineModel:
     is a zero-copy `slice` of numeric columns, so a redraw costs O(events in the cycle).
     """
 
-    def __init__(self, c: Comparison) -> None:
+    def __init__(self, c: Comparison, edges: bool = True) -> None:
+        """`edges=False`: no cross-stream event edges yet; the app finds them in a second worker
+        (`EdgeIndex(c, model.lane_ids)`, then `edges` is set) so the bars are not held up."""
         self.c = c
         ev = c.events
         idx = _row_ranges(ev)
@@ -165,6 +190,8 @@ class TimelineModel:
             for d, s in lanes.iter_rows()
         ]
         lane_ids = lanes.with_row_index("_lane").with_columns(pl.col("_lane").cast(pl.Int32))
+        self.lane_ids = lane_ids
+        self.edges = EdgeIndex(c, lane_ids if edges else None)
         self.codes_of = {cid: i for i, cid in enumerate(c.attribution["contributor_id"].to_list())}
         self.num = ev.join(
             lane_ids,
@@ -242,13 +269,21 @@ class TimelineModel:
         width: int,
         selected: str | None = None,
         align: bool = False,
+        edges: bool = False,
     ) -> TimelineRows:
         width = max(width, 1)
         sel = self.codes_of.get(selected, -2) if selected else -2
         codes = {side: self._rows(side, cycle, t0, t1, width, sel, align) for side in SIDES}
-        return TimelineRows(
-            self.lanes, codes, t0, t1, {s: self.span.get((s, cycle)) for s in SIDES}
-        )
+        span = {s: self.span.get((s, cycle)) for s in SIDES}
+        rows = TimelineRows(self.lanes, codes, t0, t1, span)
+        if edges and self.edges.total:
+            rows.marks, rows.waited = {}, {}
+            for side in SIDES:
+                warp = self.warp(cycle) if align and side == "head" else None
+                e = self.edges.place(side, cycle, t0, t1, width, warp)
+                rows.marks[side] = mark_grid(e, len(self.lanes), width) if e.index.size else None
+                rows.waited[side] = e.cycle_waited
+        return rows
 
     def _rows(
         self, side: str, cycle: int, t0: int, t1: int, width: int, sel: int, align: bool

@@ -52,6 +52,11 @@ class HelpScreen(_Dialog):
             "\nTimeline: the selected cycle, base above head, one lane per GPU (per stream where\n"
             "a GPU has several), time from the cycle's GPU start. 'a' draws head through the\n"
             "ops both runs share, so matched ops line up and stretched idle time stands out.\n"
+            "Cross-stream CUDA event edges (cudaEventRecord → cudaStreamWaitEvent, 'e' hides\n"
+            "them): a capital letter on the recording lane where the recorded work ended, the\n"
+            "same letter in lower case on the waiting lane where the waiting stream went on;\n"
+            "bright if it started within 20 µs (it waited on the event), dim if other work held\n"
+            "it longer. Letters count the edges of the window in order of the wait.\n"
         )
         body.append_text(legend)
         body.append(

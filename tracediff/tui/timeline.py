@@ -1,8 +1,11 @@
 """Timeline widget: one cycle of base above head, one lane per GPU (per stream where several).
 
-Stage: presentation. Input: a `TimelineModel` and the view (cycle, window, selection); output:
-Rich text. Bars are cell codes from `TimelineModel.render` (vectorised bucketing), drawn as runs
-of equal cells, so a redraw is O(columns), independent of how many operations the cycle holds.
+Stage: presentation. Input: a `TimelineModel` and the view (cycle, window, selection, event
+edges on/off); output: Rich text. Bars are cell codes from `TimelineModel.render` (vectorised
+bucketing), drawn as runs of equal cells, so a redraw is O(columns), independent of how many
+operations the cycle holds. Cross-stream CUDA event edges are letter pairs over the bars: `A` on
+the recording lane where the recorded work ended, `a` on the waiting lane where the waiting
+stream went on (bright: it waited on that event; dim: something else held it longer).
 """
 
 from __future__ import annotations
@@ -28,6 +31,24 @@ CELLS: dict[int, tuple[str, str]] = {
     m.CHANGED: ("▒", "#ff5f5f"),
     m.SELECTED: ("█", "bold #ffff00"),
 }
+RECORD_STYLE = "bold #000000 on #d787ff"
+WAITED_STYLE = "bold #000000 on #5fffff"  # the target started as soon as the event completed
+HELD_STYLE = "#bcbcbc on #005f5f"  # something else held the target longer
+LETTERS = 26  # edges beyond the 26th in a window are drawn unlabelled
+
+
+def mark_cell(mark: int, waited: np.ndarray) -> tuple[str, str]:
+    """Character and style of an edge mark (`edges.mark_grid`'s id: 2k record, 2k + 1 wait)."""
+    k, wait = divmod(mark, 2)
+    if k < LETTERS:
+        ch = chr((ord("a") if wait else ord("A")) + k)
+    else:
+        ch = "○" if wait else "●"
+    if not wait:
+        return ch, RECORD_STYLE
+    return ch, WAITED_STYLE if bool(waited[k]) else HELD_STYLE
+
+
 LEGEND = (
     (m.KERNEL, "kernel"),
     (m.MEMCPY, "memcpy"),
@@ -66,18 +87,39 @@ def axis(t0_ns: int, t1_ns: int, width: int) -> Text:
     return Text("".join(line), style="#8a8a8a")
 
 
-def row_text(codes: np.ndarray) -> Text:
-    """One lane: runs of equal cells become one styled segment each."""
+def row_text(
+    codes: np.ndarray, marks: np.ndarray | None = None, waited: np.ndarray | None = None
+) -> Text:
+    """One lane: runs of equal cells become one styled segment each; an edge mark (`marks` >= 0)
+    replaces its cell."""
     text = Text()
     if codes.size == 0:
         return text
-    cuts = np.flatnonzero(np.diff(codes)) + 1
+    key = codes.astype(np.int64)
+    if marks is not None:
+        key = key + (marks.astype(np.int64) + 1) * 256  # a mark cell is a run of its own
+    cuts = np.flatnonzero(np.diff(key)) + 1
     starts = np.concatenate([[0], cuts])
     ends = np.concatenate([cuts, [codes.size]])
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        ch, style = CELLS[int(codes[a])]
+        mark = -1 if marks is None else int(marks[a])
+        if mark >= 0 and waited is not None:
+            ch, style = mark_cell(mark, waited)
+        else:
+            ch, style = CELLS[int(codes[a])]
         text.append(ch * (b - a), style)
     return text
+
+
+def edge_legend() -> Text:
+    t = Text()
+    t.append("A", RECORD_STYLE)
+    t.append("→")
+    t.append("a", WAITED_STYLE)
+    t.append(" event record→wait, ")
+    t.append("a", HELD_STYLE)
+    t.append(" held by other work ")
+    return t
 
 
 class Timeline(Widget):
@@ -95,6 +137,7 @@ class Timeline(Widget):
         self.window: int | None = None  # None: the whole cycle
         self.selected: str | None = None
         self.align = False
+        self.edges = True  # draw cross-stream CUDA event edges where the runs have them
         self.last_rows: m.TimelineRows | None = None
         self._cache: tuple[tuple, Text] | None = None
 
@@ -108,11 +151,25 @@ class Timeline(Widget):
         for k, v in view.items():
             setattr(self, k, v)
         t0, t1 = self.span()
-        self.border_title = f"timeline · cycle {self.cycle} · {t0 / 1e6:.3f}–{t1 / 1e6:.3f} ms" + (
-            " · head aligned to base" if self.align else ""
+        self.border_title = (
+            f"timeline · cycle {self.cycle} · {t0 / 1e6:.3f}–{t1 / 1e6:.3f} ms"
+            + (" · head aligned to base" if self.align else "")
+            + self._edges_title()
         )
         # same lanes, same height: repaint this widget only, no layout pass over the screen
         self.refresh()
+
+    def has_edges(self) -> bool:
+        return self.model is not None and self.model.edges.total > 0
+
+    def _edges_title(self) -> str:
+        if not self.has_edges():
+            return ""
+        if not self.edges:
+            return " · event edges hidden"
+        assert self.model is not None
+        n = {s: self.model.edges.count(s, self.cycle) for s in m.SIDES}
+        return " · event waits " + " ".join(f"{s} {'—' if v is None else v}" for s, v in n.items())
 
     def span(self) -> tuple[int, int]:
         """The visible window [t0, t1) in ns."""
@@ -143,11 +200,14 @@ class Timeline(Widget):
             return Text("indexing events…", style="italic")
         width = max(self.content_size.width, LABEL + 10)
         t0, t1 = self.span()
-        key = (self.cycle, t0, t1, width, self.selected, self.align, id(self.model))
+        view = (self.cycle, t0, t1, width, self.selected, self.align, self.edges)
+        key = (*view, id(self.model), id(self.model.edges))  # edges arrive after the bars
         if self._cache and self._cache[0] == key:
             return self._cache[1]
         bar_w = width - LABEL
-        rows = self.model.render(self.cycle, t0, t1, bar_w, self.selected, self.align)
+        rows = self.model.render(
+            self.cycle, t0, t1, bar_w, self.selected, self.align, edges=self.edges
+        )
         self.last_rows = rows
         out = Text(no_wrap=True, overflow="crop")
         out.append(" " * LABEL)
@@ -160,8 +220,17 @@ class Timeline(Widget):
                 if rows.span_ns[side] is None:
                     out.append(f"(no cycle {self.cycle} in {side})", "italic #8a8a8a")
                 else:
-                    out.append_text(row_text(rows.codes[side][i]))
+                    marks = rows.marks.get(side) if rows.marks else None
+                    out.append_text(
+                        row_text(
+                            rows.codes[side][i],
+                            None if marks is None else marks[i],
+                            rows.waited[side] if rows.waited else None,
+                        )
+                    )
         out.append("\n")
+        if rows.marks is not None:
+            out.append_text(edge_legend())
         for code, name in LEGEND:
             ch, style = CELLS[code]
             out.append(ch, style)
