@@ -59,7 +59,7 @@ def _piece(evs: list[dict[str, Any]]) -> bytes:
 
 def _scan(data: bytes, threads: int) -> Any:
     return _kineto_scan.scan(
-        data, 0, len(data), scan._CATS, scan._SPEC, scan._CPU_OP, False, threads
+        data, 0, len(data), scan._CATS, scan._SPEC, scan._CPU_OP, False, threads, False
     )
 
 

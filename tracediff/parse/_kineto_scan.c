@@ -113,6 +113,7 @@ typedef struct {
     const uint8_t *p, *end, *base;
     const char *why; /* refusal reason */
     const uint8_t *at;
+    int exact; /* times by the exact clock (decimal text), not through a double */
 } S;
 
 static inline int refuse(S *s, const char *why) {
@@ -314,6 +315,9 @@ typedef struct {
     int ok_dbl;   /* the double is msgspec's float (or pyarrow's float64 of its int) */
     int64_t i;
     double d;
+    int huge; /* >= 1e300: a double may overflow */
+    int neg, has_exp, ilen, flen; /* the text, for the exact clock */
+    const uint8_t *ip, *fp;
 } Num;
 
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
@@ -344,6 +348,9 @@ static int number(S *s, Num *out) {
         while (is_digit(p, e)) m = m * 10 + (uint64_t)(*p++ - '0');
     }
     int digits = (int)(p - d0);
+    out->ip = d0;
+    out->ilen = digits;
+    out->fp = NULL;
     if (p < e && *p == '.') {
         is_int = 0;
         p++;
@@ -352,6 +359,7 @@ static int number(S *s, Num *out) {
             return refuse(s, "invalid number");
         }
         const uint8_t *f0 = p;
+        out->fp = f0;
         if (lead)
             while (p < e && *p == '0') p++; /* leading zeros of a fraction of 0.x */
         lead += (int)(p - f0);
@@ -380,6 +388,10 @@ static int number(S *s, Num *out) {
     /* msgspec refuses doubles beyond range ("Number out of range"): never accept one here */
     if (exp_digits > 3 || digits > 300) return refuse(s, "number of extreme size");
     int sig = digits - lead; /* significant digits: m is exact up to 19 */
+    out->neg = neg;
+    out->huge = sig > 0 && sig + exp - frac > 300;
+    out->has_exp = exp_digits > 0;
+    out->flen = frac;
     out->is_int = is_int;
     out->ok_int = is_int && sig <= 18;
     out->i = neg ? -(int64_t)m : (int64_t)m;
@@ -481,7 +493,7 @@ typedef struct {
 
 /* One value, typed as far as the columns need (objects and literals other than null: V_OTHER,
  * arrays: V_ARR, checked when read). */
-static int value(S *s, Val *v) {
+static int value(S *s, Val *v, int strict) {
     if (s->p >= s->end) return refuse(s, "truncated value");
     uint8_t c = *s->p;
     if (c == '"') {
@@ -495,7 +507,8 @@ static int value(S *s, Val *v) {
     if (c == '-' || (c >= '0' && c <= '9')) {
         v->type = V_NUM;
         if (number(s, &v->num)) return -1;
-        if (!v->num.ok_int && !v->num.ok_dbl) return refuse(s, "a number Python may not hold");
+        if (strict ? !v->num.ok_int && !v->num.ok_dbl : v->num.huge)
+            return refuse(s, "a number Python may not hold");
         return 0;
     }
     v->type = c == '[' ? V_ARR : V_OTHER;
@@ -559,7 +572,7 @@ static int args_object(S *s, Role *r, Val *vals) {
             }
         if (k >= 0) {
             if (vals[k].type != V_MISSING) return refuse(s, "duplicate args key");
-            if (value(s, &vals[k])) return -1;
+            if (value(s, &vals[k], 1)) return -1;
         } else if (skip(s, 2, 0)) {
             return -1;
         }
@@ -645,7 +658,7 @@ static int put_int(S *s, Col *c, const Val *v) {
 
 static int put_list(S *s, Col *c, const Val *v) {
     if (v->type == V_ARR) {
-        S t = {v->s + 1, s->end, s->base, NULL, NULL};
+        S t = {v->s + 1, s->end, s->base, NULL, NULL, 0};
         ws(&t);
         if (t.p < t.end && *t.p == ']') {
             t.p++;
@@ -680,10 +693,32 @@ static int put_list(S *s, Col *c, const Val *v) {
  * round-half-even((x - floor(x)) * 1000) (polars' round). Times a double holds coarser than 1
  * ns (fractional beyond 2**43 us) and times beyond int64 ns are refused: Python notes them
  * (NeedExact, or an error) for the whole trace. */
+/* The exact clock (clock.Clock.ns): the decimal text quantized to 0.001 us, half to even (as
+ * Python's Decimal.quantize), times 1000. Exponents and times beyond any clock are refused. */
+static int ns_exact(S *s, const Num *n, int64_t *ns) {
+    if (n->has_exp) return refuse(s, "a time in exponent notation (exact clock)");
+    if (n->ilen > 16) return refuse(s, "a time beyond any clock");
+    int64_t ip = 0, f = 0;
+    for (int i = 0; i < n->ilen; i++) ip = ip * 10 + (n->ip[i] - '0');
+    if ((double)ip >= TIME_LIMIT) return refuse(s, "a time beyond any clock"); /* ns: int64 */
+    for (int i = 0; i < 3; i++) f = f * 10 + (i < n->flen ? n->fp[i] - '0' : 0);
+    if (n->flen > 3) {
+        int d4 = n->fp[3] - '0', rest = 0;
+        for (int i = 4; i < n->flen; i++) rest |= n->fp[i] != '0';
+        if (d4 > 5 || (d4 == 5 && (rest || (f & 1)))) f++;
+    }
+    int64_t v = ip * 1000 + f;
+    *ns = n->neg ? -v : v;
+    return 0;
+}
+
 static int ns_of(S *s, const Val *v, int required, int64_t *ns, int *ok) {
     *ok = 0;
     *ns = 0;
-    if (v->type == V_NUM) {
+    if (v->type == V_NUM && s->exact) {
+        if (ns_exact(s, &v->num, ns)) return -1;
+        *ok = 1;
+    } else if (v->type == V_NUM) {
         if (!v->num.ok_dbl) return refuse(s, "a time a double does not hold as Python reads it");
         double d = v->num.d;
         if (!(fabs(d) < TIME_LIMIT)) return refuse(s, "a time beyond any clock");
@@ -784,7 +819,8 @@ static int event(S *s, Scan *sc) {
                 if (skip(s, 1, 0)) return -1;
             }
         } else if (k >= 0) {
-            if (value(s, &v[k])) return -1;
+            /* ts and dur: msgspec's float or Decimal reads any number short of overflow */
+            if (value(s, &v[k], k != K_TS && k != K_DUR)) return -1;
             if (k == K_CAT) {
                 if (v[k].type != V_STR && v[k].type != V_NULL)
                     return refuse(s, "cat is not a string");
@@ -1013,13 +1049,14 @@ static const uint8_t *split_point(const uint8_t *a, const uint8_t *e) {
 
 #define SPLIT_MIN (1 << 20) /* smaller pieces: one thread (starting one costs more) */
 
-/* scan(buf, start, stop, cats, roles, cpu_op, closing, threads)
+/* scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact)
  *   buf: bytes-like; buf[start:stop]: the elements of a JSON array (no brackets), or with
  *   closing, the elements and the array's `]` somewhere before stop
  *   cats: ((category bytes, role code), ...); codes 1..MAX_ROLES-1
  *   roles: {code: ((args key bytes, kind 'i'|'s'|'l'), ...)} for the decoded roles
  *   cpu_op: the code whose events are only returned as spans
  *   threads: 2 scans a piece of >= 1 MB as two parts at once (GIL released)
+ *   exact: times by the exact clock (the decimal text), else through a double as Python does
  * -> ([(events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf)),
  *      ...one per part, in order], offset of the `]` or -1)
  *    or (reason str, offset) when the piece is refused */
@@ -1028,9 +1065,9 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start, stop;
     PyObject *cats, *roles;
-    int cpu_op, closing, threads;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!ipi", &buf, &start, &stop, &PyTuple_Type, &cats,
-                          &PyDict_Type, &roles, &cpu_op, &closing, &threads))
+    int cpu_op, closing, threads, exact;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!ipip", &buf, &start, &stop, &PyTuple_Type, &cats,
+                          &PyDict_Type, &roles, &cpu_op, &closing, &threads, &exact))
         return NULL;
     PyObject *result = NULL, *parts = NULL;
     Scan *sc[2] = {NULL, NULL};
@@ -1049,10 +1086,10 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     if (n == 2) {
         const uint8_t *second = mid;
         while (*second != ',') second++; /* split_point saw it: `}` ws `,` ws `{` */
-        pt[0] = (Part){{b + start, mid, b, NULL, NULL}, sc[0], 0, 0};
-        pt[1] = (Part){{second + 1, b + stop, b, NULL, NULL}, sc[1], closing, 0};
+        pt[0] = (Part){{b + start, mid, b, NULL, NULL, exact}, sc[0], 0, 0};
+        pt[1] = (Part){{second + 1, b + stop, b, NULL, NULL, exact}, sc[1], closing, 0};
     } else {
-        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL}, sc[0], closing, 0};
+        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL, exact}, sc[0], closing, 0};
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -1071,7 +1108,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         sc[1] = NULL;
         n = 1;
         if (!(sc[0] = scan_new(cats, roles, cpu_op))) goto out;
-        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL}, sc[0], closing, 0};
+        pt[0] = (Part){{b + start, b + stop, b, NULL, NULL, exact}, sc[0], closing, 0};
         Py_BEGIN_ALLOW_THREADS
         run_part(&pt[0]);
         Py_END_ALLOW_THREADS
@@ -1100,7 +1137,7 @@ out:
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
-     "scan(buf, start, stop, cats, roles, cpu_op, closing, threads) -> ([(events, {role: columns}, "
+     "scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact) -> ([(events, {role: columns}, "
      "spans), ...], close) or "
      "(reason, offset): the wanted columns of a piece of a Kineto traceEvents array"},
     {NULL, NULL, 0, NULL},

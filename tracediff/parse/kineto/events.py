@@ -184,15 +184,15 @@ class _Window:
             buf[start], buf[stop - 1] = a, b
 
 
-def _ops(data: bytes) -> list[Any]:
-    return decode_any(False, lambda k: k.events.decode(data))
+def _ops(exact: bool, data: bytes) -> list[Any]:
+    return decode_any(exact, lambda k: k.events.decode(data))
 
 
 def _piece(w: _Window, exact: bool, start: int, stop: int) -> Any:
     """The events of buf[start:stop] (a JSON array but for its two end bytes): scanned into
     columns by the native scanner (scan.py) when it takes the piece, else decoded by msgspec."""
-    if not exact and scan.ENABLED:
-        got = scan.scan(w.buf, start + 1, stop - 1, _ops)
+    if scan.ENABLED:
+        got = scan.scan(w.buf, start + 1, stop - 1, partial(_ops, exact), exact=exact)
         if got is not None:
             return got
     return decode_any(exact, partial(w.decode, start=start, stop=stop))
@@ -286,7 +286,9 @@ def chunks(
             if want > _MAX_PIECE:
                 raise NotChunked
     scanned = (
-        scan.scan(w.buf, pos, w.hi, _ops, closing=True) if scan.ENABLED and not exact else None
+        scan.scan(w.buf, pos, w.hi, partial(_ops, exact), closing=True, exact=exact)
+        if scan.ENABLED
+        else None
     )
     if scanned is not None:  # the array's last elements scanned; the document after its `]`
         rest = b"".join((b'{"traceEvents":[]', memoryview(w.buf)[scanned.close + 1 : w.hi]))

@@ -80,11 +80,13 @@ def _array(col: tuple[str, int, int, bytes | None, bytes, bytes | None]) -> pa.A
     return pa.Array.from_buffers(_TYPES[kind], rows, [bitmap, pa.py_buffer(a)], null_count=nulls)
 
 
-def scan(buf: Any, start: int, stop: int, decode_ops: Any, closing: bool = False) -> Scanned | None:
+def scan(
+    buf: Any, start: int, stop: int, decode_ops: Any, closing: bool = False, exact: bool = False
+) -> Scanned | None:
     """buf[start:stop] (a JSON array's elements; closing: they end at the array's `]`, before
     stop) scanned, or None if the C side refuses it. decode_ops(bytes of a JSON array) → event
-    records, for the operators returned as spans."""
-    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS)
+    records, for the operators returned as spans. exact: times by the exact clock (clock.py)."""
+    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact)
     if isinstance(got[0], str):
         REFUSED[got[0]] += 1
         return None
