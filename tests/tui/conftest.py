@@ -37,17 +37,15 @@ def mfu_2gpu(data_dir: Path) -> Comparison:
 
 @pytest.fixture(scope="session")
 def twostream(data_dir: Path) -> Callable[[str], Comparison]:
-    """`twostream(lib)`: good vs slow-a of the `torch` or `cupy` capture, with both sides' CUDA
-    event tables (the engine hands over head's for what-if; base's is added here if it lacks it)."""
+    """`twostream(lib)`: good vs slow-a of the `torch` or `cupy` capture (the engine hands over
+    both sides' CUDA event tables: `replay_inputs["base_events"]` / `["head_events"]`)."""
     cache: dict[str, Comparison] = {}
 
     def get(lib: str) -> Comparison:
         if lib not in cache:
             d = data_dir / "h200" / "twostream"
             base, head = load(d / f"{lib}_good.sqlite"), load(d / f"{lib}_slow-a.sqlite")
-            c = compare(base, head)
-            c.replay_inputs.setdefault("base_events", base.table("cuda_events"))
-            cache[lib] = c
+            cache[lib] = compare(base, head)
         return cache[lib]
 
     return get

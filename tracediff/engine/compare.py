@@ -298,6 +298,7 @@ def compare(
         replay_inputs={
             "ops": ops,
             "head_api": head.table("api_calls"),
-            "head_events": head.table("cuda_events"),  # cross-stream edges (replay/events.py)
+            "base_events": base.table("cuda_events"),  # cross-stream edges (replay/events.py,
+            "head_events": head.table("cuda_events"),  # the TUI's event marks: tui/edges.py)
         },
     )
