@@ -1,8 +1,9 @@
 """Kineto ingest benchmark: events/s and peak RSS of `read_kineto` on real traces and a ×N copy.
 
     bench/kineto_ingest.py [--trace PATH.json.gz] [--times 50] [--repeat 3] [--keep DIR]
-                           [--reader OLD_KINETO.py] [--workers 0]
+                           [--reader OLD_KINETO.py] [--workers 0] [--replica PATH]
                            [--no-load-gate] [--inputs gz,json,xjson,xgz]
+                           [--configs scan,scan1,msgspec]
 
 Inputs (--inputs picks rows): the largest real Kineto trace (default: the 2021-schema ResNet50
 sample from pytorch/kineto, 75.7 k events, 35 MB of JSON) as shipped (.json.gz) and uncompressed,
@@ -22,6 +23,10 @@ threads; events per wall second and per CPU second), the largest peak, and the l
 shared machine slows every run). --reader runs another version of the reader instead (a module
 file defining read_kineto, e.g. `git show REV:tracediff/parse/kineto.py > /tmp/old.py`), for
 before/after tables on the same inputs.
+--configs runs each input under several reader settings, interleaved run by run (this VM's
+speed drifts within minutes, so only interleaved rows compare): `scan` (the native scanner, two
+threads per piece), `scan1` (one thread), `msgspec` (the scanner off: TRACEDIFF_KINETO_SCAN=0).
+--replica keeps the ×N replica at PATH (made once; its gzip beside it) instead of a temp folder.
 Goal (issue #3): >= 1 M events/s and peak RSS < 3x the uncompressed size.
 """
 
@@ -138,11 +143,15 @@ def gzip_file(src: Path, out: Path) -> None:
 
 
 def measure(
-    path: Path, reader: Path | None, workers: int | None = None, no_load_gate: bool = False
+    path: Path,
+    reader: Path | None,
+    workers: int | None = None,
+    no_load_gate: bool = False,
+    config: dict[str, str] | None = None,
 ) -> dict[str, float]:
     from tracediff.cli import ALLOCATOR_ENV  # what `tracediff parse` runs with
 
-    env = {**ALLOCATOR_ENV, **os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**ALLOCATOR_ENV, **os.environ, "PYTHONPATH": str(ROOT), **(config or {})}
     if workers is not None:
         env["KINETO_WORKERS"] = str(workers)
     if no_load_gate:
@@ -174,6 +183,10 @@ def main() -> None:
         action="store_true",
         help="start the worker even when the load average says the CPUs are busy",
     )
+    ap.add_argument("--replica", type=Path, help="keep the xN replica here (made if missing)")
+    ap.add_argument(
+        "--configs", default="scan", help="scan (2 threads), scan1 (1 thread), msgspec: interleaved"
+    )
     ap.add_argument(
         "--inputs",
         default="gz,json,xjson,xgz",
@@ -183,8 +196,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.keep) as tmp:
         raw = Path(tmp) / "trace.json"
         raw.write_bytes(gzip.decompress(args.trace.read_bytes()))
-        rep = Path(tmp) / f"trace_x{args.times}.json"
-        replicate(args.trace, rep, args.times)
+        rep = args.replica or Path(tmp) / f"trace_x{args.times}.json"
+        if not rep.exists():
+            replicate(args.trace, rep, args.times)
         rows = {
             "gz": (f"{args.trace.name} (gz)", args.trace, raw.stat().st_size),
             "json": (f"{args.trace.name} (json)", raw, raw.stat().st_size),
@@ -193,29 +207,45 @@ def main() -> None:
         }
         if "xgz" in args.inputs:
             rows["xgz"] = (*rows["xgz"][:2], rep.stat().st_size)
-            gzip_file(rep, rows["xgz"][1])
+            if not rows["xgz"][1].exists():
+                gzip_file(rep, rows["xgz"][1])
         print(
-            f"{'input':48s} {'events':>10s} {'kernels':>9s} {'MB json':>8s} {'s':>7s} "
+            f"{'input':40s} {'config':>7s} {'events':>10s} {'kernels':>9s} {'MB json':>8s} {'s':>7s} "
             f"{'Mev/s':>6s} {'cpu s':>6s} {'Mev/cpu-s':>9s} {'peak MB':>8s} {'peak/json':>9s} "
             f"{'load':>5s} {'worker cpu s':>12s}"
         )
+        configs = args.configs.split(",")
         for label, path, size in (rows[k] for k in args.inputs.split(",")):
-            runs = [
-                measure(path, args.reader, args.workers, args.no_load_gate)
-                for _ in range(args.repeat)
-            ]
-            r = min(runs, key=lambda x: x["s"])
-            cpu = min(x["cpu_s"] for x in runs)
-            peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
-            worker = "/".join(f"{x['worker_cpu_s']:.1f}" for x in runs)
-            print(
-                f"{label[:48]:48s} {r['events']:>10,d} {r['kernels']:>9,d} {size / 2**20:>8.1f} "
-                f"{r['s']:>7.2f} {r['events'] / r['s'] / 1e6:>6.2f} "
-                f"{cpu:>6.2f} {r['events'] / cpu / 1e6:>9.2f} {peak_mb:>8.0f} "
-                f"{peak_mb * 2**20 / size:>9.2f} {os.getloadavg()[0]:>5.1f} "
-                f"{worker:>12s}",
-                flush=True,
-            )
+            runs_of: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
+            for _ in range(args.repeat):  # interleaved: config A, B, A, B, ...
+                for c in configs:
+                    runs_of[c].append(
+                        measure(path, args.reader, args.workers, args.no_load_gate, CONFIGS[c])
+                    )
+            for c in configs:
+                report(label, c, size, runs_of[c])
+
+
+CONFIGS = {
+    "scan": {},
+    "scan1": {"TRACEDIFF_KINETO_THREADS": "1"},
+    "msgspec": {"TRACEDIFF_KINETO_SCAN": "0"},
+}
+
+
+def report(label: str, config: str, size: int, runs: list[dict[str, float]]) -> None:
+    """One row: the fastest run's wall time, the least CPU, the largest peak."""
+    r = min(runs, key=lambda x: x["s"])
+    cpu = min(x["cpu_s"] for x in runs)
+    peak_mb = max(x["peak_kb"] - x["base_kb"] for x in runs) / 1024
+    worker = "/".join(f"{x['worker_cpu_s']:.1f}" for x in runs)
+    print(
+        f"{label[:40]:40s} {config:>7s} {r['events']:>10,d} {r['kernels']:>9,d} "
+        f"{size / 2**20:>8.1f} {r['s']:>7.3f} {r['events'] / r['s'] / 1e6:>6.2f} "
+        f"{cpu:>6.2f} {r['events'] / cpu / 1e6:>9.2f} {peak_mb:>8.0f} "
+        f"{peak_mb * 2**20 / size:>9.2f} {os.getloadavg()[0]:>5.1f} {worker:>12s}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

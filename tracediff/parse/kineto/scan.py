@@ -7,8 +7,8 @@ types and values), and the few operators Python reads (ProfilerStep#N, record_pa
 msgspec event records -- or None when the C side refuses the piece, which the caller then
 decodes with msgspec as before. The C source lists what it refuses; refusing is always safe.
 
-Only the non-exact clock uses it (exact decimals are msgspec's). `TRACEDIFF_KINETO_SCAN=0` turns
-it off; without a compiler the module is missing and every piece goes through msgspec.
+`TRACEDIFF_KINETO_SCAN=0` turns it off; without a compiler the module is missing and every piece
+goes through msgspec.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ except ImportError:  # pragma: no cover - built by pip install; a bare checkout 
     _kineto_scan = None
 
 ENABLED = _kineto_scan is not None and os.environ.get("TRACEDIFF_KINETO_SCAN", "1") != "0"
-THREADS = 2 if (os.cpu_count() or 1) > 1 else 1
-"""A piece of >= 1 MB is scanned as two parts on two threads (the C side releases the GIL)."""
+THREADS = int(os.environ.get("TRACEDIFF_KINETO_THREADS") or (2 if (os.cpu_count() or 1) > 1 else 1))
+"""A piece of >= 1 MB is scanned as two parts on two threads (the C side releases the GIL);
+$TRACEDIFF_KINETO_THREADS=1 keeps one (bench/kineto_ingest.py --configs)."""
 REFUSED: Counter[str] = Counter()
 """Why pieces were refused in this process (reason → pieces): for tests and bench/."""
 
