@@ -297,7 +297,16 @@ class Roles:
         self._cols = {r: {} for r in ARG_FIELDS}
 
     def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
-        return pl.DataFrame({c: pa.chunked_array(cols[c]) for c in _schema(role)})
+        return pl.from_arrow(pa.table({c: _joined(cols[c]) for c in _schema(role)}))  # type: ignore[return-value]
+
+
+def _joined(parts: list[pa.Array]) -> Any:
+    """One array of a column's chunks (half the cost of handing polars the chunks), or the
+    chunks as they are where joined strings would pass Arrow's 2 GB offsets."""
+    try:
+        return pa.concat_arrays(parts)
+    except pa.ArrowInvalid:  # pragma: no cover - > 2 GB of one role's text in one segment
+        return pa.chunked_array(parts)
 
 
 def _true(mask: pa.Array) -> list[int]:
