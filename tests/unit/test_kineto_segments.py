@@ -58,9 +58,11 @@ class _Count:
         self.here: list[tuple[int, int | None]] = []
         real = segments.read_segment
 
-        def counting(path: Path, exact: bool, start: int, stop: int | None) -> Any:
+        def counting(
+            path: Path, exact: bool, start: int, stop: int | None, fd: int | None = None
+        ) -> Any:
             self.here.append((start, stop))
-            return real(path, exact, start, stop)
+            return real(path, exact, start, stop, fd)
 
         monkeypatch.setattr(segments, "read_segment", counting)
         self.bounds: list[segments.Bounds] = []
@@ -150,20 +152,32 @@ def test_a_boundary_inside_a_string_reads_the_file_as_one_segment(
     _identical(got, want)
 
 
-@pytest.mark.parametrize("exe", ["/bin/false", "/nonexistent/python"])
-def test_a_worker_that_dies_or_cannot_start_leaves_the_segments_to_this_process(
-    exe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def worker_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Run]:
+    """A plain trace of 4 segments, its tables from one sequential read, and the worker set to
+    read every segment (READ_HERE off)."""
     path = tmp_path / "t.json"
     path.write_bytes(_trace("kern"))
     want = read_kineto(path)
     monkeypatch.setattr(segments, "SEGMENT_BYTES", path.stat().st_size // 4)
     monkeypatch.setattr(segments, "READ_HERE", False)
-    monkeypatch.setattr(sys, "executable", exe)
+    return path, want
+
+
+def _all_read_here(path: Path, want: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker could not help: this process read all 4 segments, and the tables are right."""
     count = _Count(monkeypatch)
     got = read_kineto(path)
     assert len(count.here) == 4
     _identical(got, want)
+
+
+@pytest.mark.parametrize("exe", ["/bin/false", "/nonexistent/python"])
+def test_a_worker_that_dies_or_cannot_start_leaves_the_segments_to_this_process(
+    exe: str, worker_only: tuple[Path, Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", exe)
+    _all_read_here(*worker_only, monkeypatch)
 
 
 def test_broken_json_in_a_worker_segment_is_one_line(
@@ -203,18 +217,10 @@ def test_id_columns_switching_between_strings_and_numbers() -> None:
     assert "kernel.tid" not in r._stringy
 
 
-def test_no_folder_for_the_workers_results_reads_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_no_place_for_the_workers_results_reads_here(
+    worker_only: tuple[Path, Run], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tempfile
 
-    path = tmp_path / "t.json"
-    path.write_bytes(_trace("kern"))
-    want = read_kineto(path)
-    monkeypatch.setattr(segments, "SEGMENT_BYTES", path.stat().st_size // 4)
-    monkeypatch.setattr(segments, "READ_HERE", False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
-    count = _Count(monkeypatch)
-    got = read_kineto(path)
-    assert len(count.here) == 4
-    _identical(got, want)
+    _all_read_here(*worker_only, monkeypatch)

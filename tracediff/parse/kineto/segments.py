@@ -14,7 +14,9 @@ tables are the same whether the worker runs or not. A boundary that is not betwe
 file as one segment. The worker is a spawned interpreter (polars' thread pool does not survive a
 fork, nor runs the caller's __main__); the two processes take segments from one feed, so a busy
 core gets fewer of them. No worker starts on one usable CPU or when the load average says the
-CPUs are busy (`workers`): it then costs more than it saves.
+CPUs are busy (`workers`): it then costs more than it saves. The temp files (a gzip's inflated
+text, the worker's pickled results) have no name, only open fds that the worker inherits: a
+reader killed with SIGKILL leaves nothing on disk (`_temp_file`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import events
+from . import events, source
 from .clock import Clock
 from .roles import Roles
 from .source import Source
@@ -98,10 +100,11 @@ def workers(n_segments: int) -> int:
 
 
 def read_segment(
-    path: Path, exact: bool, start: int, stop: int | None
+    path: Path, exact: bool, start: int, stop: int | None, fd: int | None = None
 ) -> tuple[Roles, list[events.Doc]]:
-    """One segment's per-role columns and the document keys it holds (head and/or tail)."""
-    src = Source(path)
+    """One segment's per-role columns and the document keys it holds (head and/or tail); `fd`:
+    the text is that open file's (the inflated temp file), `path` names the trace."""
+    src = Source(path, fd)
     docs: list[events.Doc] = []
     roles = Roles(Clock(path, exact))
     try:
@@ -135,47 +138,124 @@ file and read in segments (`read_gzip`); smaller ones are read in one pass."""
 
 _ROOM = 256 << 20  # free space left on the temp file's disk beyond the inflated text
 _WINDOW = 1 << 20  # bytes after a segment boundary searched for a cut (as in `bounds`)
+_MAX_RATIO = 256  # text bytes per gzip byte past which a sample is no trace (bomb): one pass
+
+_LARGE_TMP: tuple[str, ...] = ("/var/tmp",)
+"""Where the inflated text goes when the temp folder keeps its files in memory (tmpfs, the
+default /tmp of several distributions): the place for large temp files (systemd's
+file-hierarchy(7)), used when it is on a disk with room. The file has no name there either."""
 
 
 class NoRoom(Exception):
-    """The temp folder has no room for the inflated text: read the gzip stream in one pass."""
+    """No temp file for the inflated text (no worker to run, no room on disk or in memory, or a
+    gzip whose text size is unknown): read the gzip stream in one pass."""
 
 
 def read_gzip(path: Path, exact: bool, size_hint: int) -> tuple[Roles, events.Doc]:
     """A large gzip trace: inflated here (streaming) into a private temp file, whose segments
     the worker process reads as soon as the inflate has passed their end, and this process too
-    once the inflate is done -- so the inflate overlaps the worker's decoding. The temp file is
-    removed on every way out. Raises NoRoom (no worker to run, or not enough free space for
-    `size_hint` bytes, or the text outgrew the space) and events.NotChunked (no cut near a
-    boundary twice in a row: a gzip bomb of spaces, say), for the caller to read the trace in
-    one pass; InputError for a corrupt stream or a text over the memory budget."""
+    once the inflate is done -- so the inflate overlaps the worker's decoding.
+
+    The temp file has no name (`_temp_file`): a SIGKILL leaves nothing behind. Everything that
+    decides against it is known before a byte is written: raises NoRoom when no worker would
+    run, when the text's size is not known (a gzip trailer that the first MB's inflate does not
+    agree with: several members, a truncated file -- source.gzip_size), when the sample looks
+    like no trace (a bomb of spaces), or when no folder has room (`_place`); and NoRoom as well
+    when the text outgrows that room while inflating. Raises events.NotChunked (no cut near a
+    boundary twice in a row) for the caller to read the trace in one pass; InputError for a
+    corrupt stream or a text over the memory budget."""
+    if not workers(2):
+        raise NoRoom
+    src = Source(path)
+    try:
+        if not src.measure().known or src.ratio > _MAX_RATIO:
+            raise NoRoom
+        folder, room = _place(max(size_hint, src.size_hint))
+        try:
+            fd = _temp_file(folder)
+        except OSError:
+            raise NoRoom from None
+        try:
+            parts = _parallel(path, exact, _inflate_to(src, fd, room), fd, folder)
+            if parts is None:  # no worker started: the file is whole, read it here
+                raise NoRoom
+            return _merged(parts)
+        finally:
+            os.close(fd)
+    finally:
+        src.close()  # (also when the inflate never started)
+
+
+def _place(size: int) -> tuple[str, int]:
+    """The folder for `size` bytes of inflated text, and the bytes it may take there: the temp
+    folder when it is on a disk with room; when it is tmpfs/ramfs (its files are memory), the
+    first of _LARGE_TMP on a disk with room, else the temp folder if the text fits in memory
+    beside its parse -- the file's bytes count against the memory budget (memory for the text
+    and its parse: (1 + PEAK_PER_JSON_BYTE) x the text). Raises NoRoom."""
     import shutil
     import tempfile
 
-    if not workers(2):
-        raise NoRoom
-    tmpdir = tempfile.gettempdir()
-    try:
-        free = shutil.disk_usage(tmpdir).free - _ROOM
-        if free < size_hint:
-            raise NoRoom
-        fd, name = tempfile.mkstemp(prefix="tracediff-kineto-", suffix=".json", dir=tmpdir)
-    except OSError:
-        raise NoRoom from None
-    tmp = Path(name)
-    try:
-        parts = _parallel(tmp, exact, _inflate_to(Source(path), fd, free))
-        if parts is None:  # no worker started: the file is whole, read it here
-            raise NoRoom
-        roles, doc = _merged(parts)
-        roles.clock.path = path  # messages name the trace, not the temp file
-        return roles, doc
-    finally:
+    ram: tuple[str, int] | None = None
+    for k, folder in enumerate((tempfile.gettempdir(), *_LARGE_TMP)):
+        if k and ram is None:
+            break  # the temp folder is a disk: other places are not looked at
         try:
-            os.close(fd)
-        except OSError:  # pragma: no cover - closed already
-            pass
-        tmp.unlink(missing_ok=True)
+            room = shutil.disk_usage(folder).free - _ROOM
+        except OSError:
+            continue
+        if not _in_ram(folder):
+            if room >= size:
+                return folder, room
+        elif ram is None:
+            memory = source.available_memory() // (1 + source.PEAK_PER_JSON_BYTE)
+            ram = (folder, min(room, memory))
+    if ram is not None and ram[1] >= size:
+        return ram
+    raise NoRoom
+
+
+def _in_ram(folder: str) -> bool:
+    """Whether `folder` is on tmpfs or ramfs (its files held in memory): the file system of the
+    longest mount point above it in /proc/self/mounts (the last one mounted there); False where
+    that cannot be read (not Linux)."""
+    import re
+
+    real = os.path.realpath(folder)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[1])
+                if real == mnt or real.startswith(mnt.rstrip("/") + "/"):
+                    if len(mnt) >= len(best):
+                        best, kind = mnt, fields[2]
+    except OSError:
+        return False
+    return kind in ("tmpfs", "ramfs")
+
+
+def _temp_file(folder: str) -> int:
+    """A new file in `folder` with no name, open for reading and writing: nothing is left behind
+    however this process ends, a SIGKILL included -- its space goes when the last process holding
+    it (this one, the worker) ends. Where O_TMPFILE is missing (not Linux, or a file system
+    without it) the file is named and unlinked at once: only a kill in those microseconds would
+    leave it behind."""
+    import tempfile
+
+    try:
+        return os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600)
+    except (AttributeError, OSError):
+        pass
+    fd, name = tempfile.mkstemp(prefix="tracediff-kineto-", dir=folder)
+    try:
+        os.unlink(name)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _inflate_to(src: Source, fd: int, room: int) -> Any:
@@ -221,15 +301,15 @@ def _inflate_to(src: Source, fd: int, room: int) -> Any:
 
 
 _NOT_CHUNKED = "not chunked"
-_DONE = "done"
 
 
 def _serve() -> None:
     """The worker process (`python -c`, argv: JSON of the job): asks for a segment, reads it,
-    writes the result to the job's folder and says so with the next request, until the main
-    process answers None. (Results go through files: sent through the pipe, 10 MB a segment
-    took ~160 wake-ups of the main process's receiving thread, each waiting for the GIL while
-    that process decodes, and the worker stalled.)"""
+    appends the pickled result to the job's results file (an inherited fd: the file has no
+    name) and says where with the next request, until the main process answers None or is gone.
+    (Results go through a file: sent through the pipe, 10 MB a segment took ~160 wake-ups of the
+    main process's receiving thread, each waiting for the GIL while that process decodes, and
+    the worker stalled.)"""
     import json
     import pickle
     import sys
@@ -238,27 +318,36 @@ def _serve() -> None:
     gc.disable()  # as in read_kineto: the records form no cycles
     job = json.loads(sys.argv[1])
     events.CHUNK_BYTES = job["chunk"]
-    path, exact = Path(job["path"]), job["exact"]
+    path, exact, fd, out = Path(job["path"]), job["exact"], job["fd"], job["out"]
     down = Connection(job["down"], writable=False)
     up = Connection(job["up"], readable=False)
     msg: tuple[int, Any] = (-1, None)
-    while True:
-        up.send(msg)
-        got = down.recv()
-        if got is None:
-            break
-        k, start, stop = got
-        try:
-            part = read_segment(path, exact, start, stop)
-            with open(Path(job["dir"]) / f"{k}.pickle", "wb") as f:
-                pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
-            del part
-            msg = (k, _DONE)
-        except events.NotChunked:
-            msg = (k, _NOT_CHUNKED)
-        except Exception:  # noqa: BLE001 - the main process reads that segment and says why
-            msg = (k, None)
-    up.close()
+    end = 0  # bytes of results written
+    try:
+        while True:
+            up.send(msg)
+            got = down.recv()
+            if got is None:
+                break
+            k, start, stop = got
+            try:
+                part = read_segment(path, exact, start, stop, fd)
+                # a file object per result: one that failed (a full disk) leaves no buffered
+                # bytes behind, and the next result is written over it from `end`
+                with open(out, "wb", closefd=False) as f:
+                    f.seek(end)
+                    pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+                    f.flush()
+                    n = f.tell() - end
+                del part
+                msg = (k, (end, n))
+                end += n
+            except events.NotChunked:
+                msg = (k, _NOT_CHUNKED)
+            except Exception:  # noqa: BLE001 - the main process reads that segment and says why
+                msg = (k, None)
+    except (EOFError, OSError):  # the main process is gone (killed, say): so is this one
+        pass
 
 
 class _Feed:
@@ -298,14 +387,21 @@ class _Feed:
             return self.given - 1
 
 
-def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -> list[Any] | None:
+def _parallel(
+    path: Path,
+    exact: bool,
+    segs: Iterator[tuple[int, int | None]],
+    fd: int | None = None,
+    folder: str | None = None,
+) -> list[Any] | None:
     """Segments read here and in a worker process (a fresh interpreter running `_serve`, which
     neither forks this process's threads nor runs its __main__); None when none can start.
     `segs` is iterated here first, while the worker reads the segments it has yielded (a gzip
-    trace's, as they are inflated); then this process reads the rest alongside it."""
+    trace's, as they are inflated); then this process reads the rest alongside it. `fd`: the
+    text is that open file's (`read_segment`); the worker's results go to a file with no name
+    in `folder` (the temp folder by default), so a kill leaves nothing of them either."""
     import json
     import pickle
-    import shutil
     import subprocess
     import sys
     import tempfile
@@ -315,7 +411,7 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
 
     feed = _Feed()
     try:
-        folder = tempfile.mkdtemp(prefix="tracediff-kineto-")
+        out = _temp_file(folder or tempfile.gettempdir())
     except OSError:  # nowhere to put the worker's results: read alone
         return None
     down_r, down_w = os.pipe()
@@ -326,7 +422,8 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
         "chunk": events.CHUNK_BYTES,
         "down": down_r,
         "up": up_w,
-        "dir": folder,
+        "fd": fd,
+        "out": out,
     }
     root = str(Path(tracediff.__file__).resolve().parents[1])
     code = (
@@ -336,15 +433,14 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
     try:
         proc = subprocess.Popen(
             [sys.executable, "-c", code, json.dumps(job)],
-            pass_fds=(down_r, up_w),
+            pass_fds=(down_r, up_w, out) + (() if fd is None else (fd,)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     except OSError:  # no process can be started here: read alone
-        for fd in (down_r, down_w, up_r, up_w):
-            os.close(fd)
-        shutil.rmtree(folder, ignore_errors=True)
+        for f in (down_r, down_w, up_r, up_w, out):
+            os.close(f)
         return None
     os.close(down_r)
     os.close(up_w)
@@ -352,7 +448,7 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
     parts: dict[int, Any] = {}
     failed: list[bool] = []
     held: list[int | None] = [None]  # the segment the worker is reading
-    done: list[int] = []  # the segments whose results the worker wrote
+    done: dict[int, tuple[int, int]] = {}  # the worker's results: segment -> (offset, bytes)
 
     def serve() -> None:  # the worker's requests and results, answered while this one reads
         try:
@@ -361,8 +457,8 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
                 if part == _NOT_CHUNKED:  # stop both
                     failed.append(True)
                     feed.drain()
-                elif part == _DONE:
-                    done.append(k)
+                elif isinstance(part, tuple):
+                    done[k] = part
                 held[0] = feed.take(wait=True)
                 down.send(None if held[0] is None else (held[0], *feed.segs[held[0]]))
         except (EOFError, OSError):  # the worker ended (or died: its segments are read here)
@@ -377,7 +473,7 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
             feed.add(seg)
         feed.close()
         while READ_HERE and not failed and (k := feed.take(wait=False)) is not None:
-            parts[k] = read_segment(path, exact, *feed.segs[k])
+            parts[k] = read_segment(path, exact, *feed.segs[k], fd)
         with feed.cond:
             idle = READ_HERE and held[0] is None
         if idle:  # the worker holds no segment (still starting, say): it is not waited for
@@ -385,15 +481,18 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
         thread.join()
         if failed:
             raise events.NotChunked
-        for k in done:
-            try:
-                with open(Path(folder) / f"{k}.pickle", "rb") as f:
-                    parts[k] = pickle.load(f)
-            except (OSError, EOFError, pickle.UnpicklingError):
-                pass  # read here below
+        with open(out, "rb", closefd=False) as results:  # (the worker writes no more)
+            for k, (at, n) in done.items():
+                try:
+                    results.seek(at)
+                    parts[k] = pickle.load(results)
+                    if results.tell() != at + n:
+                        del parts[k]
+                except (OSError, EOFError, pickle.UnpicklingError):
+                    pass  # read here below
         for k, (a, b) in enumerate(feed.segs):  # segments the worker failed or did not finish
             if k not in parts:
-                parts[k] = read_segment(path, exact, a, b)
+                parts[k] = read_segment(path, exact, a, b, fd)
     finally:
         feed.drain()  # (an error while iterating `segs`: the worker's thread stops waiting)
         down.close()
@@ -401,6 +500,6 @@ def _parallel(path: Path, exact: bool, segs: Iterator[tuple[int, int | None]]) -
             proc.kill()
         proc.wait()
         up.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        os.close(out)
         thread.join(timeout=5)
     return [parts[k] for k in range(len(feed.segs))]
