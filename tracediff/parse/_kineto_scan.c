@@ -394,7 +394,7 @@ static int number(S *s, Num *out) {
     out->flen = frac;
     out->is_int = is_int;
     out->ok_int = is_int && sig <= 18;
-    out->i = neg ? -(int64_t)m : (int64_t)m;
+    out->i = out->ok_int ? (neg ? -(int64_t)m : (int64_t)m) : 0; /* m < 10**18 there */
     out->ok_dbl = 0;
     int e10 = exp - frac;
     if (sig <= 19 && m <= (1ULL << 53)) {
@@ -472,7 +472,9 @@ static int skip(S *s, int depth, int strict) {
     default:
         if (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')) {
             if (number(s, &num)) return -1;
-            if (strict && !num.ok_int && !num.ok_dbl) return refuse(s, "a number Python may not hold");
+            /* beyond a double: msgspec's plain decode refuses it (its skip would not): refused */
+            if (strict ? !num.ok_int && !num.ok_dbl : num.huge)
+                return refuse(s, "a number Python may not hold");
             return 0;
         }
         return refuse(s, "invalid value");
@@ -747,7 +749,8 @@ static int emit(S *s, Role *r, const Val *base, const Val *vals) {
         put_string(s, &r->cols[0], &base[0]) || put_int(s, &r->cols[1], &base[1]) ||
         put_int(s, &r->cols[2], &base[2]) || put_ns(s, &r->cols[3], ts, ts_ok) ||
         put_ns(s, &r->cols[4], dur, dur_ok) ||
-        put_ns(s, &r->cols[5], dur_ok ? ts + dur : 0, dur_ok))
+        /* end_ns wraps past int64 as polars' start + duration does (no undefined overflow) */
+        put_ns(s, &r->cols[5], dur_ok ? (int64_t)((uint64_t)ts + (uint64_t)dur) : 0, dur_ok))
         return -1;
     for (int i = 0; i < r->nargs; i++) {
         Col *c = &r->cols[BASE_COLS + i];
