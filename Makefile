@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
-.PHONY: setup nsys demo test check lint typecheck bench fuzz-pages
+.PHONY: setup nsys demo test check lint typecheck bench fuzz-pages fuzz-kineto
 
 setup: $(VENV)/.installed
 
@@ -45,3 +45,15 @@ fuzz-pages: setup
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(BIN)/python tools/fuzz_sqlite_pages.py $(ASAN_SO) 120
+
+# The Kineto JSON scanner under ASan + UBSan, fed damaged pieces of real traces (not part of CI).
+# PYTHONMALLOC=malloc: each piece gets its own allocation, so ASan sees a read past its end.
+ASAN_KINETO_SO := /tmp/tracediff-asan/_kineto_scan.so
+fuzz-kineto: setup
+	mkdir -p $(dir $(ASAN_KINETO_SO))
+	gcc -shared -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -std=c11 \
+	  -I$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
+	  tracediff/parse/_kineto_scan.c -o $(ASAN_KINETO_SO)
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
+	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  PYTHONMALLOC=malloc $(BIN)/python tools/fuzz_kineto_scan.py $(ASAN_KINETO_SO) 120
