@@ -177,3 +177,40 @@ def test_trace_larger_than_memory_fails_at_once(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("event", "column", "table"),
+    [
+        ({"pid": 2**64}, "process_id", "api_calls"),
+        ({"tid": "99999999999999999999"}, "thread_id", "api_calls"),
+        (
+            {"cat": "kernel", "pid": 2**40, "args": {"stream": 7, "correlation": 1}},
+            "device_id",
+            "kernels",
+        ),
+        (
+            {
+                "cat": "kernel",
+                "args": {"device": 0, "stream": 7, "correlation": 1, "grid": [2**40, 1, 1]},
+            },
+            "grid_x",
+            "kernels",
+        ),
+    ],  # fmt: skip
+    ids=["pid beyond int64", "tid string beyond int64", "device beyond int32", "grid beyond int32"],
+)
+def test_ids_that_do_not_fit_read_as_null(
+    tmp_path: Path, event: dict[str, object], column: str, table: str
+) -> None:
+    """A corrupt id too large for its column is null (it used to raise OverflowError or a polars
+    InvalidOperationError: a traceback); the rest of the event is read."""
+    e: dict[str, object] = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                            "pid": 1, "tid": 2, "ts": 10, "dur": 1, "args": {"correlation": 1}}  # fmt: skip
+    e.update(event)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [e]}))
+    t = read_kineto(p).tables[table]
+    assert t.num_rows == 1
+    assert t.column(column).to_pylist() == [None]
+    assert t.column("start_ns").to_pylist() == [10_000]

@@ -42,22 +42,25 @@ def to_int64(values: list[Any]) -> pa.Array:
         pass
     try:  # all strings (2021-schema tids): one vectorised extraction
         strs = pl.Series(pa.array(values, pa.string()))
-        return strs.str.extract(r"^\s*(?:stream\s*)?(-?\d+)\s*$").cast(pl.Int64).to_arrow()
+        digits = strs.str.extract(r"^\s*(?:stream\s*)?(-?\d+)\s*$")
+        return digits.cast(pl.Int64, strict=False).to_arrow()  # beyond int64: null
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return pa.array([_to_int(v) for v in values], pa.int64())
 
 
 def _to_int(v: Any) -> int | None:
+    """An id as an int; None where there is none, or where it does not fit int64 (a corrupt
+    value: null, not an error, as polars' cast of the all-strings case reads it)."""
     if isinstance(v, bool) or v is None:
         return None
-    if isinstance(v, int):
-        return v
     if isinstance(v, float):
-        return int(v) if v.is_integer() else None
-    if isinstance(v, str):
+        v = int(v) if v.is_integer() else None
+    elif isinstance(v, str):
         m = re.fullmatch(r"\s*(?:stream\s*)?(-?\d+)\s*", v)
-        return int(m.group(1)) if m else None
-    return None
+        v = int(m.group(1)) if m else None
+    elif not isinstance(v, int):
+        return None
+    return v if v is not None and -(2**63) <= v < 2**63 else None
 
 
 def _unusable(values: list[Any]) -> pl.Series:

@@ -81,7 +81,7 @@ def _launch_join(
 def _gpu_base() -> list[Any]:
     """Device and stream from args, else from the event's pid/tid (Kineto puts them there)."""
     return [
-        pl.coalesce("device", "pid").cast(pl.Int32).alias("device_id"),
+        pl.coalesce("device", "pid").cast(pl.Int32, strict=False).alias("device_id"),
         pl.coalesce("stream", "tid").alias("stream_id"),
         pl.col("correlation").alias("correlation_id"),
         pl.col("name"),
@@ -96,9 +96,9 @@ def _comm_columns() -> list[pl.Expr]:
         pl.col("in_nelems").alias("_in_nelems"),
         pl.col("out_nelems").alias("_out_nelems"),
         pl.col("dtype").alias("_dtype"),
-        pl.col("group_size").cast(pl.Int32).alias("_group_size"),
+        pl.col("group_size").cast(pl.Int32, strict=False).alias("_group_size"),
         pl.col("pg_name").alias("_comm_id"),
-        pl.col("rank").cast(pl.Int32).alias("_rank"),
+        pl.col("rank").cast(pl.Int32, strict=False).alias("_rank"),
     ]
 
 
@@ -106,7 +106,7 @@ def _xyz(col: str) -> list[pl.Expr]:
     """[x, y, z] lists → three int32 columns (null where absent)."""
     c = pl.col(col)
     return [
-        c.list.get(i, null_on_oob=True).cast(pl.Int32).alias(f"{col}_{a}")
+        c.list.get(i, null_on_oob=True).cast(pl.Int32, strict=False).alias(f"{col}_{a}")
         for i, a in enumerate("xyz")
     ]
 
@@ -119,7 +119,7 @@ def kernels(b: pl.DataFrame, keys: pl.DataFrame | None, main_pid: int | None) ->
         *_gpu_base(),
         *_xyz("grid"),
         *_xyz("block"),
-        pl.col("registers").cast(pl.Int32).alias("registers_per_thread"),
+        pl.col("registers").cast(pl.Int32, strict=False).alias("registers_per_thread"),
         *_comm_columns(),
     ).sort("start_ns", maintain_order=True)
     return _launch_join(df, keys, main_pid)
@@ -194,7 +194,7 @@ def ranges(cpu: pl.DataFrame, gpu: pl.DataFrame, main_pid: int | None) -> pa.Tab
                 pl.lit(main_pid, pl.Int64).alias("process_id"),
                 pl.lit(None, pl.Int64).alias("thread_id"),
                 "name",
-                pl.coalesce("device", "pid").cast(pl.Int32).alias("device_id"),
+                pl.coalesce("device", "pid").cast(pl.Int32, strict=False).alias("device_id"),
                 pl.coalesce("stream", "tid").alias("_lane"),
                 *_TIMES,
             )
@@ -310,10 +310,14 @@ def devices(props: Any, main_pid: int | None) -> pa.Table:
 
     df = pl.DataFrame(
         {
-            "device_id": pl.Series(to_int64([p.get("id") for p in rows])).cast(pl.Int32),
+            "device_id": pl.Series(to_int64([p.get("id") for p in rows])).cast(
+                pl.Int32, strict=False
+            ),
             "process_id": pl.Series([main_pid] * len(rows), dtype=pl.Int64),
             "name": pl.Series([p.get("name") or None for p in rows], dtype=pl.String, strict=False),
-            "sm_count": pl.Series(to_int64([p.get("numSms") for p in rows])).cast(pl.Int32),
+            "sm_count": pl.Series(to_int64([p.get("numSms") for p in rows])).cast(
+                pl.Int32, strict=False
+            ),
             "memory_bytes": to_int64([p.get("totalGlobalMem") for p in rows]),
             "compute_capability": pl.Series([cc(p) for p in rows], dtype=pl.String),
         }
