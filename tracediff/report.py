@@ -133,7 +133,7 @@ def phase_rollup(c: Comparison) -> pl.DataFrame:
     return (
         c.attribution.group_by("phase")
         .agg(pl.col("delta_ms_per_cycle").sum())
-        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        .sort(pl.col("delta_ms_per_cycle").abs(), "phase", descending=[True, False])
     )
 
 

@@ -82,8 +82,8 @@ def _host(
     ch = sorted(segs["head"].ranges["cycle"].unique().to_list())
     host = (
         st.per_cycle_stats(long, ["phase"], cb, ch, n_boot)
+        .sort(st.BY_CHANGE)  # ties (an unchanged phase): phase order, the same every run
         .drop("_k")
-        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
     )
     return walls, host
 
@@ -206,7 +206,7 @@ def compare(
         .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
     )
     attribution = (
-        attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        attribution.sort(st.BY_CHANGE)  # ties: key order, so the ids c0, c1... are stable
         .with_row_index("_r")
         .with_columns(
             pl.concat_str([pl.lit("c"), pl.col("_r").cast(pl.String)]).alias("contributor_id")

@@ -21,6 +21,11 @@ ESTIMATE = (
 )
 """The estimate columns of every contributor row, in report order (per GPU and summed)."""
 
+BY_CHANGE = [pl.col("delta_ms_per_cycle").abs().neg(), pl.col("_k")]
+"""Sort key of contributor rows: largest |change| first, ties in key order (`_k`). Rows of equal
+change (every row of two equal runs), and with them the ids c0, c1..., are then in one order by
+contract; before, by practice only (polars keeps a one-key sort's ties in input order, unasked)."""
+
 MIN_EFFECT_MS = 0.001
 """Changes below 1 µs per cycle are never called significant, whatever their CI."""
 REL_EFFECT = 0.01
@@ -88,9 +93,10 @@ def across_gpus(
     measured change. `top_device_id` says where most of the change sits.
     """
     keys = ["kind", "name", "phase"]
-    st = per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot).drop("_k")
+    st = per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot)
     where = (
-        attribution.sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        # ties (two GPUs with the same change): the lower device id
+        attribution.sort(pl.col("delta_ms_per_cycle").abs(), "device_id", descending=[True, False])
         .group_by(keys, maintain_order=True)
         .agg(
             pl.col("device_id").n_unique().alias("devices"),
@@ -102,7 +108,7 @@ def across_gpus(
         st.join(where, on=keys, how="left", nulls_equal=True)
         .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
         .with_columns(share(delta))
-        .sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+        .sort(BY_CHANGE)
         .select(
             *keys,
             "devices",

@@ -90,8 +90,8 @@ def totals(ops: pl.DataFrame) -> pl.DataFrame:
     )
     j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
     return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
-        pl.col("delta_ms").abs(), descending=True
-    )
+        pl.col("delta_ms").abs(), "kind", "name", descending=[True, False, False]
+    )  # ties (every row of two equal runs) by kind and name: the same order every run
 
 
 def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
@@ -136,4 +136,11 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
             "head_transfer_ms_per_cycle"
         ),
         (pl.col("head_ms_per_cycle") - pl.col("base_ms_per_cycle")).alias("delta_ms_per_cycle"),
-    ).sort(pl.col("delta_ms_per_cycle").abs(), descending=True)
+    ).sort(  # ties by the row's key: the same order every run
+        pl.col("delta_ms_per_cycle").abs(),
+        "op",
+        "dtype",
+        "bytes",
+        "device_id",
+        descending=[True, False, False, False, False],
+    )

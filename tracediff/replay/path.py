@@ -146,14 +146,15 @@ def critical_path(g: ReplayGraph, rp: Replayed, spans: pl.DataFrame, top: int) -
     )
     per = pl.concat([per, extra.filter(pl.col("t") > 0)], how="vertical_relaxed")
     total = float(spans["span"].sum())
+    # divided in numpy: polars divides a column by a number as a product with its inverse, or
+    # exactly in a one-row chunk, so the last digit followed the chunks (and the thread count)
+    t = per["t"].to_numpy()
     return (
-        per.select(
-            "kind",
-            "name",
-            "phase",
-            (pl.col("t") / 1e6 / spans.height).alias("ms_per_cycle"),
-            (pl.col("t") / total).alias("share"),
+        per.select("kind", "name", "phase")
+        .with_columns(
+            pl.Series("ms_per_cycle", t / 1e6 / spans.height),
+            pl.Series("share", t / total),
         )
-        .sort("ms_per_cycle", descending=True)
-        .head(top)
+        .sort("ms_per_cycle", "kind", "name", "phase", descending=[True, False, False, False])
+        .head(top)  # ties by name: the same rows in the same order every run
     )
