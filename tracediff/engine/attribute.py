@@ -109,10 +109,13 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         }
     ).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
     cyc = cyc.with_columns((pl.col("span_ns") - pl.col("idle_ns")).alias("busy_ns"))
-    # critical device: finishes last in the cycle (ties: the longer span)
+    # critical device: finishes last in the cycle (ties: the longer span, then the lower device:
+    # `_g` follows the device order within a side; without it a tie was settled by the sort)
     cyc = (
         cyc.with_row_index("_g")
-        .sort("side", "cycle", "end_ns", "span_ns", descending=[False, False, True, True])
+        .sort(
+            "side", "cycle", "end_ns", "span_ns", "_g", descending=[False, False, True, True, False]
+        )
         .with_columns((pl.int_range(pl.len()).over("side", "cycle") == 0).alias("critical"))
     )
     crit_g = cyc.sort("_g")["critical"].to_numpy()

@@ -228,7 +228,11 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
         sel = _match(ranges, spec)
         if sel.height == 0:
             names = (
-                ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
+                ranges.group_by("key")
+                .len()
+                .sort("len", "key", descending=[True, False])
+                .head(8)["key"]
+                .to_list()
             )
             raise AnalysisError(
                 f"{run.path}: no range named {spec!r}", f"ranges present: {', '.join(names)}"
@@ -241,7 +245,8 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
         cands = ranges.group_by("domain", "key").agg(
             pl.len().alias("n"), pl.col("depth").min().alias("depth")
         )
-        cands = cands.filter(pl.col("n") >= 3)
+        # in name order: of two ranges with equal scores the first wins, the same one every run
+        cands = cands.filter(pl.col("n") >= 3).sort("domain", "key", nulls_last=False)
         for row in cands.iter_rows(named=True):
             sel = ranges.filter(
                 (pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"]))

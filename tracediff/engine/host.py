@@ -28,7 +28,11 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
         sel = cy._match(ranges, spec)
         if sel.height == 0:
             names = (
-                ranges.group_by("key").len().sort("len", descending=True).head(8)["key"].to_list()
+                ranges.group_by("key")
+                .len()
+                .sort("len", "key", descending=[True, False])
+                .head(8)["key"]
+                .to_list()
             )
             raise AnalysisError(
                 f"{src}: no range named {spec!r}", f"ranges present: {', '.join(names)}"
@@ -50,7 +54,11 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
             .str.to_lowercase()
             .replace_strict(pref, default=len(pref), return_dtype=pl.Int64)
             .alias("_p")
-        ).sort(["_p", "depth", "n"], descending=[False, False, True])
+        ).sort(  # ties by name: the same range every run
+            ["_p", "depth", "n", "domain", "key"],
+            descending=[False, False, True, False, False],
+            nulls_last=False,
+        )
         row = cands.row(0, named=True)
         sel = ranges.filter(
             (pl.col("key") == row["key"]) & pl.col("domain").eq_missing(row["domain"])
@@ -132,6 +140,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
         [
             s.ranges.group_by("cycle")
             .agg(pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wall_ns").max())
+            .sort("cycle")  # a group_by's order is not the same every run
             .with_columns(pl.lit(side).alias("side"))
             for side, s in (("base", seg_b), ("head", seg_h))
         ]

@@ -209,7 +209,8 @@ def trace_edges(h: pl.DataFrame, events: object) -> tuple[pl.DataFrame, dict[str
     late = pl.col("_se") > pl.col("_ds")
     stats["event_edges_contradicted"] = cand.filter(pl.col("_rs").is_not_null() & late).height
     # a record the report did not place: the candidate that ended last
-    cand = cand.filter(~late).sort("_se").unique("_w", keep="last")
+    # (sources ending at once: the later op, the same one every run)
+    cand = cand.filter(~late).sort("_se", "_src").unique("_w", keep="last")
     stats["event_waits_unmatched"] = waits.height - cand.height
     stats["event_edges_stream_from_timeline"] = int(cand["_rs"].is_null().sum())
     # several waits can target one op (it waits on two streams): keep each distinct source
@@ -217,7 +218,7 @@ def trace_edges(h: pl.DataFrame, events: object) -> tuple[pl.DataFrame, dict[str
         pl.col("_dst").alias("_i"), "_src", (pl.col("_ds") - pl.col("_se")).alias("_gap")
     ).unique(["_i", "_src"], keep="first")
     stats["event_edges"] = out.height
-    return out.sort("_i"), stats
+    return out.sort("_i", "_src"), stats
 
 
 def targets(trace: pl.DataFrame, n: int) -> np.ndarray:
