@@ -130,7 +130,9 @@ def _write(run: Run, f: Any) -> None:
     offsets: dict[str, list[int]] = {}
     options = ipc.IpcWriteOptions(compression="lz4")
     for name in schema.TABLES:
-        table = schema.conform(name, run.table(name))
+        # an IPC file holds one dictionary per column: chunks with their own (a table built
+        # from several parts) are remapped onto one
+        table = schema.conform(name, run.table(name)).unify_dictionaries()
         start = f.tell()
         with ipc.new_file(f, table.schema, options=options) as w:
             w.write_table(table, max_chunksize=1 << 20)

@@ -262,3 +262,25 @@ def test_nsys_missing_is_one_line_saying_how_to_install(tmp_path: Path) -> None:
         "info", DATA / "h200" / "g_good.nsys-rep", env={"TRACEDIFF_NSYS": str(tmp_path / "no-nsys")}
     )
     assert_one_error(r, 1, "TRACEDIFF_NSYS", "make nsys")
+
+
+def test_parse_writes_tables_built_from_parts_with_their_own_dictionaries(tmp_path: Path) -> None:
+    """The nsys-ai mfu report's collectives table comes from two parts, each with its own
+    dictionary for a column; an Arrow IPC file holds one per column, so `parse` failed with a
+    pyarrow traceback ("Dictionary replacement detected"; found by the determinism helper). The
+    run file written must read back as the tables the parser made."""
+    from tracediff.parse.load import load
+    from tracediff.runfile import read_run
+
+    src = DATA / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite"
+    out = tmp_path / "mfu.arrow"
+    r = td("parse", src, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    want, got = load(src), read_run(out)
+    assert want.table("collectives").num_rows > 0
+    for name in want.tables:
+        a, b = want.table(name), got.table(name)
+        assert a.num_rows == b.num_rows, name
+        for col in a.column_names:  # values, whatever dictionaries encode them
+            assert a.column(col).to_pylist() == b.column(col).to_pylist(), (name, col)
