@@ -182,34 +182,19 @@ def _flat(got: Any) -> tuple[int, dict[int, list[Any]], bytes, int]:
 
 
 def _joined(cols: dict[int, list[Any]]) -> dict[int, list[Any]]:
-    """Columns of several parts joined (rows, nulls, values; validity bits re-packed)."""
+    """Columns of several parts joined: each column's kind, rows, nulls and values (as Arrow
+    reads the parts' buffers, through scan._array)."""
     out = {}
     for code, parts in cols.items():
-        joined = []
-        for i in range(len(parts[0])):
-            kinds = {p[i][0] for p in parts}
-            rows = sum(p[i][1] for p in parts)
-            nulls = sum(p[i][2] for p in parts)
-            bits: list[bool] = []
-            values: list[Any] = []
-            for p in parts:
-                kind, n, _, valid, a, b = p[i]
-                bits += [valid is None or bool(valid[j >> 3] >> (j & 7) & 1) for j in range(n)]
-                if kind in "sl":
-                    offs = memoryview(a).cast("i")
-                    width = 1 if kind == "s" else 8
-                    values += [b[offs[j] * width : offs[j + 1] * width] for j in range(n)]
-                else:
-                    values += [a[8 * j : 8 * j + 8] for j in range(n)]
-            joined.append(
-                (
-                    kinds,
-                    rows,
-                    nulls,
-                    [v if ok else None for v, ok in zip(values, bits, strict=True)],
-                )
+        out[code] = [
+            (
+                {p[i][0] for p in parts},
+                sum(p[i][1] for p in parts),
+                sum(p[i][2] for p in parts),
+                [v for p in parts for v in scan._array(p[i]).to_pylist()],
             )
-        out[code] = joined
+            for i in range(len(parts[0]))
+        ]
     return out
 
 

@@ -972,11 +972,24 @@ static PyObject *bytes_of(const Buf *b) {
     return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)b->n);
 }
 
-/* (kind, rows, nulls, validity | None, a, b | None) */
-static PyObject *col_out(const Col *c) {
-    PyObject *valid = c->nulls ? bytes_of(&c->valid) : (Py_INCREF(Py_None), Py_None);
-    PyObject *a = bytes_of(&c->a);
-    PyObject *b = (c->kind == 's' || c->kind == 'l') ? bytes_of(&c->b) : (Py_INCREF(Py_None), Py_None);
+static void free_owned(PyObject *cap) { free(PyCapsule_GetPointer(cap, "tracediff.buffer")); }
+
+/* A column buffer handed to Python without a copy: (address, bytes, capsule that frees it);
+ * pyarrow.foreign_buffer keeps the capsule alive with the Arrow buffer. */
+static PyObject *owned(Buf *b) {
+    if (!b->p && !(b->p = malloc(1))) return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(b->p, "tracediff.buffer", free_owned);
+    if (!cap) return NULL;
+    PyObject *out = Py_BuildValue("(KnN)", (unsigned long long)(uintptr_t)b->p, (Py_ssize_t)b->n, cap);
+    if (out) *b = (Buf){0}; /* the capsule owns it now (scan_free skips it) */
+    return out;
+}
+
+/* (kind, rows, nulls, validity | None, a, b | None), each buffer `owned` */
+static PyObject *col_out(Col *c) {
+    PyObject *valid = c->nulls ? owned(&c->valid) : (Py_INCREF(Py_None), Py_None);
+    PyObject *a = owned(&c->a);
+    PyObject *b = (c->kind == 's' || c->kind == 'l') ? owned(&c->b) : (Py_INCREF(Py_None), Py_None);
     if (!valid || !a || !b) {
         Py_XDECREF(valid);
         Py_XDECREF(a);
@@ -988,11 +1001,11 @@ static PyObject *col_out(const Col *c) {
 }
 
 /* (events, {code: (column, ...)}, spans) of one part */
-static PyObject *scan_out(const Scan *sc) {
+static PyObject *scan_out(Scan *sc) {
     PyObject *out_roles = PyDict_New();
     if (!out_roles) return NULL;
     for (int r = 1; r < MAX_ROLES; r++) {
-        const Role *ro = &sc->roles[r];
+        Role *ro = &sc->roles[r];
         if (!ro->used) continue;
         int ncol = BASE_COLS + ro->nargs;
         PyObject *cols = PyTuple_New(ncol);

@@ -66,19 +66,23 @@ class Scanned(NamedTuple):
     close: int  # closing scans: the offset of the array's `]`
 
 
-def _array(col: tuple[str, int, int, bytes | None, bytes, bytes | None]) -> pa.Array:
+def _buffer(owned: tuple[int, int, Any] | None) -> pa.Buffer | None:
+    """A C-allocated column buffer (address, bytes, capsule that frees it), without a copy."""
+    if owned is None:
+        return None
+    address, size, capsule = owned
+    return pa.foreign_buffer(address, size, base=capsule)
+
+
+def _array(col: tuple[str, int, int, Any, Any, Any]) -> pa.Array:
     kind, rows, nulls, valid, a, b = col
-    bitmap = pa.py_buffer(valid) if valid is not None else None
+    bufs = [_buffer(valid), _buffer(a)]
     if kind == "s":
-        return pa.Array.from_buffers(
-            _TYPES[kind], rows, [bitmap, pa.py_buffer(a), pa.py_buffer(b)], null_count=nulls
-        )
+        return pa.Array.from_buffers(_TYPES[kind], rows, [*bufs, _buffer(b)], null_count=nulls)
     if kind == "l":
-        values = pa.Array.from_buffers(pa.int64(), len(b) // 8, [None, pa.py_buffer(b)])  # type: ignore[arg-type]
-        return pa.Array.from_buffers(
-            _TYPES[kind], rows, [bitmap, pa.py_buffer(a)], null_count=nulls, children=[values]
-        )
-    return pa.Array.from_buffers(_TYPES[kind], rows, [bitmap, pa.py_buffer(a)], null_count=nulls)
+        values = pa.Array.from_buffers(pa.int64(), b[1] // 8, [None, _buffer(b)])
+        return pa.Array.from_buffers(_TYPES[kind], rows, bufs, null_count=nulls, children=[values])
+    return pa.Array.from_buffers(_TYPES[kind], rows, bufs, null_count=nulls)
 
 
 def scan(
