@@ -160,3 +160,57 @@ def test_devices_finishing_together_charge_the_lower_gpu() -> None:
     crit = c.cycles.filter(pl.col("critical"))
     assert crit.height == 24 and (crit["device_id"] == 0).all()
     assert c.critical_device == 0
+
+
+def test_head_is_cut_at_base_ranges_domain(spec: Run) -> None:
+    """Base's cut, found automatically, is `cycle` in the default domain; head also has ranges
+    named `cycle` in another domain, shifted by half a cycle. Head is cut at the default
+    domain's only (it was cut at the name, in every domain: twice the cycles, each a half)."""
+    r = pl.from_arrow(spec.table("nvtx_ranges"))
+    assert isinstance(r, pl.DataFrame)
+    cyc = r.filter((pl.col("name").cast(pl.String) == "cycle") & pl.col("domain").is_null())
+    half = int((cyc["end_ns"] - cyc["start_ns"]).to_numpy().mean() // 2)
+    other = cyc.with_columns(
+        pl.lit("other").cast(r.schema["domain"]).alias("domain"),
+        pl.col("start_ns") + half,
+        pl.col("end_ns") + half,
+    )
+    tables = {name: spec.table(name) for name in schema.TABLES}
+    tables["nvtx_ranges"] = schema.conform("nvtx_ranges", pl.concat([r, other]).to_arrow())
+    head = Run(tables=tables, metadata=dict(spec.metadata))
+    c = compare(spec, head, n_boot=10)
+    assert c.base.cycle_method == c.head.cycle_method == "nvtx:cycle"
+    assert c.base.cycles == c.head.cycles == 20
+    assert abs(c.delta_ms_per_cycle) < 1e-9  # the same GPU work, cut the same way
+
+
+def _renamed(run: Run, name: str, domain: str | None) -> Run:
+    r = pl.from_arrow(run.table("nvtx_ranges"))
+    assert isinstance(r, pl.DataFrame)
+    cyc = (pl.col("name").cast(pl.String) == "cycle") & pl.col("domain").is_null()
+    r = r.with_columns(
+        pl.when(cyc).then(pl.lit(name)).otherwise(pl.col("name").cast(pl.String)).alias("name"),
+        pl.when(cyc)
+        .then(pl.lit(domain))
+        .otherwise(pl.col("domain").cast(pl.String))
+        .alias("domain"),
+    )
+    tables = {n: run.table(n) for n in schema.TABLES}
+    tables["nvtx_ranges"] = schema.conform("nvtx_ranges", r.to_arrow())
+    return Run(tables=tables, metadata=dict(run.metadata))
+
+
+def test_head_range_moved_to_another_domain_is_still_found(spec: Run) -> None:
+    """Between the two commits the `cycle` range moved into a domain: head is cut at it there,
+    and a warning says so."""
+    head = _renamed(spec, "cycle", "myapp")
+    c = compare(spec, head, n_boot=10)
+    assert c.head.cycles == 20
+    assert any("other side's domain" in w and "myapp" in w for w in c.warnings), c.warnings
+
+
+def test_cycle_name_with_colons_is_a_name_first(spec: Run) -> None:
+    """`--cycle sglang::step` names a range called that (not range `step` of domain `sglang:`)."""
+    run = _renamed(spec, "sglang::step", None)
+    c = compare(run, run, cycle="sglang::step", n_boot=10)
+    assert c.base.cycles == 20

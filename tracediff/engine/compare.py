@@ -117,7 +117,13 @@ def compare(
     head.release()
     dropped = {"base": drop_b, "head": drop_h}  # gpu_ops drops ops that end before they start
     try:
-        seg_h = segment(head, ops_h, spec, method=None if spec else seg_b.method)
+        seg_h = segment(
+            head,
+            ops_h,
+            spec if seg_b.range_key is None or cycle else None,
+            method=None if spec else seg_b.method,
+            key=None if cycle else seg_b.range_key,  # base's range, in its domain only
+        )
     except AnalysisError as e:
         raise AnalysisError(
             f"head {e.message}", f"base cycles are {seg_b.method}; {e.hint or ''}".strip()

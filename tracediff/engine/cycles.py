@@ -41,6 +41,9 @@ class Segmentation:
     phases: pl.DataFrame  # process_id, cycle, phase, duration_ns (host time of nested ranges)
     method: str
     warnings: list[str]
+    range_key: tuple[str | None, str] | None = None
+    """(domain, name) of a range found automatically (domain None: the default one): the other
+    side is cut at exactly that range, not at a name that may also be another domain's."""
 
 
 def _ranges(run: Run) -> pl.DataFrame:
@@ -60,11 +63,21 @@ def _ranges(run: Run) -> pl.DataFrame:
 
 
 def _match(ranges: pl.DataFrame, spec: str) -> pl.DataFrame:
+    """Ranges named `spec` (in any domain), else DOMAIN:NAME ("aten::mm" is a name first)."""
+    sel = ranges.filter(pl.col("key") == spec)
+    if sel.height or ":" not in spec:
+        return sel
     domain, _, name = spec.rpartition(":")
-    sel = ranges.filter(pl.col("key") == name)
-    if domain:
-        sel = sel.filter(pl.col("domain") == domain)
-    return sel
+    return ranges.filter((pl.col("key") == name) & (pl.col("domain") == domain))
+
+
+def _exact(ranges: pl.DataFrame, key: tuple[str | None, str]) -> pl.DataFrame:
+    """Ranges of exactly this (domain, name); domain None: the default domain only."""
+    return ranges.filter((pl.col("key") == key[1]) & pl.col("domain").eq_missing(key[0]))
+
+
+def key_label(key: tuple[str | None, str]) -> str:
+    return key[1] if key[0] is None else f"{key[0]}:{key[1]}"
 
 
 def _outermost(sel: pl.DataFrame) -> pl.DataFrame:
@@ -214,9 +227,14 @@ def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
     ).drop("_ps", "_pe", "_ph")
 
 
-def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | None:
-    """Cycles from host ranges. `spec` is NAME or DOMAIN:NAME; None finds one. None if no ranges fit."""
+def by_ranges(
+    run: Run, ops: pl.DataFrame, spec: str | None, key: tuple[str | None, str] | None = None
+) -> Segmentation | None:
+    """Cycles from host ranges. `spec` is NAME or DOMAIN:NAME, `key` an exact (domain, name)
+    (the range the other side's cut found); neither: find one. None if no ranges fit."""
     ranges = _ranges(run)
+    if key is not None:
+        spec = key_label(key)
     if ranges.height == 0:
         if spec:
             raise AnalysisError(
@@ -224,8 +242,12 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
                 "drop --cycle to cut cycles from the kernel sequence",
             )
         return None
+    moved = None  # the other side's range found only in another domain
     if spec:
-        sel = _match(ranges, spec)
+        sel = _match(ranges, spec) if key is None else _exact(ranges, key)
+        if sel.height == 0 and key is not None:
+            sel = ranges.filter(pl.col("key") == key[1])
+            moved = sorted({d or "the default domain" for d in sel["domain"].unique().to_list()})
         if sel.height == 0:
             names = (
                 ranges.group_by("key")
@@ -265,17 +287,22 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
             )
             score = (steady, covered, -row["depth"], -pref)
             if best is None or score > best[0]:
-                name = row["key"] if row["domain"] is None else f"{row['domain']}:{row['key']}"
-                best = (score, cyc, name, tags)
+                best = (score, cyc, (row["domain"], row["key"]), tags)
             del tags
         if best is None:
             return None
-        _, cyc, chosen, assigned = best
+        _, cyc, key, assigned = best
+        chosen = key_label(key)
         del best
     phases = _phases(ranges, cyc)
     tags = _tag_phase(assigned, phases)
     del assigned
     warnings = []
+    if moved:
+        warnings.append(
+            f"no {chosen!r} range in the other side's domain: cut at {key[1]!r} in "  # type: ignore[index]
+            f"{', '.join(moved)}"
+        )
     n_other = int(tags["_other_thread"].sum())
     tagged = _tagged(ops, tags)
     del tags
@@ -306,7 +333,12 @@ def by_ranges(run: Run, ops: pl.DataFrame, spec: str | None) -> Segmentation | N
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns")
     )
     return Segmentation(
-        ops=tagged, ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=warnings
+        ops=tagged,
+        ranges=rng,
+        phases=ph,
+        method=f"nvtx:{chosen}",
+        warnings=warnings,
+        range_key=key,  # None for a user's --cycle NAME (it names ranges in every domain)
     )
 
 
@@ -440,9 +472,15 @@ def whole(ops: pl.DataFrame) -> Segmentation:
 
 
 def segment(
-    run: Run, ops: pl.DataFrame, spec: str | None, *, method: str | None = None
+    run: Run,
+    ops: pl.DataFrame,
+    spec: str | None,
+    *,
+    method: str | None = None,
+    key: tuple[str | None, str] | None = None,
 ) -> Segmentation:
-    """Cut cycles: by `spec` (range name, or "whole"), else as `method` says (the other side's), else found."""
+    """Cut cycles: by `spec` (range name, or "whole"), else at the exact range `key` or as
+    `method` says (the other side's cut), else found."""
     src = run.path
     if ops.height == 0:
         raise AnalysisError(
@@ -453,7 +491,7 @@ def segment(
         return whole(ops)
     if method and method.startswith("kernel-period"):
         return by_kernel_period(ops, src)
-    seg = by_ranges(run, ops, spec)
+    seg = by_ranges(run, ops, spec, key)
     if seg is None:
         try:
             seg = by_kernel_period(ops, src)

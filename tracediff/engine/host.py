@@ -16,8 +16,13 @@ from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
 
 
-def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
+def host_segment(
+    run: Run, spec: str | None, key: tuple[str | None, str] | None = None
+) -> cy.Segmentation:
+    """Host-only cycles: at ranges named `spec`, at exactly `key` (the other side's), or found."""
     src = run.path
+    if key is not None:
+        spec = cy.key_label(key)
     ranges = cy._ranges(run)
     if ranges.height == 0:
         raise AnalysisError(
@@ -25,7 +30,7 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
             "profile with CUDA tracing on (nsys -t cuda,nvtx) or mark cycles with NVTX ranges",
         )
     if spec:
-        sel = cy._match(ranges, spec)
+        sel = cy._match(ranges, spec) if key is None else cy._exact(ranges, key)
         if sel.height == 0:
             names = (
                 ranges.group_by("key")
@@ -63,7 +68,8 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
         sel = ranges.filter(
             (pl.col("key") == row["key"]) & pl.col("domain").eq_missing(row["domain"])
         )
-        chosen = row["key"] if row["domain"] is None else f"{row['domain']}:{row['key']}"
+        key = (row["domain"], row["key"])
+        chosen = cy.key_label(key)
     cyc = cy._number(cy._outermost(sel))
     phases = cy._phases(ranges, cyc)
     rng = cyc.select(
@@ -78,7 +84,12 @@ def host_segment(run: Run, spec: str | None) -> cy.Segmentation:
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns")
     )
     return cy.Segmentation(
-        ops=pl.DataFrame(), ranges=rng, phases=ph, method=f"nvtx:{chosen}", warnings=[]
+        ops=pl.DataFrame(),
+        ranges=rng,
+        phases=ph,
+        method=f"nvtx:{chosen}",
+        warnings=[],
+        range_key=key,
     )
 
 
@@ -106,7 +117,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
     from tracediff.engine.stats import MIN_EFFECT_MS
 
     seg_b = host_segment(base, cycle)
-    seg_h = host_segment(head, cycle or seg_b.method[len("nvtx:") :])
+    seg_h = host_segment(head, cycle, None if cycle else seg_b.range_key)
     walls, host = cmp._host({"base": seg_b, "head": seg_h}, n_boot)
     wb, wh = walls["base"], walls["head"]
     assert wb is not None and wh is not None
