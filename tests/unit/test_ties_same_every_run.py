@@ -214,3 +214,28 @@ def test_cycle_name_with_colons_is_a_name_first(spec: Run) -> None:
     run = _renamed(spec, "sglang::step", None)
     c = compare(run, run, cycle="sglang::step", n_boot=10)
     assert c.base.cycles == 20
+
+
+def test_info_device_listed_twice_takes_its_known_values(tmp_path: Path) -> None:
+    """A device listed by two processes, once without its properties: `info` shows the known
+    name and SM count (it kept either row, by run)."""
+    from tracediff.commands.info import summarize
+    from tracediff.runfile import write_run
+
+    run = load(ROOT / "samples" / "specloop_good.arrow")
+    d = pl.from_arrow(run.table("devices"))
+    assert isinstance(d, pl.DataFrame) and d.height == 1
+    blank = d.with_columns(
+        pl.lit(None, d.schema["name"]).alias("name"),
+        pl.lit(None, pl.Int32).alias("sm_count"),
+        pl.lit(None, pl.Int64).alias("memory_bytes"),
+        (pl.col("process_id") + 1).alias("process_id"),
+    )
+    tables = {n: run.table(n) for n in schema.TABLES}
+    tables["devices"] = schema.conform("devices", pl.concat([blank, d]).to_arrow())
+    path = tmp_path / "twice.arrow"
+    write_run(Run(tables=tables, metadata=dict(run.metadata)), path)
+    got = [summarize(path)["devices"] for _ in range(RUNS)]
+    assert _one([str(g) for g in got])
+    (dev,) = got[0]
+    assert dev["name"] == d["name"][0] and dev["sm_count"] == d["sm_count"][0]

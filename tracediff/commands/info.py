@@ -37,8 +37,13 @@ def summarize(path: Path) -> dict[str, Any]:
     )
     devs = pl.from_arrow(run.table("devices"))
     assert isinstance(devs, pl.DataFrame)
+    # a device listed by several processes: per column its first known value, in table order
+    # (unique() kept any one row, so a null name could win, by run)
+    props = devs.group_by("device_id", maintain_order=True).agg(
+        pl.col(c).drop_nulls().first() for c in ("name", "sm_count", "memory_bytes")
+    )
     per_dev = per_dev.join(
-        devs.select("device_id", "name", "sm_count", "memory_bytes").unique("device_id"),
+        props,
         on="device_id",
         how="full",
         coalesce=True,
