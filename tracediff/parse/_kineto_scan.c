@@ -550,6 +550,22 @@ typedef struct {
     Py_ssize_t events;
 } Scan;
 
+/* After an object member: 1 at a `,` (the next member follows), 0 past the closing `}`. */
+static int next_member(S *s, const char *truncated) {
+    ws(s);
+    if (s->p >= s->end) return refuse(s, truncated);
+    if (*s->p == ',') {
+        s->p++;
+        ws(s);
+        return 1;
+    }
+    if (*s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    return refuse(s, "expected ',' or '}'");
+}
+
 /* args of an event of role r: the wanted keys' values into vals (V_MISSING where absent) */
 static int args_object(S *s, Role *r, Val *vals) {
     if (s->p >= s->end || *s->p != '{') return refuse(s, "args is not an object");
@@ -582,18 +598,8 @@ static int args_object(S *s, Role *r, Val *vals) {
         } else if (skip(s, 2, 0)) {
             return -1;
         }
-        ws(s);
-        if (s->p >= s->end) return refuse(s, "truncated args");
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            return 0;
-        }
-        return refuse(s, "expected ',' or '}'");
+        int more = next_member(s, "truncated args");
+        if (more <= 0) return more;
     }
 }
 
@@ -843,18 +849,9 @@ static int event(S *s, Scan *sc) {
         } else if (skip(s, 1, 0)) {
             return -1;
         }
-        ws(s);
-        if (s->p >= s->end) return refuse(s, "truncated event");
-        if (*s->p == ',') {
-            s->p++;
-            ws(s);
-            continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
-            break;
-        }
-        return refuse(s, "expected ',' or '}'");
+        int more = next_member(s, "truncated event");
+        if (more < 0) return -1;
+        if (!more) break;
     }
 done:
     sc->events++;
