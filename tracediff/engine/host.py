@@ -114,7 +114,7 @@ _EVENTS = {
 def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Comparison:
     from tracediff.engine import compare as cmp
     from tracediff.engine.env import env_diffs
-    from tracediff.engine.stats import MIN_EFFECT_MS
+    from tracediff.engine.stats import ESTIMATE, MIN_EFFECT_MS
 
     seg_b = host_segment(base, cycle)
     seg_h = host_segment(head, cycle, None if cycle else seg_b.range_key)
@@ -132,12 +132,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
             pl.col("phase").alias("name"),
             "phase",
             pl.lit(None, pl.Int32).alias("device_id"),
-            "base_ms_per_cycle",
-            "head_ms_per_cycle",
-            "delta_ms_per_cycle",
-            "ci95_low",
-            "ci95_high",
-            "significant",
+            *ESTIMATE[:-1],  # all but the share, computed here
             (pl.col("delta_ms_per_cycle") / delta if delta else pl.lit(None, pl.Float64)).alias(
                 "share"
             ),
