@@ -201,9 +201,9 @@ def _piece(w: _Window, exact: bool, start: int, stop: int) -> Any:
 def chunks(
     src: Any, exact: bool, out: list[Doc], start: int = 0, stop: int | None = None
 ) -> Iterator[Any]:
-    """Event lists (or scan.Scanned pieces) of the traceEvents array, a piece at a time, read from `src` (a Source);
-    appends the Doc of the document's keys it read to `out` at the end. Raises NotChunked
-    (possibly after yielding) when the pieces cannot be vouched for.
+    """Event lists (or scan.Scanned pieces) of the traceEvents array, a piece at a time, read
+    from `src` (a Source); appends the Doc of the document's keys it read to `out` at the end.
+    Raises NotChunked (possibly after yielding) when the pieces cannot be vouched for.
 
     A segment of the array (segments.py) is read with `start` > 0, the offset of an element's
     `{` (src positioned there, the byte before it loaded as the first piece's `[`), and/or `stop`,

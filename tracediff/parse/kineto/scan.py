@@ -21,7 +21,7 @@ import msgspec
 import polars as pl
 import pyarrow as pa
 
-from .roles import _ARG_KEYS, _INTS, _ROLE_CODE, _ROLE_NAMES, ARG_FIELDS, _dtype
+from .roles import _ARG_KEYS, _INTS, _ROLE_CODE, _ROLE_NAMES, ARG_FIELDS, _dtype, _schema
 
 try:
     from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
@@ -49,9 +49,7 @@ _SPEC = {
     _ROLE_NAMES.index(r) + 1: tuple((_ARG_KEYS[f].encode(), _kind(f)) for f in ARG_FIELDS[r])
     for r in _DECODED
 }
-_COLUMNS = {
-    r: ("name", "pid", "tid", "start_ns", "duration_ns", "end_ns", *ARG_FIELDS[r]) for r in _DECODED
-}
+_COLUMNS = {r: tuple(_schema(r)) for r in _DECODED}  # the C side's column order is the frame's
 _TYPES = {
     "s": pa.string(),
     "i": pa.int64(),
