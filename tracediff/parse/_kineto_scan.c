@@ -332,6 +332,12 @@ static inline int is_digit(const uint8_t *p, const uint8_t *e) {
     return p < e && (unsigned)(*p - '0') < 10;
 }
 
+/* A digit was wanted at p (JSON numbers: -? int frac? exp?, each part with digits). */
+static int bad_number(S *s, const uint8_t *p) {
+    s->p = p;
+    return refuse(s, "invalid number");
+}
+
 static int number(S *s, Num *out) {
     const uint8_t *p = s->p, *e = s->end;
     int neg = 0, frac = 0, exp = 0, exp_digits = 0, is_int = 1, lead = 0;
@@ -340,10 +346,7 @@ static int number(S *s, Num *out) {
         neg = 1;
         p++;
     }
-    if (!is_digit(p, e)) {
-        s->p = p;
-        return refuse(s, "invalid number");
-    }
+    if (!is_digit(p, e)) return bad_number(s, p);
     const uint8_t *d0 = p;
     if (*p == '0') {
         p++;
@@ -358,10 +361,7 @@ static int number(S *s, Num *out) {
     if (p < e && *p == '.') {
         is_int = 0;
         p++;
-        if (!is_digit(p, e)) {
-            s->p = p;
-            return refuse(s, "invalid number");
-        }
+        if (!is_digit(p, e)) return bad_number(s, p);
         const uint8_t *f0 = p;
         out->fp = f0;
         if (lead)
@@ -376,10 +376,7 @@ static int number(S *s, Num *out) {
         p++;
         int eneg = 0;
         if (p < e && (*p == '+' || *p == '-')) eneg = *p++ == '-';
-        if (!is_digit(p, e)) {
-            s->p = p;
-            return refuse(s, "invalid number");
-        }
+        if (!is_digit(p, e)) return bad_number(s, p);
         const uint8_t *x0 = p;
         while (is_digit(p, e)) {
             if (p - x0 < 6) exp = exp * 10 + (*p - '0');
