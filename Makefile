@@ -35,25 +35,24 @@ check: lint typecheck test
 bench: setup nsys
 	$(BIN)/python bench/ingest.py
 
-# The SQLite page decoder under ASan + UBSan, fed damaged copies of real reports (not part of CI).
-ASAN_SO := /tmp/tracediff-asan/_sqlite_pages.so
-fuzz-pages: setup
-	mkdir -p $(dir $(ASAN_SO))
+# A native module under ASan + UBSan, fed damaged real inputs by its tools/fuzz_*.py for 120 s
+# (not part of CI). $(call fuzz,MODULE,TOOL,ENV): builds /tmp/tracediff-asan/MODULE.so first.
+ASAN_DIR := /tmp/tracediff-asan
+define fuzz
+	mkdir -p $(ASAN_DIR)
 	gcc -shared -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -std=c11 \
 	  -I$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
-	  tracediff/parse/_sqlite_pages.c -o $(ASAN_SO)
+	  tracediff/parse/$(1).c -o $(ASAN_DIR)/$(1).so
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(BIN)/python tools/fuzz_sqlite_pages.py $(ASAN_SO) 120
+	  $(3) $(BIN)/python tools/$(2) $(ASAN_DIR)/$(1).so 120
+endef
 
-# The Kineto JSON scanner under ASan + UBSan, fed damaged pieces of real traces (not part of CI).
-# PYTHONMALLOC=malloc: each piece gets its own allocation, so ASan sees a read past its end.
-ASAN_KINETO_SO := /tmp/tracediff-asan/_kineto_scan.so
+# The SQLite page decoder, fed damaged copies of real reports.
+fuzz-pages: setup
+	$(call fuzz,_sqlite_pages,fuzz_sqlite_pages.py,)
+
+# The Kineto JSON scanner, fed damaged pieces of real traces. PYTHONMALLOC=malloc: each piece
+# gets its own allocation, so ASan sees a read past its end.
 fuzz-kineto: setup
-	mkdir -p $(dir $(ASAN_KINETO_SO))
-	gcc -shared -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -std=c11 \
-	  -I$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
-	  tracediff/parse/_kineto_scan.c -o $(ASAN_KINETO_SO)
-	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
-	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  PYTHONMALLOC=malloc $(BIN)/python tools/fuzz_kineto_scan.py $(ASAN_KINETO_SO) 120
+	$(call fuzz,_kineto_scan,fuzz_kineto_scan.py,PYTHONMALLOC=malloc)
