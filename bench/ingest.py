@@ -43,7 +43,11 @@ import json, os, resource, sys, time
 if len(sys.argv) > 2 and sys.argv[2]:  # --tree: this source tree instead of the installed one
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, sys.argv[2])
-from tracediff.parse import load, nccl, nsys_cli, nsys_sqlite  # imports are not the parse
+from tracediff.parse import load, nccl  # imports are not the parse
+try:  # the nsys reader's modules: the package, or a tree from before it (flat parse/nsys_*.py)
+    from tracediff.parse.nsys import cli as nsys_cli, events as nsys_events, reader as nsys_sqlite
+except ImportError:
+    from tracediff.parse import nsys_cli, nsys_events, nsys_sqlite
 stages = []
 if len(sys.argv) > 3 and sys.argv[3] == "stages":
     exec(STAGES)
@@ -66,7 +70,6 @@ print(json.dumps(out))
 # skipped, so an older tree can be profiled the same way.
 STAGES = """
 import functools
-from tracediff.parse import nsys_events
 def _ru():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return time.perf_counter(), r.ru_utime, r.ru_stime, r.ru_minflt
@@ -107,7 +110,10 @@ if hasattr(nsys_sqlite, "ThreadPoolExecutor"):
 FLOOR = """
 import json, resource, sys, time
 import polars as pl, pyarrow.parquet as pq
-from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS
+try:
+    from tracediff.parse.nsys.schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS
+except ImportError:  # a tree from before the nsys package
+    from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS
 d, how = sys.argv[1], sys.argv[2]
 files = [(f"{d}/{KERNEL}.parquet", list(KERNEL_COLS)), (f"{d}/{RUNTIME}.parquet", list(RUNTIME_COLS))]
 def ru():

@@ -5,7 +5,7 @@
 For each report (default: the 1 M-kernel H200 replica bench/ingest.py builds, if present, and
 tests/data/h200/g_good.sqlite) and each way of reading (pages: `SqliteSource(pages=True)`,
 adbc: `pages=False`), a fresh child process reads the raw kernel, CUDA API, NVTX and string
-tables the nsys reader asks for (`nsys_sqlite`'s column lists) and prints wall and CPU seconds
+tables the nsys reader asks for (`nsys.reader`'s column lists) and prints wall and CPU seconds
 (all threads) of that read alone, values per CPU-second, and peak RSS. Fastest of --repeat runs;
 the load average is printed with each row, the machine may be shared.
 """
@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, os, resource, sys, time
-from tracediff.parse.nsys_source import Read, SqliteSource
-from tracediff.parse.nsys_schema import (KERNEL, KERNEL_COLS, NVTX, NVTX_COLS, RUNTIME,
+from tracediff.parse.nsys.source import Read, SqliteSource
+from tracediff.parse.nsys.schema import (KERNEL, KERNEL_COLS, NVTX, NVTX_COLS, RUNTIME,
                                          RUNTIME_COLS, STRINGS, I64, STR)
 path, pages, workers = sys.argv[1], sys.argv[2] == "pages", int(sys.argv[3])
 reads = [Read(KERNEL, KERNEL_COLS), Read(RUNTIME, RUNTIME_COLS), Read(NVTX, NVTX_COLS),

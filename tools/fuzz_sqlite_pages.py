@@ -34,7 +34,7 @@ def main() -> None:
     assert spec and spec.loader
     native = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(native)
-    from tracediff.parse import sqlite_pages
+    from tracediff.parse.nsys import pages as sqlite_pages
 
     sqlite_pages._native = native
     roots = {}

@@ -30,7 +30,7 @@ from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.errors import TracediffError
 from tracediff.parse.kineto import read_kineto
-from tracediff.parse.nsys_sqlite import read_nsys_sqlite
+from tracediff.parse.nsys.reader import read_nsys_sqlite
 from tracediff.runfile import Run, read_run, write_run
 
 # No shrink phase: shrinking an engine failure ran 5+ minutes; the failing example is printed as

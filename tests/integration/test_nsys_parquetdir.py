@@ -1,4 +1,4 @@
-"""The parquetdir reader (nsys_cli.ParquetSource): damaged files, column subsets, row groups."""
+"""The parquetdir reader (nsys.cli.ParquetSource): damaged files, column subsets, row groups."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from tracediff import schema
 from tracediff.errors import InputError
 from tracediff.parse import load
-from tracediff.parse.nsys_cli import ParquetSource
-from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, NVTX, NVTX_COLS
-from tracediff.parse.nsys_source import Read
+from tracediff.parse.nsys.cli import ParquetSource
+from tracediff.parse.nsys.schema import KERNEL, KERNEL_COLS, NVTX, NVTX_COLS
+from tracediff.parse.nsys.source import Read
 
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 

@@ -17,7 +17,7 @@ import pytest
 
 from tracediff import schema
 from tracediff.parse import load
-from tracediff.parse.nsys_events import counts
+from tracediff.parse.nsys.events import counts
 from tracediff.runfile import Run, read_run, write_run
 
 DATA = Path(__file__).resolve().parent.parent / "data"

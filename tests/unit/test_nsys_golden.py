@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.nsys_sqlite import read_nsys_sqlite
+from tracediff.parse.nsys.reader import read_nsys_sqlite
 
 MOCK = Path(__file__).resolve().parent.parent / "data" / "nsys" / "nsys-ai" / "mock.sqlite"
 PID = 91186

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.nsys_tables import LaunchIndex
-from tracediff.parse.nsys_tables import _launch_join as _join
+from tracediff.parse.nsys.tables import LaunchIndex
+from tracediff.parse.nsys.tables import _launch_join as _join
 
 ON = ["globalPid", "correlationId"]
 

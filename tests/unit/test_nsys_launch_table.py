@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.nsys_tables import LaunchIndex, _launch_join
+from tracediff.parse.nsys.tables import LaunchIndex, _launch_join
 
 ON = ["globalPid", "correlationId"]
 

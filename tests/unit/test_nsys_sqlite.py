@@ -17,8 +17,8 @@ import pytest
 from tracediff.errors import InputError
 from tracediff.parse import load
 from tracediff.parse.intervals import nesting_depth
-from tracediff.parse.nsys_source import SqliteSource
-from tracediff.parse.nsys_sqlite import read_nsys_sqlite
+from tracediff.parse.nsys.reader import read_nsys_sqlite
+from tracediff.parse.nsys.source import SqliteSource
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 H200 = [DATA / "h200" / f"{s}.sqlite" for s in ("g_good", "g_bad", "e_good", "e_bad")]
@@ -292,8 +292,8 @@ def test_parallel_and_serial_reads_agree() -> None:
     # the SQLite (ADBC) path: the page decoder splits tables by leaf page, not rowid range
     a, b = SqliteSource(path, workers=1, pages=False), SqliteSource(path, workers=2, pages=False)
     a.CHUNK_ROWS = b.CHUNK_ROWS = 1000  # force several rowid ranges on a small file
-    from tracediff.parse.nsys_schema import RUNTIME, RUNTIME_COLS
-    from tracediff.parse.nsys_source import Read
+    from tracediff.parse.nsys.schema import RUNTIME, RUNTIME_COLS
+    from tracediff.parse.nsys.source import Read
 
     r = Read(RUNTIME, RUNTIME_COLS)
     assert len(b._ranges(r)) > 1
@@ -305,8 +305,8 @@ def test_parallel_and_serial_reads_agree() -> None:
 
 
 def test_parallel_plan_splits_only_a_dominant_table() -> None:
-    from tracediff.parse.nsys_schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS, SYNC
-    from tracediff.parse.nsys_source import Read
+    from tracediff.parse.nsys.schema import KERNEL, KERNEL_COLS, RUNTIME, RUNTIME_COLS, SYNC
+    from tracediff.parse.nsys.source import Read
 
     path = DATA / "h200" / "e_bad.sqlite"  # 17,964 API calls x 7 columns, 4,410 kernels x 18
     a, b = SqliteSource(path, workers=1, pages=False), SqliteSource(path, workers=2, pages=False)
@@ -448,7 +448,7 @@ def test_threads_sharing_the_source_connection_each_get_their_own_answer(tmp_pat
     a traceback where a corrupt file should give one line: 2-6 of 6,000 queries here)."""
     import threading
 
-    from tracediff.parse.nsys_schema import KERNEL
+    from tracediff.parse.nsys.schema import KERNEL
 
     path = tmp_path / "corrupt.sqlite"
     shutil.copy(DATA / "h200" / "g_good.sqlite", path)

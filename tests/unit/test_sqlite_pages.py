@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracediff.parse import sqlite_pages
-from tracediff.parse.nsys_schema import KERNEL, RUNTIME
-from tracediff.parse.nsys_source import SqliteSource
-from tracediff.parse.nsys_sqlite import read_nsys
-from tracediff.parse.sqlite_pages import PageReader
+from tracediff.parse.nsys import pages as sqlite_pages
+from tracediff.parse.nsys.pages import PageReader
+from tracediff.parse.nsys.reader import read_nsys
+from tracediff.parse.nsys.schema import KERNEL, RUNTIME
+from tracediff.parse.nsys.source import SqliteSource
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 REPORTS = sorted(DATA.rglob("*.sqlite"))
@@ -209,7 +209,7 @@ def test_refuses_what_it_does_not_decode(tmp_path: Path) -> None:
     src = SqliteSource(path, workers=2)
     import polars as pl
 
-    from tracediff.parse.nsys_source import Read
+    from tracediff.parse.nsys.source import Read
 
     try:
         (df,) = src.read([Read("realint", {"a": pl.Float64()})])
@@ -272,7 +272,7 @@ def test_source_reads_the_big_tables_from_pages(tmp_path: Path) -> None:
     SQLite, and none of ADBC's connections opened for them."""
     path = tmp_path / "r.sqlite"
     shutil.copy(DATA / "h200" / "g_good.sqlite", path)
-    from tracediff.parse.nsys_schema import (
+    from tracediff.parse.nsys.schema import (
         KERNEL_COLS,
         MEMCPY,
         MEMCPY_COLS,
@@ -282,7 +282,7 @@ def test_source_reads_the_big_tables_from_pages(tmp_path: Path) -> None:
         SYNC,
         SYNC_COLS,
     )
-    from tracediff.parse.nsys_source import Read
+    from tracediff.parse.nsys.source import Read
 
     reads = [
         Read(KERNEL, KERNEL_COLS),
@@ -307,7 +307,7 @@ def test_text_with_invalid_utf8_reads_as_through_sqlite(tmp_path: Path) -> None:
     `where_in` read filters the same rows."""
     import polars as pl
 
-    from tracediff.parse.nsys_source import Read
+    from tracediff.parse.nsys.source import Read
 
     path = tmp_path / "t.sqlite"
     con = sqlite3.connect(path)

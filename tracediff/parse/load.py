@@ -83,13 +83,13 @@ def load(path: Path, *, progress: bool = False) -> Run:
 
 def _read_report(path: Path, kind: str) -> Run:
     if kind == "nsys-sqlite":
-        from tracediff.parse.nsys_sqlite import read_nsys_sqlite
+        from tracediff.parse.nsys.reader import read_nsys_sqlite
 
         return read_nsys_sqlite(path)
     if kind in ("nsys-rep", "qdstrm", "parquetdir"):
-        from tracediff.parse import nsys_cli
+        from tracediff.parse.nsys import cli
 
-        return nsys_cli.read_report(path, kind)
+        return cli.read_report(path, kind)
     if kind == "kineto":
         from tracediff.parse.kineto import read_kineto
 

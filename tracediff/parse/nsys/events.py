@@ -28,14 +28,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tracediff.parse.nsys_columns import Strings, by_start, code_column, finish, pid_of, tid_of
-from tracediff.parse.nsys_schema import ints
-from tracediff.parse.nsys_tables import LaunchIndex, launch_rows
+from tracediff.parse.nsys.columns import Strings, by_start, code_column, finish, pid_of, tid_of
+from tracediff.parse.nsys.schema import ints
+from tracediff.parse.nsys.tables import LaunchIndex, launch_rows
 
 CUDA_EVENT = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 TABLES_READ = (CUDA_EVENT, SYNC)
-"""The raw tables this module reads (for `nsys export --tables`); nsys_sqlite.read_nsys reads
+"""The raw tables this module reads (for `nsys export --tables`); reader.read_nsys reads
 them with the others (SYNCHRONIZATION once, for the syncs table too) and hands the frames in."""
 
 EVENT_COLS = ints(

@@ -10,8 +10,8 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.parse.intervals import nesting_depth
-from tracediff.parse.nsys_columns import Strings, finish, label_column, pid_of, tid_of
-from tracediff.parse.nsys_schema import NVTX_DOMAIN, NVTX_MARK, RANGE_KINDS
+from tracediff.parse.nsys.columns import Strings, finish, label_column, pid_of, tid_of
+from tracediff.parse.nsys.schema import NVTX_DOMAIN, NVTX_MARK, RANGE_KINDS
 
 
 def nvtx_table(

@@ -1,17 +1,10 @@
 """Nsight Systems export (SQLite file or Parquet folder) → run-file tables.
 
 Stage: parse. Input: an nsys export, schema 2.9 (nsys 2022.2) through 3.28 (2026.x), read through
-a `Source` (`nsys_source.SqliteSource`, or `ParquetSource` in nsys_cli.py: same tables and
+a `Source` (`source.SqliteSource`, or `ParquetSource` in cli.py: same tables and
 columns, one `<TABLE>.parquet` per table). Output: a `Run` with the tables of `tracediff.schema`.
 
-`read_nsys` is the entry point of the nsys reader; its parts:
-
-    nsys_schema.py   nsys table and column names, types, enum values (the vocabulary)
-    nsys_source.py   Read / Source / SqliteSource: raw tables as polars frames (C page decoder, ADBC)
-    sqlite_pages.py  SQLite b-tree pages -> Arrow columns (_sqlite_pages.c)
-    nsys_columns.py  StringIds dictionary, enum labels, pid/tid split, schema-exact assembly
-    nsys_tables.py   kernels, memops, api_calls, syncs, devices; the launch join
-    nsys_nvtx.py     nvtx_ranges (domains, depth, payloads)
+`read_nsys` is the entry point of the nsys reader; the package docstring lists its parts.
 
 Features are detected by table and column presence, never by version string. No Python loop
 runs per event. Missing optional tables give empty tables plus a warning.
@@ -26,11 +19,12 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.errors import InputError
-from tracediff.parse import nccl, nsys_events
+from tracediff.parse import nccl
 from tracediff.parse.intervals import nesting_depth
-from tracediff.parse.nsys_columns import Strings
-from tracediff.parse.nsys_nvtx import nvtx_table
-from tracediff.parse.nsys_schema import (
+from tracediff.parse.nsys import events
+from tracediff.parse.nsys.columns import Strings
+from tracediff.parse.nsys.nvtx import nvtx_table
+from tracediff.parse.nsys.schema import (
     COPY_KINDS,
     ENUM_COLS,
     GPU,
@@ -62,8 +56,8 @@ from tracediff.parse.nsys_schema import (
     SYNC_COLS,
     ints,
 )
-from tracediff.parse.nsys_source import Read, Source, SqliteSource, typed
-from tracediff.parse.nsys_tables import (
+from tracediff.parse.nsys.source import Read, Source, SqliteSource, typed
+from tracediff.parse.nsys.tables import (
     api_calls_table,
     devices_table,
     enum_labels,
@@ -103,9 +97,9 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         Read("ENUM_CUDA_MEMCPY_OPER", ENUM_COLS), Read("ENUM_CUDA_MEM_KIND", ENUM_COLS),
         Read(PAYLOAD_ENTRIES, PAYLOAD_COLS), Read(GPU, GPU_COLS),
         Read(KERNEL, KERNEL_COLS), Read(RUNTIME, RUNTIME_COLS), Read(MEMCPY, MEMCPY_COLS),
-        Read(MEMSET, MEMSET_COLS), Read(SYNC, SYNC_COLS | nsys_events.SYNC_COLS),
+        Read(MEMSET, MEMSET_COLS), Read(SYNC, SYNC_COLS | events.SYNC_COLS),
         Read(NVTX, NVTX_COLS, ("eventType", nvtx_types)),
-        Read(nsys_events.CUDA_EVENT, nsys_events.EVENT_COLS),
+        Read(events.CUDA_EVENT, events.EVENT_COLS),
     ]  # fmt: skip
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
@@ -127,13 +121,13 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
             enum_labels(ecopy, "ENUM_CUDA_MEMCPY_OPER" in have, COPY_KINDS)
         )
         mem_kinds = enum_labels(emem, "ENUM_CUDA_MEM_KIND" in have, MEM_KINDS)
-        cupti_enum = SYNC in have and nsys_events.CUPTI_ENUM_COLUMN in source.columns(SYNC)
+        cupti_enum = SYNC in have and events.CUPTI_ENUM_COLUMN in source.columns(SYNC)
         tables = {
             "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
             "api_calls": api_calls_table(api, api_names),
             "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
             "syncs": syncs_table(sync),
-            "cuda_events": nsys_events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
+            "cuda_events": events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
         }
         if kern_job is not None:
             (kern,) = kern_job.result()
@@ -187,7 +181,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
 TABLES_READ = (
     *META_TABLES, STRINGS, "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
     "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
-    nsys_events.CUDA_EVENT,
+    events.CUDA_EVENT,
 )  # fmt: skip
 
 

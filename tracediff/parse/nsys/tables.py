@@ -1,7 +1,7 @@
 """nsys GPU activity and CUDA API tables → run-file tables (kernels, memops, api_calls,
 syncs, devices), each GPU op joined to the API call that launched it.
 
-Stage: parse (nsys). Input: raw polars frames from a `Source` (columns of `nsys_schema`);
+Stage: parse (nsys). Input: raw polars frames from a `Source` (columns of `schema`);
 output: Arrow tables of `tracediff.schema`. Vectorised: joins, sorted searches, no per-row Python.
 """
 
@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tracediff.parse.nsys_columns import (
+from tracediff.parse.nsys.columns import (
     Strings,
     by_start,
     code_column,
@@ -20,7 +20,7 @@ from tracediff.parse.nsys_columns import (
     pid_of,
     tid_of,
 )
-from tracediff.parse.nsys_schema import COPY_KINDS, GPU, SYNC_KINDS, TID_BITS
+from tracediff.parse.nsys.schema import COPY_KINDS, GPU, SYNC_KINDS, TID_BITS
 
 _ON = ["globalPid", "correlationId"]
 

@@ -1,7 +1,7 @@
 """Nsight Systems export vocabulary: table names, column names and types, enum values.
 
 Stage: parse (nsys). The one place that spells nsys table and column names; the readers
-(`nsys_source`), the per-table builders (`nsys_tables`, `nsys_nvtx`) and `nsys_sqlite.read_nsys`
+(`source`), the per-table builders (`tables`, `nvtx`) and `reader.read_nsys`
 take them from here. Features are detected by table and column presence, never by version string.
 """
 
@@ -34,7 +34,7 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
 # ("stream") sits on cudaStreamWaitEvent calls and 2 ("stream wait") on cudaEventQuery, in a
 # 2024.6 (3.16) export 2 on cudaStreamSynchronize; 2026.2 (3.25, which adds deprecatedSyncType)
 # writes CUPTI's values (1 cudaEventQuery, 2 cudaStreamWaitEvent, 3 cudaStreamSynchronize).
-# nsys_events.py tells stream waits by their API call instead.
+# events.py tells stream waits by their API call instead.
 SYNC_KINDS = {1: "event", 2: "stream_wait", 3: "stream", 4: "context"}
 KNOWN_SCHEMA_MAJOR = 3
 

@@ -1,7 +1,7 @@
 """Nsight Systems reports that need the nsys CLI (.nsys-rep, .qdstrm) and Parquet exports.
 
 Stage: parse. Input: a `.nsys-rep`, a raw `.qdstrm`, or an `nsys export --type parquetdir`
-folder; output: a `Run`, through the same table logic as SQLite exports (nsys_sqlite.read_nsys).
+folder; output: a `Run`, through the same table logic as SQLite exports (reader.read_nsys).
 
 A report is exported by the real `nsys export` into a temporary folder that is always removed.
 The export is Parquet (`parquetdir`, nsys 2023.4 and later) of only the tables the reader uses
@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 
 from tracediff import nsys_tool
 from tracediff.errors import InputError
-from tracediff.parse import nsys_sqlite
-from tracediff.parse.nsys_source import Read, typed
+from tracediff.parse.nsys import reader
+from tracediff.parse.nsys.source import Read, typed
 from tracediff.runfile import Run
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -101,7 +101,7 @@ def read_parquetdir(
     folder: Path, source_format: str = "nsys-parquetdir", source: Path | None = None
 ) -> Run:
     """Read an `nsys export --type parquetdir` folder into a Run."""
-    return nsys_sqlite.read_nsys(ParquetSource(folder), Path(source or folder), source_format)
+    return reader.read_nsys(ParquetSource(folder), Path(source or folder), source_format)
 
 
 def _timeout() -> float:
@@ -117,7 +117,7 @@ def _export(nsys: Path, rep: Path, tmp: Path, src: Path) -> tuple[Path, str]:
     out = ""
     for kind, target in (("parquetdir", tmp / "export"), ("sqlite", tmp / "export.sqlite")):
         # anchored patterns: only the tables the reader uses
-        tables = ",".join(f"^{t}$" for t in nsys_sqlite.TABLES_READ)
+        tables = ",".join(f"^{t}$" for t in reader.TABLES_READ)
         cmd = [str(nsys), "export", "--type", kind, "--force-overwrite=true", "--quiet=true",
                "--tables", tables, "-o", str(target), str(rep)]  # fmt: skip
         r = nsys_tool.run(cmd, timeout=_timeout(), what=f"nsys export --type {kind}", src=src)
@@ -157,9 +157,9 @@ def read_report(path: Path, kind: str) -> Run:
         if fmt == "parquetdir":
             run = read_parquetdir(exported, kind, source=path)
         else:
-            src = nsys_sqlite.SqliteSource(exported)
+            src = reader.SqliteSource(exported)
             try:
-                run = nsys_sqlite.read_nsys(src, path, kind)
+                run = reader.read_nsys(src, path, kind)
             finally:
                 src.close()
     version = nsys_tool.tool_version(nsys)

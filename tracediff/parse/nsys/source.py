@@ -1,12 +1,12 @@
 """Raw nsys tables as polars frames: the `Read` request, the `Source` protocol, SQLite reader.
 
 Stage: parse (nsys), first step. Input: an nsys SQLite export (`SqliteSource`; the Parquet
-folder reader `ParquetSource` is in nsys_cli.py and answers the same `Read`s). Output: one
+folder reader `ParquetSource` is in cli.py and answers the same `Read`s). Output: one
 polars frame per `Read`, columns in the requested order and types, absent columns as nulls.
 
 A read of integer, real and text columns (the event tables: kernels, CUDA API calls, memcpy,
 memset, syncs, CUDA events, NVTX; the string table) is decoded straight from the file's pages by
-the native module (sqlite_pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took
+the native module (pages.py; ~0.2 CPU-s for 1 M kernels x 18 columns, where ADBC took
 ~1.2), split over the worker threads by leaf page. Every other read, and any table the page
 decoder refuses, is pulled as Arrow in one batch (ADBC's SQLite driver; tables spread over a
 thread pool, since SQLite readers run concurrently and ADBC releases the GIL; a table that
@@ -30,8 +30,8 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.errors import InputError
-from tracediff.parse import sqlite_pages
-from tracediff.parse.nsys_schema import F64, I64, STR
+from tracediff.parse.nsys import pages as sqlite_pages
+from tracediff.parse.nsys.schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Read types the page decoder produces

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff import schema
-from tracediff.parse.nsys_schema import TID_BITS
+from tracediff.parse.nsys.schema import TID_BITS
 
 
 class Strings:

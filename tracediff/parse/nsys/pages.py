@@ -1,6 +1,6 @@
 """Columns of an SQLite table read straight from the file's pages (native module).
 
-Stage: parse (nsys), the fast path of `nsys_source.SqliteSource` for the big tables.
+Stage: parse (nsys), the fast path of `source.SqliteSource` for the big tables.
 Input: the SQLite file (memory-mapped), a table's root page and the record fields wanted with
 their kinds (int64, int32, float64 or text). Output: one Arrow array per field, in rowid order:
 exactly what `SELECT fields FROM table` returns through SQLite, nulls included.
