@@ -76,9 +76,7 @@ def test_whatif_critical_path_is_the_same_every_run() -> None:
     ties = cp.filter(pl.col("ms_per_cycle").is_duplicated())
     assert ties.height >= 2  # the case this test is about
     assert cp.equals(
-        cp.sort(
-            "ms_per_cycle", "kind", "name", "phase", descending=[True, False, False, False]
-        )
+        cp.sort("ms_per_cycle", "kind", "name", "phase", descending=[True, False, False, False])
     )
 
 
