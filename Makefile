@@ -1,10 +1,11 @@
-# tracediff developer entry points. `make demo` and `make test` are the README's two commands.
+# tracediff developer entry points. `make demo` and `make check` are the README's two commands;
+# `make check` is what CI runs (.ci/run).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
-.PHONY: setup nsys demo test check lint typecheck bench fuzz-pages fuzz-kineto
+.PHONY: setup nsys demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
 
 setup: $(VENV)/.installed
 
@@ -23,14 +24,22 @@ demo: setup
 test: setup nsys
 	$(BIN)/pytest -q -p no:cacheprovider tests
 
-lint: setup
-	$(BIN)/ruff check tracediff capture tests bench
-	$(BIN)/ruff format --check tracediff capture
+SOURCES := tracediff capture tests bench tools
 
+lint: setup
+	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/ruff format --check $(SOURCES)
+
+# mypy: strict on the modules listed in pyproject's [[tool.mypy.overrides]], defaults elsewhere.
 typecheck: setup
 	$(BIN)/mypy
 
-check: lint typecheck test
+# The import contracts of pyproject's [tool.importlinter]: no cycles, the engine's isolation, textual.
+imports: setup
+	$(BIN)/lint-imports
+
+# The static checks first (seconds), then the tests (minutes).
+check: lint typecheck imports test
 
 bench: setup nsys
 	$(BIN)/python bench/ingest.py
