@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from tracediff.engine.compare import compare  # noqa: E402
 from tracediff.parse import load  # noqa: E402
 from tracediff.replay import predict  # noqa: E402
-from tracediff.replay.graph import build  # noqa: E402
+from tracediff.replay.cache import graph_of  # noqa: E402
 from tracediff.replay.simulate import replay  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "h200"
@@ -101,7 +101,7 @@ def main() -> int:
     rss0 = rss_mib()
     rows = []
     t, cpu = time.perf_counter(), time.process_time()
-    g = build(c)
+    g = graph_of(c)  # the graph predict() uses below
     rows.append(("build dependency graph", time.perf_counter() - t, time.process_time() - cpu, ""))
     t, cpu = time.perf_counter(), time.process_time()
     own = replay(g)

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.engine import align as al
+from tracediff.segscan import seg_cummax
 
 GAP_CAUSES = {
     "host": "idle: host-bound (launch began after the GPU went idle)",
@@ -29,32 +30,6 @@ GAP_CAUSES = {
     "wait": "idle: waiting on a dependency (launched early, GPU idle)",
     "unknown": "idle: cause unknown (no launch record)",
 }
-
-
-def _segmented_cummax(v: np.ndarray, gid: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Running maximum of v within each group of contiguous rows (exact, int64).
-
-    Each group's values are shifted into a band above every earlier group's band, so one global
-    running maximum never carries a value across a group boundary.
-    """
-    if len(v) == 0:
-        return v
-    lo = np.minimum.reduceat(v, first)
-    hi = np.maximum.reduceat(v, first)
-    width = hi - lo + 1
-    band = np.concatenate([[0], np.cumsum(width)[:-1]])
-    if band[-1] + width[-1] >= 1 << 62:  # never on real traces: bands are per-cycle spans
-        return (
-            pl.Series(v)
-            .cum_max()
-            .to_frame("v")
-            .with_columns(pl.Series("g", gid))
-            .select(pl.col("v").cum_max().over("g"))
-            .to_series()
-            .to_numpy()
-        )
-    shift = band - lo
-    return np.maximum.accumulate(v + shift[gid]) - shift[gid]
 
 
 _CAUSE = pl.Enum(list(GAP_CAUSES))
@@ -71,7 +46,7 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     n = len(start)
     head_row = np.zeros(n, bool)
     head_row[first] = True
-    run_max = _segmented_cummax(end, gid, first)
+    run_max = seg_cummax(end, gid, first)
     prev_end = np.empty(n, np.int64)
     prev_end[1:] = run_max[:-1]
     gap = np.where(head_row, 0, np.maximum(start - prev_end, 0))

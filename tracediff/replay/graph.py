@@ -34,7 +34,6 @@ replay reproduces the measured timeline exactly (tests check the cycle spans).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,7 @@ from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
 from tracediff.replay.contributors import KEY, base_values, collectives, key_table
 from tracediff.replay.events import TRACE_NONE, cross_edges, targets, trace_edges
-from tracediff.replay.host import HostSyncs, find_syncs
+from tracediff.replay.host import find_syncs
 from tracediff.replay.order import (
     NEG,
     NO_EDGES,
@@ -55,54 +54,12 @@ from tracediff.replay.order import (
     is_sorted,
     missing_slots,
 )
+from tracediff.replay.types import ReplayGraph
 
-__all__ = ["NEG", "ReplayGraph", "build"]
+__all__ = ["NEG", "ReplayGraph", "build", "replay_input"]
 
 FLOOR_QUANTILE = 0.05
 """Launch-to-start latency floor: this quantile of host-bound ops' latency (robust to outliers)."""
-
-
-@dataclass
-class ReplayGraph:
-    """HEAD's ops as arrays in chain order. Times are int64 ns relative to the cycle's origin.
-
-    Contributors are coded as attribution row numbers (contributor "c7" is 7; -1: none)."""
-
-    keys: pl.DataFrame  # distinct (kind, contributor, phase, device_id, gap_cause) of HEAD's ops
-    key: np.ndarray  # per op: row of `keys`
-    cid: np.ndarray  # per op: contributor of its duration
-    tid: np.ndarray  # per op: contributor of its transfer time (collectives on >= 2 GPUs)
-    gid: np.ndarray  # per op: contributor of the idle before it
-    chain: np.ndarray  # chain id (cycle, device, stream)
-    first: np.ndarray  # bool: first op of its chain
-    cycle: np.ndarray  # cycle index (dense, 0..n_cycles-1)
-    device: np.ndarray  # device id
-    start: np.ndarray  # measured
-    end: np.ndarray
-    dur: np.ndarray  # measured duration (end - start)
-    release: np.ndarray  # host release (NEG: none)
-    lag: np.ndarray  # gap after the stream predecessor's end
-    devprev: np.ndarray  # index of the op that ends last among earlier ops of the device (-1)
-    edge_src: np.ndarray  # cross-stream edges: start[dst] >= end[src] + lag
-    edge_dst: np.ndarray
-    edge_lag: np.ndarray
-    coll_group: np.ndarray  # collective instance across GPUs (-1: none or a single rank)
-    coll_tail: np.ndarray  # end - last arrival (transfer after the last rank arrived)
-    base_dur: np.ndarray  # BASE duration of the aligned instance (-1: none: the op is removed)
-    base_tail: np.ndarray  # BASE transfer time (collectives on >= 2 GPUs)
-    base_gap: np.ndarray  # BASE idle before the aligned instance (slot mean)
-    gap_scale: (
-        np.ndarray
-    )  # per contributor code: BASE / HEAD idle per cycle (gap rows; 1 elsewhere)
-    host: np.ndarray  # host thread of the launch within the cycle, hashed (0: unknown)
-    host_perm: np.ndarray  # op indices in (host thread, launch start) order
-    gap_old: np.ndarray  # HEAD's idle before the op on its device (attribute.py's gap_ns)
-    missing: pl.DataFrame  # template slots absent from a HEAD cycle: _next (op), _cid, _bd, _bg
-    syncs: HostSyncs  # where the host waited for the GPU inside a cycle (host.py)
-    cycle_labels: np.ndarray  # original cycle numbers, by dense index
-    stats: dict[str, Any] = field(
-        default_factory=dict
-    )  # counts; "own": HEAD's own replay once done
 
 
 _COLS = (
@@ -118,8 +75,13 @@ _COLS = (
 )
 
 
+def replay_input(c: Comparison, name: str) -> Any:
+    """One of the engine's inputs for the replay ("ops", "head_events", "head_api"), or None."""
+    return (getattr(c, "replay_inputs", None) or {}).get(name)
+
+
 def _ops(c: Comparison) -> pl.DataFrame:
-    ops = (getattr(c, "replay_inputs", None) or {}).get("ops")
+    ops = replay_input(c, "ops")
     if not isinstance(ops, pl.DataFrame) or ops.height == 0:
         if (c.attribution["kind"] == "host").any() if "kind" in c.attribution.columns else False:
             raise AnalysisError(
@@ -140,10 +102,7 @@ def _ops(c: Comparison) -> pl.DataFrame:
 
 
 def build(c: Comparison) -> ReplayGraph:
-    """Build HEAD's replay graph. Cached on the comparison (`replay_inputs["graph"]`)."""
-    cached = (c.replay_inputs or {}).get("graph")
-    if isinstance(cached, ReplayGraph):
-        return cached
+    """Build HEAD's replay graph (every call builds it: cache.graph_of keeps one per comparison)."""
     ops = _ops(c)
     bv = base_values(ops.filter(pl.col("side") == "base"), c.attribution)
     h = ops.filter(pl.col("side") == "head").drop("side")
@@ -221,7 +180,7 @@ def build(c: Comparison) -> ReplayGraph:
     # cross-stream edges the trace records (events.py); a target's slack is that wait, not the
     # device's dispatch gap, so it is left out of the typical gap
     multi_stream = bool((first & ~new_dev).any())  # else no other stream to wait on
-    events = (c.replay_inputs or {}).get("head_events")
+    events = replay_input(c, "head_events")
     trace, tr_stats = trace_edges(h, events) if multi_stream else (TRACE_NONE, {})
     h = h.with_columns(pl.Series("_tgt", targets(trace, n)))
     typ = (
@@ -310,61 +269,52 @@ def build(c: Comparison) -> ReplayGraph:
     host, host_perm = host_order(h, cyc_d)
     kc = {x: keys[x].to_numpy()[key] for x in ("_cid", "_tid", "_gid")}
     col = lambda x: h[x].to_numpy()  # noqa: E731
-    return _cache(
-        c,
-        ReplayGraph(
-            keys=keys.select("_k", *KEY, "_cid", "_tid", "_wid", "_gid"),
-            key=key,
-            cid=kc["_cid"],
-            tid=kc["_tid"],
-            gid=kc["_gid"],
-            chain=np.cumsum(first) - 1,
-            first=first,
-            cycle=cyc_d,
-            device=dv.astype(np.int64),
-            start=col("start_ns"),
-            end=col("end_ns"),
-            dur=col("end_ns") - col("start_ns"),
-            release=rl["_r"].to_numpy(),
-            lag=rl["_s"].to_numpy(),
-            devprev=devprev,
-            edge_src=edges["_src"].to_numpy(),
-            edge_dst=edges["_i"].to_numpy(),
-            edge_lag=edges["_lag"].to_numpy(),
-            coll_group=cg,
-            coll_tail=tail,
-            base_dur=base_dur,
-            base_tail=base_tail,
-            base_gap=base_gap,
-            gap_scale=c.attribution.select(
-                pl.when((pl.col("kind") == "gap") & (pl.col("head_ms_per_cycle") > 0))
-                .then(pl.col("base_ms_per_cycle") / pl.col("head_ms_per_cycle"))
-                .otherwise(1.0)
-            )
-            .to_series()
-            .to_numpy(),
-            host=host,
-            host_perm=host_perm,
-            gap_old=col("gap_ns").astype(np.int64),
-            missing=missing_slots(h, bv["slot"]),
-            syncs=find_syncs(h, (c.replay_inputs or {}).get("head_api"), host),
-            cycle_labels=cy[new_cyc],
-            stats={
-                "host_bound_ops": int(h["_hb"].sum()),
-                "unaligned_share": float(h["slot"].is_null().to_numpy().mean()),
-                **tr_stats,  # edges read from the trace's events (events.py)
-                **ev_stats,  # ...of which explain a start; edges inferred (wait_edges)
-                # ops that waited on something the trace does not show (the device's first
-                # op of each cycle excluded): they keep their measured start
-                "pinned_unexplained": int(
-                    ((h["_ux"] & ~h["_has_edge"]).to_numpy() & (devprev >= 0)).sum()
-                ),
-            },
-        ),
+    return ReplayGraph(
+        keys=keys.select("_k", *KEY, "_cid", "_tid", "_wid", "_gid"),
+        key=key,
+        cid=kc["_cid"],
+        tid=kc["_tid"],
+        gid=kc["_gid"],
+        chain=np.cumsum(first) - 1,
+        first=first,
+        cycle=cyc_d,
+        device=dv.astype(np.int64),
+        start=col("start_ns"),
+        end=col("end_ns"),
+        dur=col("end_ns") - col("start_ns"),
+        release=rl["_r"].to_numpy(),
+        lag=rl["_s"].to_numpy(),
+        devprev=devprev,
+        edge_src=edges["_src"].to_numpy(),
+        edge_dst=edges["_i"].to_numpy(),
+        edge_lag=edges["_lag"].to_numpy(),
+        coll_group=cg,
+        coll_tail=tail,
+        base_dur=base_dur,
+        base_tail=base_tail,
+        base_gap=base_gap,
+        gap_scale=c.attribution.select(
+            pl.when((pl.col("kind") == "gap") & (pl.col("head_ms_per_cycle") > 0))
+            .then(pl.col("base_ms_per_cycle") / pl.col("head_ms_per_cycle"))
+            .otherwise(1.0)
+        )
+        .to_series()
+        .to_numpy(),
+        host=host,
+        host_perm=host_perm,
+        gap_old=col("gap_ns").astype(np.int64),
+        missing=missing_slots(h, bv["slot"]),
+        syncs=find_syncs(h, replay_input(c, "head_api"), host),
+        cycle_labels=cy[new_cyc],
+        stats={
+            "host_bound_ops": int(h["_hb"].sum()),
+            "unaligned_share": float(h["slot"].is_null().to_numpy().mean()),
+            **tr_stats,  # edges read from the trace's events (events.py)
+            **ev_stats,  # ...of which explain a start; edges inferred (wait_edges)
+            # ops that waited on something the trace does not show (the device's first
+            # op of each cycle excluded): they keep their measured start
+            "pinned_unexplained": int(
+                ((h["_ux"] & ~h["_has_edge"]).to_numpy() & (devprev >= 0)).sum()
+            ),
+        },
     )
-
-
-def _cache(c: Comparison, g: ReplayGraph) -> ReplayGraph:
-    if c.replay_inputs is not None:
-        c.replay_inputs["graph"] = g
-    return g

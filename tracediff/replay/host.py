@@ -12,16 +12,19 @@ replay, so does the sync, and with it every launch the thread makes afterwards i
 
 W_k is the op that ended last on the thread's GPUs before the sync returned; wake_k the measured
 time from "ready" (the later of the sync's start and W_k's end) to the return. The shifts chain
-along a thread's syncs (a max-plus recurrence), solved for all threads at once in simulate.py.
+along a thread's syncs (a max-plus recurrence), solved for all threads at once by `offsets`,
+which the sweep (simulate.py) and the critical path (path.py) call.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+
+from tracediff.replay.types import HostSyncs
+from tracediff.segscan import seg_cummax, seg_cumsum
 
 BLOCKING = re.compile(
     r"^(cuda(Device|Stream|Event|Thread)Synchronize|cu(Ctx|Stream|Event)Synchronize"
@@ -32,24 +35,8 @@ POLL_GAP_NS = 50_000
 """Polls of one thread closer than this form one waiting loop (one sync window)."""
 
 
-@dataclass
-class HostSyncs:
-    """Sync windows inside cycles, sorted by (host thread, start). Times relative to the cycle."""
-
-    host: np.ndarray  # host thread id (ReplayGraph.host's encoding)
-    start: np.ndarray
-    end: np.ndarray
-    wake: np.ndarray  # end - max(start, end of W)
-    w: np.ndarray  # op the host waited for
-    prev_op: np.ndarray  # last op the thread launched before the window
-    op_win: np.ndarray  # per op: the thread's last window before its launch (-1: none)
-
-    @property
-    def n(self) -> int:
-        return len(self.start)
-
-
 def none(n_ops: int) -> HostSyncs:
+    """No sync windows (every op: -1)."""
     z = np.zeros(0, dtype=np.int64)
     return HostSyncs(z, z, z, z, z, z, np.full(n_ops, -1, dtype=np.int64))
 
@@ -199,14 +186,12 @@ def find_syncs(h: pl.DataFrame, api: object, host: np.ndarray) -> HostSyncs:
 def offsets(hs: HostSyncs, end: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """How far each window's return moves (u_k), given the replayed op ends and the host's own
     speed-up `shift` (cumulative idle taken away before each op, graph order)."""
-    from tracediff.replay.simulate import _seg_cummax, _seg_cumsum
-
     seg = hs.host
     first = np.r_[True, seg[1:] != seg[:-1]]
     at = shift[hs.prev_op]
     d_shift = at - np.where(first, 0, np.r_[0, at[:-1]])
     a = hs.start + hs.wake - hs.end - d_shift
     b = end[hs.w] + hs.wake - hs.end
-    c = _seg_cumsum(a, seg)
-    m = _seg_cummax(b - c, np.cumsum(first) - 1, first)
+    c = seg_cumsum(a, seg)
+    m = seg_cummax(b - c, np.cumsum(first) - 1, first, overwrite=True)
     return c + np.maximum(0, m)

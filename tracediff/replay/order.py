@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.segscan import seg_cummax
+
 NEG = -(1 << 40)
 """No release constraint (relative ns); far below any real time, far above int64 overflow."""
 WAIT_TOL_NS = 5_000
@@ -128,9 +130,7 @@ def devprev_of(h: pl.DataFrame, first: np.ndarray, new_dev: np.ndarray) -> np.nd
     order = np.lexsort((e, s, seg))
     so, eo, sego = seg[order], e[order], idx[order]
     segs = np.r_[True, so[1:] != so[:-1]]
-    lo = eo.min()
-    span = int(eo.max() - lo) + 1
-    cm = np.maximum.accumulate((eo - lo) + so * span) - so * span + lo  # running max end per device
+    cm = seg_cummax(eo, so, segs)  # running max end per device
     pos = np.where(eo == cm, np.arange(n), -1)
     am = np.maximum.accumulate(pos)  # position of the op holding the running max
     prev = np.r_[-1, am[:-1]]

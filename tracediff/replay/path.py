@@ -1,22 +1,17 @@
 """The critical path of a replayed cycle: what the predicted cycle time is made of.
 
-Stage: replay output (used by simulate.py). Input: the replay graph and one replay; output: a
+Stage: replay output (used by whatif.py). Input: the replay graph and one replay; output: a
 frame of contributors on the path (ops, and the idle between them by cause) with their share.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from tracediff.replay.host import offsets
 from tracediff.replay.order import NEG
-
-if TYPE_CHECKING:
-    from tracediff.replay.graph import ReplayGraph
-    from tracediff.replay.simulate import Replayed
+from tracediff.replay.types import Replayed, ReplayGraph
 
 _IDLE = {
     "host": "idle: waiting for the host to launch",

@@ -1,7 +1,8 @@
 """Replay HEAD's cycles on its dependency graph, with selected durations taken from BASE.
 
-Stage: replay. Input: a `Comparison` and selectors; output: a `WhatIf` (predicted mean cycle GPU
-span, the change recovered, the new critical path).
+Stage: replay (the simulation). Input: a `ReplayGraph` (graph.py) and the contributors taken
+from BASE (attribution row numbers); output: a `Replayed`, every op's replayed start and end.
+whatif.py turns replays into predictions.
 
 What "taken from BASE" means (graph.py holds the BASE values):
 - an op (kernel, copy, set, collective transfer): BASE's mean duration of the aligned instance
@@ -14,125 +15,31 @@ What "taken from BASE" means (graph.py holds the BASE values):
 
 The sweep is vectorised. Within a stream, `start_i = max(R_i, start_{i-1} + d_{i-1} + s_i)` is a
 max-plus recurrence with the closed form `start_i = C_i + cummax_{k<=i}(R_k - C_k)`, C the running
-sum of `d_{i-1} + s_i`: one cumsum and one cumulative max over all chains at once. Cross-stream
-edges, collective arrivals and host syncs couple chains; they are folded into R and the sweep
-repeats until nothing moves (as many sweeps as such hops on the longest dependency path).
+sum of `d_{i-1} + s_i`: one segmented cumsum and one segmented cumulative max (segscan.py) over
+all chains at once. Cross-stream edges, collective arrivals and host syncs couple chains; they are
+folded into R and the sweep repeats until nothing moves (as many sweeps as such hops on the
+longest dependency path).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from tracediff.engine.result import KINDS, Comparison
-from tracediff.errors import AnalysisError, UsageError
-from tracediff.replay.graph import NEG, ReplayGraph, build
+from tracediff.errors import AnalysisError
 from tracediff.replay.host import offsets
-from tracediff.replay.path import critical_path
+from tracediff.replay.order import NEG
+from tracediff.replay.types import Replayed, ReplayGraph
+from tracediff.segscan import seg_cummax, seg_cumsum
+
+__all__ = ["MAX_SWEEPS", "replay", "sweep"]
 
 MAX_SWEEPS = 10_000
-UNALIGNED_WARN = 0.1
-"""Warn when more than this share of HEAD's ops has no aligned BASE instance."""
-SELECTABLE_KINDS = tuple(k for k in KINDS if k != "overlap")
-
-
-@dataclass
-class WhatIf:
-    """The prediction. Times are ms per cycle (mean over HEAD's cycles)."""
-
-    selectors: list[str]
-    selected: pl.DataFrame  # contributor_id, kind, name, phase, device_id, delta_ms_per_cycle
-    base_ms_per_cycle: float  # measured (compare's mean critical-device span)
-    head_ms_per_cycle: float  # measured
-    replayed_head_ms_per_cycle: float  # HEAD replayed with its own durations (model check)
-    predicted_ms_per_cycle: float  # HEAD replayed with the selected durations from BASE
-    recovered_ms_per_cycle: float  # replayed_head - predicted (> 0: faster)
-    recovered_share: float | None  # recovered / (head - base): the part of the change explained
-    critical_path: pl.DataFrame  # kind, name, phase, ms_per_cycle, share (of the predicted span)
-    cycles: pl.DataFrame  # cycle, measured_ms, replayed_ms, predicted_ms
-    sweeps: int
-    warnings: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------- selectors
-
-
-def select(c: Comparison, selectors: list[str]) -> pl.DataFrame:
-    """Attribution rows chosen by selectors: `all`, a kind, a contributor id (c3), `name:REGEX`,
-    or a plain pattern (regex searched in contributor names)."""
-    att = c.attribution
-    if not selectors:
-        raise UsageError(
-            "nothing selected", "pass --take SELECTOR: all, a kind, an id like c3, or name:REGEX"
-        )
-    ids = set(att["contributor_id"].to_list())
-    chosen: set[str] = set()
-    for sel in selectors:
-        s = sel.strip()
-        if s.lower() == "all":
-            m = att.filter(pl.col("kind") != "overlap")
-        elif s.lower() in SELECTABLE_KINDS:
-            m = att.filter(pl.col("kind") == s.lower())
-        elif s.lower() == "overlap":
-            raise UsageError(
-                "overlap cannot be taken from base: it follows from the other durations",
-                "take the ops whose overlap changed instead",
-            )
-        elif s in ids:
-            m = att.filter(pl.col("contributor_id") == s)
-            if m["kind"][0] == "overlap":
-                raise UsageError(
-                    f"{s} is the streams' overlap: it follows from the other durations",
-                    "take the ops whose overlap changed instead",
-                )
-        else:
-            pattern = s[len("name:") :] if s.startswith("name:") else s
-            if re.fullmatch(r"c\d+", s):
-                raise UsageError(
-                    f"no contributor {s}", f"ids run c0..c{att.height - 1}; see `tracediff compare`"
-                )
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise UsageError(
-                    f"--take {sel!r}: not a valid regular expression ({e})",
-                    "escape special characters",
-                ) from None
-            m = att.filter(
-                (pl.col("kind") != "overlap") & pl.col("name").cast(pl.String).str.contains(pattern)
-            )
-        if m.height == 0:
-            raise UsageError(
-                f"--take {sel!r} matches no contributor",
-                "see `tracediff compare --format table` for ids, kinds and names",
-            )
-        chosen |= set(m["contributor_id"].to_list())
-    return att.filter(pl.col("contributor_id").is_in(sorted(chosen)))
 
 
 # ---------------------------------------------------------------- sweep
-
-
-def _seg_cummax(x: np.ndarray, seg: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Cumulative max of x restarting at each segment (segments contiguous, ids increasing).
-    Works in place on `x` (callers pass a temporary)."""
-    lo = x[first].min() if first.any() else x.min()
-    np.maximum(x, lo, out=x)  # below every segment's first value: never the running max
-    x -= lo
-    span = int(x.max()) + 1
-    nseg = int(seg[-1]) + 1 if len(seg) else 0
-    if span * max(nseg, 1) < (1 << 62):
-        off = seg * span  # lift each segment above the previous one: one global accumulate
-        x += off
-        np.maximum.accumulate(x, out=x)
-        x -= off
-        x += lo
-        return x
-    s = pl.DataFrame({"x": x + lo, "g": seg}).select(pl.col("x").cum_max().over("g"))
-    return s["x"].to_numpy()
 
 
 @dataclass
@@ -152,14 +59,13 @@ def _prepare(g: ReplayGraph, d: np.ndarray, s: np.ndarray) -> _Chains:
     w[1:] = d[:-1] + s[1:]
     w[0] = 0
     w[first] = 0
-    cs = np.cumsum(w)
     seg = np.cumsum(first) - 1
-    return _Chains(first, seg, cs - cs[first][seg], d, s)
+    return _Chains(first, seg, seg_cumsum(w, seg), d, s)
 
 
 def _solve(ch: _Chains, rr: np.ndarray) -> np.ndarray:
     """Starts of one sweep: start_i = max(rr_i, start_{i-1} + d_{i-1} + s_i) on every chain."""
-    return ch.c + _seg_cummax(rr - ch.c, ch.seg, ch.first)
+    return ch.c + seg_cummax(rr - ch.c, ch.seg, ch.first, overwrite=True)
 
 
 def sweep(
@@ -228,31 +134,7 @@ def sweep(
     )
 
 
-# ---------------------------------------------------------------- what-if
-
-
-def _spans(g: ReplayGraph, start: np.ndarray, end: np.ndarray) -> pl.DataFrame:
-    """Per cycle: span of the device that finishes last (ties: the longer span), as compare does.
-    Ops are in chain order, so each (cycle, device) is a contiguous run: reduceat, no group-by."""
-    seg = np.flatnonzero(
-        np.r_[True, (g.cycle[1:] != g.cycle[:-1]) | (g.device[1:] != g.device[:-1])]
-    )
-    smin, emax = np.minimum.reduceat(start, seg), np.maximum.reduceat(end, seg)
-    cyc, dev = g.cycle[seg], g.device[seg]
-    span = emax - smin
-    order = np.lexsort((-span, -emax, cyc))  # per cycle: latest end first, then longer span
-    best = order[np.r_[True, cyc[order][1:] != cyc[order][:-1]]]
-    return pl.DataFrame(
-        {"c": cyc[best], "dev": dev[best], "s": smin[best], "e": emax[best], "span": span[best]}
-    )
-
-
-def _seg_cumsum(x: np.ndarray, seg: np.ndarray) -> np.ndarray:
-    """Inclusive running sum of x restarting where `seg` changes (x, seg in the same order)."""
-    cs = np.cumsum(x)
-    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
-    before = np.r_[0, cs[starts[1:] - 1]] if len(starts) else np.zeros(0, dtype=cs.dtype)
-    return cs - np.repeat(before, np.diff(np.r_[starts, len(x)]))
+# ---------------------------------------------------------------- inputs
 
 
 def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.ndarray, ...]:
@@ -312,7 +194,7 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
         delta = np.where(take_g & (g.host != 0), g.gap_old - gap, 0)
         if delta.any():
             p = g.host_perm
-            shift[p] = _seg_cumsum(delta[p], g.host[p])
+            shift[p] = seg_cumsum(delta[p], g.host[p])
             r = np.where((r > NEG) & (g.host != 0), r - shift, r)
         pred = np.arange(n) - 1
         local = take_g & ~g.first & (g.devprev == pred)
@@ -328,19 +210,6 @@ def _inputs(g: ReplayGraph, chosen: np.ndarray, all_selected: bool) -> tuple[np.
     return d, r, s, tail, esrc, edst, elag, shift
 
 
-@dataclass
-class Replayed:
-    start: np.ndarray
-    end: np.ndarray
-    sweeps: int
-    release: np.ndarray
-    lag: np.ndarray
-    edge_src: np.ndarray
-    edge_dst: np.ndarray
-    edge_lag: np.ndarray
-    shift: np.ndarray  # host speed-up from idle taken away (cumulative per thread, graph order)
-
-
 def replay(
     g: ReplayGraph, chosen: np.ndarray | None = None, all_selected: bool = False
 ) -> Replayed:
@@ -349,101 +218,3 @@ def replay(
     d, r, s, tail, esrc, edst, elag, shift = _inputs(g, chosen, all_selected)
     start, end, k, r_final = sweep(g, d, r, s, tail, esrc, edst, elag, shift)
     return Replayed(start, end, k, r_final, s, esrc, edst, elag, shift)
-
-
-def predict(comparison: Comparison, selector: str | list[str], *, top: int = 10) -> WhatIf:
-    """Predict HEAD's mean cycle time with the selected contributors' durations taken from BASE.
-
-    `selector`: one selector or a list (`all`, a kind, an id such as "c3", "name:REGEX", a
-    pattern). Cheap to call repeatedly: the graph is built once per comparison and cached.
-    """
-    sels = [selector] if isinstance(selector, str) else list(selector)
-    chosen_df = select(comparison, sels)
-    g = build(comparison)
-    row = {cid: i for i, cid in enumerate(comparison.attribution["contributor_id"].to_list())}
-    chosen = np.array([row[x] for x in chosen_df["contributor_id"].to_list()], dtype=np.int64)
-    all_sel = any(s.strip().lower() == "all" for s in sels)
-    own = g.stats.get("own")
-    if not isinstance(own, Replayed):
-        own = g.stats["own"] = replay(g)  # the same for every selector: replay it once
-    rp = replay(g, chosen, all_sel)
-    sp0, sp1 = _spans(g, own.start, own.end), _spans(g, rp.start, rp.end)
-    measured = comparison.cycles.filter((pl.col("side") == "head") & pl.col("critical")).select(
-        "cycle", "span_ns"
-    )
-    cyc = (
-        pl.DataFrame({"c": np.arange(len(g.cycle_labels)), "cycle": g.cycle_labels})
-        .join(sp0.select("c", pl.col("span").alias("_r")), on="c")
-        .join(sp1.select("c", pl.col("span").alias("_p")), on="c")
-        .join(measured, on="cycle", how="left")
-        .select(
-            "cycle",
-            (pl.col("span_ns") / 1e6).alias("measured_ms"),
-            (pl.col("_r") / 1e6).alias("replayed_ms"),
-            (pl.col("_p") / 1e6).alias("predicted_ms"),
-        )
-        .sort("cycle")
-    )
-    replayed = float(cyc["replayed_ms"].to_numpy().mean())
-    predicted = float(cyc["predicted_ms"].to_numpy().mean())
-    recovered = replayed - predicted
-    change = comparison.head.mean_ms - comparison.base.mean_ms
-    warnings = []
-    unaligned = float(g.stats.get("unaligned_share", 0.0))
-    if unaligned > UNALIGNED_WARN:
-        warnings.append(
-            f"{100 * unaligned:.0f} % of head's ops are not aligned to base (their cycles differ "
-            "in content); taken from base they are removed, so the prediction is only as good "
-            "as the alignment: check --cycle"
-        )
-    if chosen_df["name"].cast(pl.String).str.ends_with("[wait for last rank]").any():
-        warnings.append(
-            "a collective's wait follows from the other ranks' timelines: "
-            "take the straggler's ops instead"
-        )
-    return WhatIf(
-        selectors=sels,
-        selected=chosen_df.select(
-            "contributor_id", "kind", "name", "phase", "device_id", "delta_ms_per_cycle", "status"
-        ),
-        base_ms_per_cycle=comparison.base.mean_ms,
-        head_ms_per_cycle=comparison.head.mean_ms,
-        replayed_head_ms_per_cycle=replayed,
-        predicted_ms_per_cycle=predicted,
-        recovered_ms_per_cycle=recovered,
-        recovered_share=recovered / change if abs(change) > 1e-12 else None,
-        critical_path=critical_path(g, rp, sp1, top),
-        cycles=cyc,
-        sweeps=rp.sweeps,
-        warnings=warnings,
-    )
-
-
-def recover_top(comparison: Comparison, n: int = 5) -> pl.DataFrame:
-    """For each of the top `n` contributors (by |change|, overlap excluded): HEAD's predicted mean
-    cycle with only that contributor taken from BASE, and the time that recovers. One replay each
-    (no critical path), so `compare --whatif` stays cheap.
-    Columns: contributor_id, predicted_ms_per_cycle, recovered_ms_per_cycle."""
-    att = comparison.attribution
-    top = att.with_row_index("_code").filter(pl.col("kind") != "overlap").head(n)
-    out = pl.DataFrame(
-        schema={
-            "contributor_id": pl.String,
-            "predicted_ms_per_cycle": pl.Float64,
-            "recovered_ms_per_cycle": pl.Float64,
-        }
-    )
-    ops = (comparison.replay_inputs or {}).get("ops")
-    if top.height == 0 or not isinstance(ops, pl.DataFrame) or ops.height == 0:
-        return out  # nothing to replay (host-only runs): the report shows no what-if section
-    g = build(comparison)
-    own = g.stats.get("own")
-    if not isinstance(own, Replayed):
-        own = g.stats["own"] = replay(g)
-    base_mean = float(_spans(g, own.start, own.end)["span"].to_numpy().mean()) / 1e6
-    rows = []
-    for cid, code in zip(top["contributor_id"].to_list(), top["_code"].to_list(), strict=True):
-        rp = replay(g, np.array([code], dtype=np.int64))
-        pred = float(_spans(g, rp.start, rp.end)["span"].to_numpy().mean()) / 1e6
-        rows.append((cid, pred, base_mean - pred))
-    return pl.DataFrame(rows, schema=out.schema, orient="row")
