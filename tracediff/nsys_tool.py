@@ -168,7 +168,7 @@ def run(cmd: list[str], *, timeout: float, what: str, src: Path) -> Result:
 
 def last_error_line(output: str) -> str:
     """The line of tool output that says what went wrong (progress bars dropped)."""
-    lines = [ln.strip() for ln in re.split(r"[\r\n]+", output) if ln.strip()]
+    lines: list[str] = [ln.strip() for ln in re.split(r"[\r\n]+", output) if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith("Processing") and "%" not in ln[:40]]
     for ln in reversed(lines):
         if re.search(r"error|fail|cannot|invalid|not found|mismatch", ln, re.IGNORECASE):

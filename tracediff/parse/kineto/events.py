@@ -185,7 +185,8 @@ class _Window:
 
 
 def _ops(exact: bool, data: bytes) -> list[Any]:
-    return decode_any(exact, lambda k: k.events.decode(data))
+    ops: list[Any] = decode_any(exact, lambda k: k.events.decode(data))
+    return ops
 
 
 def _piece(w: _Window, exact: bool, start: int, stop: int) -> Any:

@@ -333,6 +333,7 @@ class Source:
     def readinto(self, buf: memoryview) -> int:
         """Fill `buf` from the start with the next JSON bytes; 0 at the end."""
         try:
+            n: int
             if not self.gzip:
                 n = self._f.readinto(buf)
             else:
@@ -392,7 +393,7 @@ class Source:
                     data = self._f.read(_BLOCK)
                     if not data:
                         raise EOFError("compressed stream ended before the end-of-stream marker")
-                out = d.decompress(data, max_out)
+                out: bytes = d.decompress(data, max_out)
                 if out:
                     return out
         except (EOFError, zlib.error, _inflate.error) as e:
