@@ -268,7 +268,10 @@ def build(c: Comparison) -> ReplayGraph:
     # launches afterwards in the cycle (a chain of host-bound launches moves together)
     host, host_perm = host_order(h, cyc_d)
     kc = {x: keys[x].to_numpy()[key] for x in ("_cid", "_tid", "_gid")}
-    col = lambda x: h[x].to_numpy()  # noqa: E731
+
+    def col(x: str) -> np.ndarray:
+        return h[x].to_numpy()
+
     return ReplayGraph(
         keys=keys.select("_k", *KEY, "_cid", "_tid", "_wid", "_gid"),
         key=key,

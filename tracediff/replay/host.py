@@ -171,7 +171,10 @@ def find_syncs(h: pl.DataFrame, api: object, host: np.ndarray) -> HostSyncs:
     ).filter(pl.col("_k").is_not_null() & (pl.col("_wc") == pl.col("_cyc")))
     op_win = np.full(n, -1, dtype=np.int64)
     op_win[k["_i"].to_numpy()] = k["_k"].to_numpy().astype(np.int64)
-    col = lambda c: win[c].to_numpy().astype(np.int64)  # noqa: E731
+
+    def col(c: str) -> np.ndarray:
+        return win[c].to_numpy().astype(np.int64)
+
     return HostSyncs(
         host=col("_host"),
         start=col("_s"),
@@ -194,4 +197,5 @@ def offsets(hs: HostSyncs, end: np.ndarray, shift: np.ndarray) -> np.ndarray:
     b = end[hs.w] + hs.wake - hs.end
     c = seg_cumsum(a, seg)
     m = seg_cummax(b - c, np.cumsum(first) - 1, first, overwrite=True)
-    return c + np.maximum(0, m)
+    u: np.ndarray = c + np.maximum(0, m)
+    return u

@@ -65,7 +65,8 @@ def _prepare(g: ReplayGraph, d: np.ndarray, s: np.ndarray) -> _Chains:
 
 def _solve(ch: _Chains, rr: np.ndarray) -> np.ndarray:
     """Starts of one sweep: start_i = max(rr_i, start_{i-1} + d_{i-1} + s_i) on every chain."""
-    return ch.c + seg_cummax(rr - ch.c, ch.seg, ch.first, overwrite=True)
+    start: np.ndarray = ch.c + seg_cummax(rr - ch.c, ch.seg, ch.first, overwrite=True)
+    return start
 
 
 def sweep(
