@@ -30,7 +30,7 @@ lint: setup
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
 
-# mypy: strict on the modules listed in pyproject's [[tool.mypy.overrides]], defaults elsewhere.
+# mypy: --strict, except the packages that pyproject's [[tool.mypy.overrides]] relax.
 typecheck: setup
 	$(BIN)/mypy
 
