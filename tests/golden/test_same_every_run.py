@@ -21,7 +21,8 @@ from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
 from tracediff.replay import predict
-from tracediff.report import phase_rollup, render
+from tracediff.report import render
+from tracediff.report.compare_json import phase_rollup
 
 DATA = Path(__file__).parent.parent / "data"
 KINETO = DATA / "kineto"

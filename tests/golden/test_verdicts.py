@@ -16,7 +16,9 @@ import pytest
 
 from tracediff.engine.compare import compare
 from tracediff.parse import load
-from tracediff.report import render, to_dict, verdict_lines
+from tracediff.report import render
+from tracediff.report.compare_json import to_dict
+from tracediff.report.verdict import verdict_lines
 
 DATA = Path(__file__).parent.parent / "data"
 

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.engine.result import Comparison, EnvDiff
+from tracediff.report.verdict import verdict_lines
 from tracediff.tui import model as m
 from tracediff.tui.verdict import verdict_text
 
@@ -110,3 +111,19 @@ def test_verdict_shows_environment_differences_and_warnings(comparison: Comparis
     plain = verdict_text(c).plain
     assert "environment differs: manifest.gpu_clock_mhz: 1980 → 1755" in plain
     assert "head: 2 cycles cut" in plain and "1 more warnings: press w" in plain
+
+
+def test_verdict_words_are_the_reports_in_the_tui_too(comparison: Comparison) -> None:
+    """One wording: without a CI (one cycle a side) the TUI says what the text report says, not
+    "CI [+nan, +nan] not significant"; with one, the same CI and change."""
+    nan = float("nan")
+    one = replace(comparison, delta_ci95=(nan, nan), significant=False, delta_pct=nan)
+    tui, report = verdict_text(one).plain, "\n".join(verdict_lines(one))
+    for words in ("no CI with fewer than 2 cycles a side", "(n/a)", "CI -"):
+        assert words in tui and words in report, words
+    assert "nan" not in tui.lower() and "nan" not in report.lower()
+    tui, report = verdict_text(comparison).plain, "\n".join(verdict_lines(comparison))
+    lo, hi = comparison.delta_ci95
+    ci = f"[{lo:+.3f}, {hi:+.3f}]"
+    change = f"{comparison.delta_ms_per_cycle:+.3f} ms"
+    assert ci in tui and ci in report and change in tui and change in report

@@ -219,8 +219,8 @@ def test_cycle_name_with_colons_is_a_name_first(spec: Run) -> None:
 def test_info_device_listed_twice_takes_its_known_values(tmp_path: Path) -> None:
     """A device listed by two processes, once without its properties: `info` shows the known
     name and SM count (it kept either row, by run)."""
-    from tracediff.commands.info import summarize
     from tracediff.runfile import write_run
+    from tracediff.runinfo import summarize
 
     run = load(ROOT / "samples" / "specloop_good.arrow")
     d = pl.from_arrow(run.table("devices"))
@@ -235,7 +235,7 @@ def test_info_device_listed_twice_takes_its_known_values(tmp_path: Path) -> None
     tables["devices"] = schema.conform("devices", pl.concat([blank, d]).to_arrow())
     path = tmp_path / "twice.arrow"
     write_run(Run(tables=tables, metadata=dict(run.metadata)), path)
-    got = [summarize(path)["devices"] for _ in range(RUNS)]
+    got = [summarize(load(path))["devices"] for _ in range(RUNS)]
     assert _one([str(g) for g in got])
     (dev,) = got[0]
     assert dev["name"] == d["name"][0] and dev["sm_count"] == d["sm_count"][0]

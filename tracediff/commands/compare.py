@@ -93,11 +93,12 @@ def run(args: argparse.Namespace) -> int:
     say(f"reading {args.head}")
     head = load(args.head)
     result = compare(base, head, cycle=args.cycle, n_boot=args.bootstrap, progress=say)
+    whatif = None
     if args.whatif:
         from tracediff.replay import recover_top
 
         say(f"replaying the top {args.whatif} contributors")
-        result.replay_inputs["whatif"] = recover_top(result, args.whatif)
+        whatif = recover_top(result, args.whatif)
     if args.export:
         from tracediff.export.parquet import export_comparison
 
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if fmt != "table":  # table prints them itself; machine formats keep stdout pure data
             for w in result.warnings:
                 print(f"tracediff: warning: {w}", file=sys.stderr)
-        sys.stdout.write(render(result, fmt, args.top))
+        sys.stdout.write(render(result, fmt, args.top, whatif=whatif))
     if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
         print(
             f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant",

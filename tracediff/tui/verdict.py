@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
+from tracediff.report.verdict import verdict_words
 
 MAX_WARNING_LINES = 2
 
@@ -24,18 +25,18 @@ def verdict_text(c: Comparison) -> Text:
     if c.critical_device is not None:
         t.append(f" · critical GPU {c.critical_device}")
     t.append(f" · {b.label} vs {h.label} ({b.cycle_method})\n", "#8a8a8a")
-    worse = c.delta_ms_per_cycle > 0
+    v = verdict_words(c)  # the words are the report's (tracediff.report.verdict); styled here
     t.append("change ")
     t.append(
-        f"{c.delta_ms_per_cycle:+.3f} ms ({c.delta_pct:+.1f} %)",
-        ("bold #ff5f5f" if worse else "bold #5fd787") if c.significant else "bold",
+        f"{v.change} ms ({v.pct})",
+        ("bold #ff5f5f" if v.worse else "bold #5fd787") if v.state == "significant" else "bold",
     )
-    t.append(f" CI [{c.delta_ci95[0]:+.3f}, {c.delta_ci95[1]:+.3f}] ")
-    if c.significant:
-        t.append(" SIGNIFICANT ", "bold reverse")
+    t.append(f" CI {v.ci} ")
+    if v.state == "significant":
+        t.append(f" {v.significance.upper()} ", "bold reverse")
     else:
-        t.append("not significant (within noise)", "italic")
-    t.append(f" · noise {c.noise_floor_ms:.3f} ms", "#8a8a8a")
+        t.append(v.significance, "italic")
+    t.append(f" · noise {v.noise_floor} ms", "#8a8a8a")
     notes = [f"environment differs: {d.key}: {d.base!r} → {d.head!r}" for d in c.env_diffs] + list(
         c.warnings
     )

@@ -1,0 +1,44 @@
+"""Every output format tracediff prints: one package, one renderer per command.
+
+Stage: output. `compare_json` / `compare_text` render a `Comparison` (json; table, markdown,
+csv), `whatif` a what-if prediction, `info` a run summary; `verdict` holds the verdict's words
+that the text reports and the TUI share; `jsonout` the JSON rules (NaN/inf as null, layout);
+`text` the column helpers. Each renderer module's docstring holds its JSON schema.
+No module here imports textual or runs the engine: a renderer takes a result and returns a string.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracediff.engine.result import Comparison
+from tracediff.report.compare_json import phase_rollup, to_dict
+from tracediff.report.compare_text import render_csv, render_markdown, render_table
+from tracediff.report.jsonout import dumps
+from tracediff.report.verdict import verdict_lines, verdict_words
+
+FORMATS = ("table", "markdown", "json", "csv")
+
+__all__ = [
+    "FORMATS",
+    "phase_rollup",
+    "render",
+    "render_csv",
+    "render_markdown",
+    "render_table",
+    "to_dict",
+    "verdict_lines",
+    "verdict_words",
+]
+
+
+def render(c: Comparison, fmt: str, top: int = 15, *, whatif: pl.DataFrame | None = None) -> str:
+    """`compare`'s report in `fmt` (one of FORMATS); `whatif`: the `--whatif` recovery table
+    (tracediff.replay.recover_top), shown in table and JSON when given."""
+    if fmt == "json":
+        return dumps(to_dict(c, whatif=whatif))
+    if fmt == "markdown":
+        return render_markdown(c, top)
+    if fmt == "csv":
+        return render_csv(c)
+    return render_table(c, top, whatif=whatif)

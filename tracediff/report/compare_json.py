@@ -1,0 +1,127 @@
+"""`compare --format json`: a `Comparison` (and the `--whatif` recovery, when asked) as a dict.
+
+Stage: output. Input: a Comparison and optionally the `recover_top` table; output: the dict that
+`jsonout.dumps` prints.
+
+JSON schema (stable; `format_version` bumps on incompatible change):
+  {"format_version": 1,
+   "base"/"head": {"label", "source", "cycles", "cycle_method", "mean_ms", "p50_ms", "p90_ms", "p99_ms",
+                   "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices"},
+   "delta_ms_per_cycle": {"mean", "ci95": [lo, hi], "pct", "significant"},
+   "noise_floor_ms", "residual_ms_per_cycle", "critical_device",
+   "environment": [{"key", "base", "head"}],
+   "attribution": [{"id", "kind", "name", "phase", "device", "base_ms_per_cycle", "head_ms_per_cycle",
+                    "delta_ms_per_cycle", "ci95": [lo, hi], "significant", "share", "status",
+                    "base_count_per_cycle", "head_count_per_cycle"}],   # sorted by |delta|
+   "across_gpus": [{"kind", "name", "phase", "devices", "top_device",      # multi-GPU only, else []:
+                    "top_device_delta_ms_per_cycle", "base_ms_per_cycle",  # attribution summed
+                    "head_ms_per_cycle", "delta_ms_per_cycle", "ci95",     # over GPUs
+                    "significant", "share"}],
+   "phases": [{"phase", "delta_ms_per_cycle"}],            # GPU attribution summed per host phase
+   "host": [{"phase", "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95", "significant"}],
+   "collectives": [{"op", "dtype", "bytes", "device", "base_ms_per_cycle", "head_ms_per_cycle", ...}],
+   "warnings": [str],
+   "whatif": [{"contributor_id", "predicted_ms_per_cycle", "recovered_ms_per_cycle"}]}  # --whatif only
+NaN and infinite numbers are null (jsonout.clean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import polars as pl
+
+from tracediff.engine.result import Comparison
+from tracediff.report.jsonout import ci_pair, clean
+
+
+def _estimate(r: dict[str, Any]) -> dict[str, Any]:
+    """A contributor row's estimate, as both the per-GPU and the summed JSON rows give it."""
+    return {
+        "base_ms_per_cycle": r["base_ms_per_cycle"],
+        "head_ms_per_cycle": r["head_ms_per_cycle"],
+        "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+        "ci95": ci_pair(r["ci95_low"], r["ci95_high"]),
+        "significant": r["significant"],
+        "share": clean(r["share"]),
+    }
+
+
+def phase_rollup(c: Comparison) -> pl.DataFrame:
+    """GPU attribution summed per host phase, by |change| then phase (the same every run)."""
+    if c.attribution.height == 0:
+        return pl.DataFrame(schema={"phase": pl.String, "delta_ms_per_cycle": pl.Float64})
+    return (
+        c.attribution.group_by("phase")
+        .agg(pl.col("delta_ms_per_cycle").sum())
+        .sort(pl.col("delta_ms_per_cycle").abs(), "phase", descending=[True, False])
+    )
+
+
+def to_dict(
+    c: Comparison, top: int | None = None, *, whatif: pl.DataFrame | None = None
+) -> dict[str, Any]:
+    """The JSON document; `top` cuts attribution and across_gpus; `whatif` adds its key."""
+    att = c.attribution if top is None else c.attribution.head(top)
+    across = c.across_gpus if top is None else c.across_gpus.head(top)
+    return {
+        "format_version": 1,
+        "base": {k: clean(v) for k, v in asdict(c.base).items()},
+        "head": {k: clean(v) for k, v in asdict(c.head).items()},
+        "delta_ms_per_cycle": {
+            "mean": c.delta_ms_per_cycle,
+            "ci95": [clean(x) for x in c.delta_ci95],
+            "pct": clean(c.delta_pct),
+            "significant": c.significant,
+        },
+        "noise_floor_ms": c.noise_floor_ms,
+        "residual_ms_per_cycle": c.residual_ms_per_cycle,
+        "critical_device": c.critical_device,
+        "environment": [{"key": d.key, "base": d.base, "head": d.head} for d in c.env_diffs],
+        "attribution": [
+            {
+                "id": r["contributor_id"],
+                "kind": r["kind"],
+                "name": r["name"],
+                "phase": r["phase"],
+                "device": r["device_id"],
+                **_estimate(r),
+                "status": r["status"],
+                "base_count_per_cycle": r["base_count_per_cycle"],
+                "head_count_per_cycle": r["head_count_per_cycle"],
+            }
+            for r in att.iter_rows(named=True)
+        ],
+        "across_gpus": [
+            {
+                "kind": r["kind"],
+                "name": r["name"],
+                "phase": r["phase"],
+                "devices": r["devices"],
+                "top_device": r["top_device_id"],
+                "top_device_delta_ms_per_cycle": r["top_device_delta_ms_per_cycle"],
+                **_estimate(r),
+            }
+            for r in across.iter_rows(named=True)
+        ],
+        "phases": phase_rollup(c).to_dicts(),
+        "host": [
+            {
+                "phase": r["phase"],
+                "base_ms_per_cycle": r["base_ms_per_cycle"],
+                "head_ms_per_cycle": r["head_ms_per_cycle"],
+                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+                "ci95": ci_pair(r["ci95_low"], r["ci95_high"]),
+                "significant": r["significant"],
+            }
+            for r in c.host.iter_rows(named=True)
+        ]
+        if c.host.height
+        else [],
+        "collectives": c.collectives.rename({"device_id": "device"}).to_dicts()
+        if c.collectives.height
+        else [],
+        "warnings": c.warnings,
+        **({"whatif": whatif.to_dicts()} if whatif is not None else {}),
+    }

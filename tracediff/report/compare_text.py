@@ -1,0 +1,168 @@
+"""`compare --format table|markdown|csv`: a `Comparison` as text for a terminal, a PR, a sheet.
+
+Stage: output. Input: a Comparison (and optionally the `--whatif` recovery table, columns
+contributor_id, predicted_ms_per_cycle, recovered_ms_per_cycle); output: a string for stdout.
+The CSV is the attribution table as it is (its columns are documented in engine/result.py).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracediff.engine.result import Comparison
+from tracediff.report.compare_json import phase_rollup
+from tracediff.report.text import ci_cell, short
+from tracediff.report.verdict import verdict_lines
+
+
+def _across_table(c: Comparison, top: int) -> list[str]:
+    """Multi-GPU: the contributors summed over GPUs, before the per-GPU rows."""
+    a = c.across_gpus
+    if a.height == 0:
+        return []
+    out = [
+        "",
+        "summed over GPUs (each cycle counted on the GPU that finished last):",
+        f"{'kind':<10} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} "
+        f"{'most on':>12}  name",
+    ]
+    for r in a.head(top).iter_rows(named=True):
+        mark = "*" if r["significant"] else " "
+        ci = ci_cell(r["ci95_low"], r["ci95_high"])
+        most = f"GPU {r['top_device_id']} {r['top_device_delta_ms_per_cycle']:+.3f}"
+        out.append(
+            f"{r['kind']:<10} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} "
+            f"{r['head_ms_per_cycle']:9.3f} {r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} "
+            f"{most:>12}  {short(r['name'], 60)}"
+        )
+    out += ["", "per GPU:"]
+    return out
+
+
+def _whatif_lines(c: Comparison, w: pl.DataFrame | None) -> list[str]:
+    if w is None or w.height == 0:
+        return []
+    names = dict(zip(c.attribution["contributor_id"], c.attribution["name"], strict=True))
+    out = [
+        "",
+        "what-if: replay head with one contributor taken from base (tracediff whatif --take ID):",
+    ]
+    for r in w.iter_rows(named=True):
+        out.append(
+            f"  {r['contributor_id']:>5}  predicted {r['predicted_ms_per_cycle']:9.3f} ms/cycle, "
+            f"recovers {r['recovered_ms_per_cycle']:+.3f}  {short(names.get(r['contributor_id'], ''), 60)}"
+        )
+    return out
+
+
+def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = None) -> str:
+    out = []
+    if c.env_diffs:
+        out.append("ENVIRONMENT DIFFERS (check before trusting the diff):")
+        out += [f"  {d.key}: {d.base!r} -> {d.head!r}" for d in c.env_diffs]
+        out.append("")
+    out += verdict_lines(c)
+    out += _across_table(c, min(top, 10))
+    out.append("")
+    out.append(
+        f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name"
+    )
+    for r in c.attribution.head(top).iter_rows(named=True):
+        mark = "*" if r["significant"] else " "
+        share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
+        ci = ci_cell(r["ci95_low"], r["ci95_high"])
+        dev = "-" if r["device_id"] is None else str(r["device_id"])
+        name = (
+            r["name"]
+            if r["status"] in ("matched", "-", "host-side")
+            else f"{r['name']} ({r['status']})"
+        )
+        out.append(
+            f"{r['kind']:<10} {dev:>3} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
+            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {short(name, 70)}"
+        )
+    if c.attribution.height > top:
+        rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
+        out.append(
+            f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle"
+        )
+    out.append(
+        "* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
+    )
+    if any(
+        s == "host-side" and sig
+        for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)
+    ):
+        out.append(
+            "note: host-bound idle follows CPU launch speed and swings from run to run; the CI covers cycle-to-cycle"
+            " noise within these two runs only: repeat the capture before blaming the code"
+        )
+    out += _whatif_lines(c, whatif)
+    roll = phase_rollup(c)
+    if roll.height > 1:
+        out.append("")
+        out.append(
+            "GPU change by phase: "
+            + ", ".join(
+                f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms"
+                for r in roll.iter_rows(named=True)
+            )
+        )
+    if c.host.height:
+        out.append(
+            "host wall time by phase: "
+            + ", ".join(
+                f"{r['phase']} {r['delta_ms_per_cycle']:+.3f} ms{'*' if r['significant'] else ''}"
+                for r in c.host.iter_rows(named=True)
+            )
+        )
+    for warning in c.warnings:
+        out.append(f"warning: {warning}")
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(c: Comparison, top: int = 20) -> str:
+    out = ["## tracediff", ""]
+    if c.env_diffs:
+        out += (
+            ["**Environment differs:**", ""]
+            + [f"- `{d.key}`: `{d.base}` → `{d.head}`" for d in c.env_diffs]
+            + [""]
+        )
+    out += [f"- {line}" for line in verdict_lines(c)] + [""]
+    if c.across_gpus.height:
+        out += [
+            "Summed over GPUs (each cycle counted on the GPU that finished last):",
+            "",
+            "| kind | phase | base ms | head ms | change ms | 95% CI | sig | most on GPU | name |",
+            "|---|---|---:|---:|---:|---|---|---|---|",
+        ]
+        for r in c.across_gpus.head(min(top, 10)).iter_rows(named=True):
+            name = r["name"].replace("|", "\\|")
+            out.append(
+                f"| {r['kind']} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+                f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | "
+                f"[{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
+                f"{'yes' if r['significant'] else 'no'} | "
+                f"{r['top_device_id']} ({r['top_device_delta_ms_per_cycle']:+.3f}) | "
+                f"`{short(name, 90)}` |"
+            )
+        out += ["", "Per GPU:", ""]
+    out += [
+        "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
+        "|---|---|---|---:|---:|---:|---|---|---:|---|---|",
+    ]
+    for r in c.attribution.head(top).iter_rows(named=True):
+        share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
+        name = r["name"].replace("|", "\\|")
+        out.append(
+            f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+            f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
+            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{short(name, 90)}` |"
+        )
+    out += [""] + [f"> warning: {w}" for w in c.warnings]
+    return "\n".join(out) + "\n"
+
+
+def render_csv(c: Comparison) -> str:
+    return c.attribution.write_csv()

@@ -1,0 +1,45 @@
+"""`tracediff info`: a run summary (tracediff.runinfo.summarize) as a table or JSON.
+
+Stage: output. Input: the summary dict; output: a string for stdout (the warnings it holds are
+the command's to print on stderr).
+
+JSON schema (stable, for scripts):
+  {"source": str, "source_format": str, "tool_versions": {"nsys": str|null, "nsys_schema": str|null,
+   "tracediff_format": int}, "time_origin_utc_ns": int|null,
+   "tables": {table: row_count}, "span_ns": {"start": int|null, "end": int|null},
+   "devices": [{"device_id", "name", "sm_count", "memory_bytes", "kernels", "kernel_time_ns"}],
+   "kernels": {"count": int, "total_time_ns": int}, "warnings": [str]}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracediff.report.jsonout import dumps
+
+FORMATS = ("table", "json")
+
+
+def render_table(info: dict[str, Any]) -> str:
+    tv = info["tool_versions"]
+    lines = [
+        f"source          {info['source']} ({info['source_format']})",
+        f"nsys            {tv['nsys'] or '-'} (schema {tv['nsys_schema'] or '-'}); "
+        f"run format {tv['tracediff_format']}",
+    ]
+    span = info["span_ns"]
+    if span["start"] is not None:
+        lines.append(f"time span       {(span['end'] - span['start']) / 1e6:.3f} ms")
+    lines.append("tables          " + ", ".join(f"{t}={n}" for t, n in info["tables"].items()))
+    k = info["kernels"]
+    lines.append(f"kernels         {k['count']} kernels, {k['total_time_ns'] / 1e6:.3f} ms total")
+    for d in info["devices"]:
+        lines.append(
+            f"  GPU {d['device_id']:<3} {d['name'] or '?':<24} {d['kernels']:>9} kernels "
+            f"{d['kernel_time_ns'] / 1e6:>12.3f} ms"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render(info: dict[str, Any], fmt: str) -> str:
+    return dumps(info) if fmt == "json" else render_table(info)

@@ -1,0 +1,23 @@
+"""Text helpers shared by the table and markdown renderers: names cut to a column, CI cells.
+
+Stage: output.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def short(name: str, width: int) -> str:
+    """name cut to width; a trailing " [...]" tag (a collective's wait / transfer part) is kept."""
+    if len(name) <= width:
+        return name
+    head, sep, tag = name.rpartition(" [")
+    if sep and tag.endswith("]") and len(tag) + 4 < width // 2:
+        return head[: width - len(tag) - 3] + "… [" + tag
+    return name[: width - 1] + "…"
+
+
+def ci_cell(lo: float, hi: float) -> str:
+    """A table row's CI: `[+lo,+hi]`, or "-" where there is none (fewer than 2 cycles a side)."""
+    return "-" if math.isnan(lo) else f"[{lo:+.3f},{hi:+.3f}]"

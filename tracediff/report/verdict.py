@@ -1,0 +1,76 @@
+"""The verdict in words: the change per cycle, its CI and whether it can be believed.
+
+Stage: output. Input: a `Comparison`; output: the words (`verdict_words`) that the text reports
+(`verdict_lines`) and the TUI's verdict panel both print, so a NaN CI, a NaN percentage or a
+single cycle reads the same everywhere. The TUI only styles these parts; it adds no wording.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from tracediff.engine.result import Comparison
+
+State = Literal["significant", "noise", "undecided"]
+
+SIGNIFICANCE: dict[State, str] = {
+    "significant": "significant",
+    "noise": "not significant (within noise)",
+    "undecided": "no CI with fewer than 2 cycles a side (try --cycle NAME)",
+}
+
+
+@dataclass(frozen=True)
+class VerdictWords:
+    """The verdict's parts as text. `state` says which of the three verdicts it is."""
+
+    change: str  # "+1.234" (ms per cycle, signed)
+    pct: str  # "+5.6 %", or "n/a" where base has no time
+    ci: str  # "[+1.000, +1.500]", or "-" where there is no CI
+    state: State
+    significance: str  # SIGNIFICANCE[state]
+    noise_floor: str  # "0.396" (ms)
+    worse: bool  # head is slower
+
+
+def verdict_words(c: Comparison) -> VerdictWords:
+    lo, hi = c.delta_ci95
+    undecided = math.isnan(lo) or math.isnan(hi)
+    state: State = "undecided" if undecided else "significant" if c.significant else "noise"
+    pct = c.delta_pct
+    return VerdictWords(
+        change=f"{c.delta_ms_per_cycle:+.3f}",
+        pct="n/a" if math.isnan(pct) or math.isinf(pct) else f"{pct:+.1f} %",
+        ci="-" if undecided else f"[{lo:+.3f}, {hi:+.3f}]",
+        state=state,
+        significance=SIGNIFICANCE[state],
+        noise_floor=f"{c.noise_floor_ms:.3f}",
+        worse=c.delta_ms_per_cycle > 0,
+    )
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    """The verdict as the table and markdown reports open with it."""
+    b, h = c.base, c.head
+    v = verdict_words(c)
+    lines = [
+        f"base  {b.label}: {b.cycles} cycles ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
+        f"head  {h.label}: {h.cycles} cycles ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
+        f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {v.significance}; "
+        f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
+    ]
+    if c.critical_device is not None and len(h.devices) > 1:
+        lines.append(f"critical GPU (finishes last in most head cycles): {c.critical_device}")
+    if b.wall_mean_ms is not None and h.wall_mean_ms is not None and h.devices:
+        dw = h.wall_mean_ms - b.wall_mean_ms
+        lines.append(
+            f"host range wall time per cycle: {b.wall_mean_ms:.3f} -> {h.wall_mean_ms:.3f} ms ({dw:+.3f} ms)"
+        )
+        if abs(dw) > 3 * max(abs(c.delta_ms_per_cycle), c.noise_floor_ms):
+            lines.append(
+                "the change is on the host side, outside the GPU span of the cycle (data loading,"
+                " Python, syncs): see the host phases below"
+            )
+    return lines
