@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tracediff.report.jsonout import clean, dumps
 
 if TYPE_CHECKING:  # the report never needs the replay at run time, only its result's shape
-    from tracediff.replay.simulate import WhatIf
+    from tracediff.replay.types import WhatIf
 
 FORMATS = ("table", "json")
 SELECTED_ROWS = 12  # selected contributors listed before "... N more"
