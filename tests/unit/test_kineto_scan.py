@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from tracediff.errors import TracediffError
 from tracediff.parse.kineto import events, read_kineto, scan
-from tracediff.parse.kineto.roles import _ARG_KEYS, _ROLES, ARG_FIELDS
+from tracediff.parse.kineto.fields import ARG_FIELDS, ARG_KEYS, CATEGORY_ROLE
 
 DATA = Path(__file__).parent.parent / "data"
 REAL = sorted((DATA / "kineto").glob("*.json.gz")) + sorted((DATA / "h200").glob("k_*.json.gz"))
@@ -352,7 +352,7 @@ _PHASE = _rare(
 )
 _CAT = st.sampled_from(
     [
-        *_ROLES,
+        *CATEGORY_ROLE,
         *["cpu_op"] * 3,
         "python_function",
         "ac2g",
@@ -374,7 +374,7 @@ def _args(draw: st.DrawFn, role: str | None) -> str:
     if role == "cpu_op":
         fields = list(ARG_FIELDS["comms"])
     items = [
-        f'"{_ARG_KEYS[f]}": ' + draw(_KIND_VALUES[scan._kind(f)])
+        f'"{ARG_KEYS[f]}": ' + draw(_KIND_VALUES[scan._kind(f)])
         for f in fields
         if draw(st.booleans())
     ]
@@ -389,7 +389,7 @@ def _args(draw: st.DrawFn, role: str | None) -> str:
 @st.composite
 def _event(draw: st.DrawFn, space: st.SearchStrategy[str], ts: Any = _TS) -> str:
     cat = draw(_CAT)
-    role = _ROLES.get(cat) if cat else None
+    role = CATEGORY_ROLE.get(cat) if cat else None
     fields = [("ph", draw(_PHASE)), ("pid", draw(_ID)), ("tid", draw(_ID))]
     if cat is not None:
         fields.append(("cat", json.dumps(cat)))

@@ -16,6 +16,7 @@ import pytest
 
 from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
 from tracediff.parse.kineto import events, read_kineto, scan
+from tracediff.parse.kineto.fields import ROLE_NAMES
 
 pytestmark = pytest.mark.skipif(not scan.ENABLED, reason="the native scanner is not built")
 
@@ -76,7 +77,7 @@ def test_two_threads_give_one_threads_columns(trap_every: int) -> None:
         cols = [p[1][code][col] for p in parts if code in p[1]]
         return [scan._array(c).to_pylist() for c in cols]
 
-    kernel = scan._ROLE_NAMES.index("kernel") + 1
+    kernel = ROLE_NAMES.index("kernel") + 1
     for col in range(len(scan._COLUMNS["kernel"])):
         a = [v for part in joined(one[0], kernel, col) for v in part]
         b = [v for part in joined(two[0], kernel, col) for v in part]
@@ -97,7 +98,7 @@ def test_a_split_inside_a_string_is_scanned_whole() -> None:
     )
     got = _scan(data, 2)
     assert not isinstance(got[0], str), got
-    kernel = scan._ROLE_NAMES.index("kernel") + 1
+    kernel = ROLE_NAMES.index("kernel") + 1
     names = [v for p in got[0] if kernel in p[1] for v in scan._array(p[1][kernel][0]).to_pylist()]
     assert "fake" not in names and len(names) == 3000
 

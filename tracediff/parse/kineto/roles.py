@@ -3,8 +3,9 @@
 Stage: parse (inside the Kineto reader). Input: the event records of one chunk of the trace
 (events.py); output: per role, typed columns appended chunk by chunk, so no event record
 outlives its chunk. A role's frame has `name`, `pid`, `tid`, `start_ns`, `duration_ns`,
-`end_ns` and the args columns that role reads. A segment of a large trace (segments.py) is
-compacted into one frame per role by the process that read it; `merge` appends segments.
+`end_ns` and the args columns that role reads (fields.py: which categories are which role, and
+which args each reads). A segment of a large trace (segments.py) is compacted into one frame per
+role by the process that read it; `merge` appends segments.
 
 Each chunk's categories become a one-byte numpy column; each role's records are picked by index
 in C and turned into Arrow arrays with one C-level pass per field, so no per-event Python code
@@ -27,83 +28,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .clock import Clock, to_int64
+from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
 
-# Category → role. Current names, then the 2021 schema's capitalised ones.
-_ROLES = {
-    "kernel": "kernel",
-    "Kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "Memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "Memset": "memset",
-    "cuda_runtime": "runtime",
-    "Runtime": "runtime",
-    "cuda_driver": "driver",
-    "user_annotation": "annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "cpu_op": "cpu_op",
-    "Operator": "cpu_op",
-}
-_ROLE_NAMES = sorted(set(_ROLES.values()))
-_ROLE_CODE = {cat: _ROLE_NAMES.index(role) + 1 for cat, role in _ROLES.items()}  # 0: not read
-
-_COMM = ("coll", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name", "rank")
-_COPY = ("device", "stream", "correlation", "nbytes", "kind")
-# args fields each role reads; ProfilerStep#N operators ("step") and c10d's record_param_comms
-# operators ("comms") come from cpu_op
-ARG_FIELDS: dict[str, tuple[str, ...]] = {
-    "kernel": ("device", "stream", "correlation", "grid", "block", "registers", *_COMM),
-    "memcpy": _COPY,
-    "memset": _COPY,
-    "runtime": ("correlation",),
-    "driver": ("correlation",),
-    "gpu_annotation": ("device", "stream"),
-    "annotation": (),
-    "step": (),
-    "comms": _COMM,
-}
-_INTS = pl.List(pl.Int64())
-# the `args` keys read, by column name
-_ARG_KEYS = {
-    "device": "device",
-    "stream": "stream",
-    "correlation": "correlation",
-    "grid": "grid",
-    "block": "block",
-    "registers": "registers per thread",
-    "nbytes": "bytes",
-    "kind": "kind",
-    "coll": "Collective name",
-    "in_nelems": "In msg nelems",
-    "out_nelems": "Out msg nelems",
-    "dtype": "dtype",
-    "group_size": "Group size",
-    "pg_name": "Process Group Name",
-    "rank": "Rank",
-}
 # a role's args are decoded into a record of only its fields (the other keys are skipped)
 _ARG_TYPES: dict[tuple[str, ...], Any] = {
     fields: msgspec.defstruct(
         "Args",
-        [(f, Any, msgspec.field(default=None, name=_ARG_KEYS[f])) for f in fields],
+        [(f, Any, msgspec.field(default=None, name=ARG_KEYS[f])) for f in fields],
         gc=False,
     )
     for fields in set(ARG_FIELDS.values())
 }
 _ARG_DECODERS = {f: msgspec.json.Decoder(list[t]) for f, t in _ARG_TYPES.items()}  # type: ignore[valid-type]
-
-
-def _dtype(field: str) -> pl.DataType:
-    if field in ("grid", "block"):
-        return _INTS
-    return pl.String() if field in ("kind", "coll", "dtype", "pg_name") else pl.Int64()
-
-
-_BASE = {c: pl.Int64() for c in ("pid", "tid", "start_ns", "duration_ns", "end_ns")}
-
-
-def _schema(role: str) -> dict[str, pl.DataType]:
-    return {"name": pl.String(), **_BASE, **{f: _dtype(f) for f in ARG_FIELDS[role]}}
 
 
 class _Step(NamedTuple):
@@ -147,13 +83,13 @@ class Roles:
             return self._add_scanned(events)
         self.n_events += len(events)
         cats = map(attrgetter("cat"), events)
-        codes = np.fromiter(map(_ROLE_CODE.get, cats, repeat(0)), np.uint8, len(events))
-        counts = np.bincount(codes, minlength=len(_ROLE_NAMES) + 1)
+        codes = np.fromiter(map(ROLE_CODE.get, cats, repeat(0)), np.uint8, len(events))
+        counts = np.bincount(codes, minlength=len(ROLE_NAMES) + 1)
         for code in np.flatnonzero(counts[1:]) + 1:
             evs = _take(events, np.flatnonzero(codes == code).tolist())
             if list(map(attrgetter("ph"), evs)).count("X") != len(evs):
                 evs = [e for e in evs if e.ph == "X"]
-            role = _ROLE_NAMES[code - 1]
+            role = ROLE_NAMES[code - 1]
             if role == "cpu_op":
                 self._cpu_ops(evs)
             else:
@@ -232,7 +168,7 @@ class Roles:
         if fields:
             recs = _args(_columns(evs, "args")[0], fields)
             for f in fields:  # a pass per field is faster than one building tuples
-                _append(cols, f, self._typed(list(map(attrgetter(f), recs)), _dtype(f), role + f))
+                _append(cols, f, self._typed(list(map(attrgetter(f), recs)), dtype(f), role + f))
 
     def _int64(self, values: Any, key: str = "") -> pa.Array:
         """to_int64, with id strings (2021-schema tids) read once per distinct string. `key`
@@ -262,7 +198,7 @@ class Roles:
     def _typed(self, values: list[Any], dtype: pl.DataType, key: str) -> pa.Array:
         if dtype == pl.Int64():
             return self._int64(values, key)
-        if dtype == _INTS:
+        if dtype == INT_LIST:
             try:
                 return pa.array(values, pa.list_(pa.int64()))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
@@ -285,7 +221,7 @@ class Roles:
         if cols:
             parts.append(self._convert(role, cols))
         if not parts:
-            return pl.DataFrame(schema=_schema(role))
+            return pl.DataFrame(schema=schema(role))
         return parts[0] if len(parts) == 1 else pl.concat(parts)
 
     def compact(self) -> None:
@@ -297,7 +233,7 @@ class Roles:
         self._cols = {r: {} for r in ARG_FIELDS}
 
     def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
-        return pl.from_arrow(pa.table({c: _joined(cols[c]) for c in _schema(role)}))  # type: ignore[return-value]
+        return pl.from_arrow(pa.table({c: _joined(cols[c]) for c in schema(role)}))  # type: ignore[return-value]
 
 
 def _joined(parts: list[pa.Array]) -> Any:

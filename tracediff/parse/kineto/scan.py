@@ -2,10 +2,10 @@
 
 Stage: parse (inside the Kineto reader), the fast path of events.chunks + roles.Roles. Input:
 the window buffer and a piece's bounds (the elements of a JSON array); output: a `Scanned` --
-the piece's event count, for each role the columns `Roles._add` would have appended (same names,
-types and values), and the few operators Python reads (ProfilerStep#N, record_param_comms) as
-msgspec event records -- or None when the C side refuses the piece, which the caller then
-decodes with msgspec as before. The C source lists what it refuses; refusing is always safe.
+the piece's event count, for each role the columns the Python path (roles.Roles) would have
+appended (same names, types and values: both take them from fields.py), and the few operators
+Python reads (ProfilerStep#N, record_param_comms) as msgspec event records -- or None when the C
+side refuses the piece, which the caller then decodes with msgspec as before. The C source lists what it refuses; refusing is always safe.
 
 `TRACEDIFF_KINETO_SCAN=0` turns it off; without a compiler the module is missing and every piece
 goes through msgspec.
@@ -21,7 +21,7 @@ import msgspec
 import polars as pl
 import pyarrow as pa
 
-from .roles import _ARG_KEYS, _INTS, _ROLE_CODE, _ROLE_NAMES, ARG_FIELDS, _dtype, _schema
+from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
 
 try:
     from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
@@ -35,21 +35,21 @@ $TRACEDIFF_KINETO_THREADS=1 keeps one (bench/kineto_ingest.py --configs)."""
 REFUSED: Counter[str] = Counter()
 """Why pieces were refused in this process (reason → pieces): for tests and bench/."""
 
-_CPU_OP = _ROLE_NAMES.index("cpu_op") + 1
-_CATS = tuple((cat.encode(), code) for cat, code in _ROLE_CODE.items())
+_CPU_OP = ROLE_NAMES.index("cpu_op") + 1
+_CATS = tuple((cat.encode(), code) for cat, code in ROLE_CODE.items())
 
 
 def _kind(field: str) -> str:
-    d = _dtype(field)
-    return "l" if d == _INTS else "i" if d == pl.Int64() else "s"
+    d = dtype(field)
+    return "l" if d == INT_LIST else "i" if d == pl.Int64() else "s"
 
 
-_DECODED = [r for r in _ROLE_NAMES if r != "cpu_op"]
+_DECODED = [r for r in ROLE_NAMES if r != "cpu_op"]
 _SPEC = {
-    _ROLE_NAMES.index(r) + 1: tuple((_ARG_KEYS[f].encode(), _kind(f)) for f in ARG_FIELDS[r])
+    ROLE_NAMES.index(r) + 1: tuple((ARG_KEYS[f].encode(), _kind(f)) for f in ARG_FIELDS[r])
     for r in _DECODED
 }
-_COLUMNS = {r: tuple(_schema(r)) for r in _DECODED}  # the C side's column order is the frame's
+_COLUMNS = {r: tuple(schema(r)) for r in _DECODED}  # the C side's column order is the frame's
 _TYPES = {
     "s": pa.string(),
     "i": pa.int64(),
@@ -59,7 +59,7 @@ _TYPES = {
 
 class Scanned(NamedTuple):
     events: int
-    roles: dict[str, dict[str, list[pa.Array]]]  # role → column → arrays (Roles._add's order)
+    roles: dict[str, dict[str, list[pa.Array]]]  # role → column → arrays (fields.schema order)
     ops: list[Any]  # cpu_op event records Python reads (msgspec records, trace order)
     close: int  # closing scans: the offset of the array's `]`
 
@@ -101,7 +101,7 @@ def scan(
         events += n
         spans.append(part_spans)
         for code, cols in sorted(per_role.items()):
-            role = _ROLE_NAMES[code - 1]
+            role = ROLE_NAMES[code - 1]
             into = roles.setdefault(role, {c: [] for c in _COLUMNS[role]})
             for c, col in zip(_COLUMNS[role], cols, strict=True):
                 into[c].append(_array(col))
