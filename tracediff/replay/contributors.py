@@ -154,3 +154,33 @@ def base_values(base: pl.DataFrame, att: pl.DataFrame) -> dict[str, pl.DataFrame
         )
     )
     return {"slot": slot, "cause": cause, "contributor": per}
+
+
+def op_base_values(
+    h: pl.DataFrame, keys: pl.DataFrame, key: np.ndarray, slots: pl.DataFrame
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BASE's duration, transfer time and idle before each HEAD op (base_dur, base_tail,
+    base_gap; -1 duration: none, the op is removed when taken): the aligned instance's slot
+    mean, else the contributor's / gap cause's mean. `h`: graph.py's ops; `keys`, `key`:
+    key_table's, joined with base_values' "cause" and "contributor"; `slots`: base_values'
+    "slot"."""
+    kx = keys.select(
+        pl.col("_bgc").fill_null(0).round(0).cast(pl.Int64),
+        pl.col("_bc").fill_null(-1).round(0).cast(pl.Int64),
+    )
+    bgc, bc = kx["_bgc"].to_numpy()[key], kx["_bc"].to_numpy()[key]
+    bs = h.select("device_id", "slot").join(
+        slots, on=["device_id", "slot"], how="left", maintain_order="left"
+    )
+    has_slot = bs["slot"].is_not_null().to_numpy()
+    sd = bs.select(
+        *(pl.col(x).round(0).cast(pl.Int64).fill_null(-1) for x in ("_bd", "_bt", "_bg"))
+    )
+    bd_slot, bt_slot, bg_slot = (sd[x].to_numpy() for x in ("_bd", "_bt", "_bg"))
+    has_bs = bd_slot >= 0
+    # an op with no slot was added in HEAD: taken from BASE it is removed (-1); a slot BASE never
+    # filled (a device only HEAD has) falls back to BASE's per-instance mean of the contributor
+    base_dur = np.where(has_bs, bd_slot, np.where(has_slot, bc, -1))
+    base_tail = np.where(bt_slot >= 0, bt_slot, base_dur)
+    base_gap = np.where(has_bs, bg_slot, np.where(has_slot, bgc, 0))
+    return base_dur, base_tail, base_gap

@@ -34,6 +34,7 @@ replay reproduces the measured timeline exactly (tests check the cycle spans).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,13 @@ import polars as pl
 from tracediff.engine.ops import OP_COLUMNS
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
-from tracediff.replay.contributors import KEY, base_values, collectives, key_table
+from tracediff.replay.contributors import (
+    KEY,
+    base_values,
+    collectives,
+    key_table,
+    op_base_values,
+)
 from tracediff.replay.events import TRACE_NONE, cross_edges, targets, trace_edges
 from tracediff.replay.host import find_syncs
 from tracediff.replay.order import (
@@ -102,16 +109,17 @@ def _ops(c: Comparison) -> pl.DataFrame:
 
 
 def build(c: Comparison) -> ReplayGraph:
-    """Build HEAD's replay graph (every call builds it: cache.graph_of keeps one per comparison)."""
+    """Build HEAD's replay graph (every call builds it: cache.graph_of keeps one per comparison).
+
+    Phases, each a function below: HEAD's ops in chain order (`_head_ops`) and their chains
+    (`_chains`: cycles, streams, times relative to the cycle, stream predecessor); host-bound
+    ops and the launch-to-start floors (`_host_bound`); the cross-stream edges the trace records
+    and each device's typical dispatch gap (`_dispatch_gaps`); releases, lags and the edges
+    inferred from the timeline (`_releases`); BASE's values of each op (contributors.op_base_values); the
+    arrays assembled with host order, syncs and missing slots (`_assemble`)."""
     ops = _ops(c)
     bv = base_values(ops.filter(pl.col("side") == "base"), c.attribution)
-    h = ops.filter(pl.col("side") == "head").drop("side")
-    if h.height == 0:
-        raise AnalysisError("head has no GPU ops inside cycles", "nothing to replay")
-    chain_order = ["cycle", "device_id", "stream_id", "start_ns", "end_ns"]
-    if not is_sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
-        h = h.sort(chain_order)
-    n = h.height
+    h = _head_ops(ops)
     key, keys = key_table(h, c.attribution)
     keys = (
         keys.join(
@@ -121,7 +129,62 @@ def build(c: Comparison) -> ReplayGraph:
         .sort("_k")
     )
     cg, tail = collectives(h)
-    # chains, cycles and the stream predecessor, from the sort order (numpy: no window functions)
+    h, ch = _chains(h)
+    h, floors = _host_bound(h)
+    # cross-stream edges the trace records (events.py)
+    events = replay_input(c, "head_events")
+    trace, tr_stats = trace_edges(h, events) if ch.multi_stream else (TRACE_NONE, {})
+    h = _dispatch_gaps(h, floors, trace)
+    h, edges, ev_stats = _releases(h, trace, events, ch.multi_stream)
+    base = op_base_values(h, keys, key, bv["slot"])
+    return _assemble(
+        c,
+        h,
+        ch,
+        keys,
+        key,
+        (cg, tail),
+        edges,
+        base,
+        missing_slots(h, bv["slot"]),
+        {**tr_stats, **ev_stats},
+    )
+
+
+def _head_ops(ops: pl.DataFrame) -> pl.DataFrame:
+    """HEAD's ops in chain order (cycle, device, stream, start, end)."""
+    h = ops.filter(pl.col("side") == "head").drop("side")
+    if h.height == 0:
+        raise AnalysisError("head has no GPU ops inside cycles", "nothing to replay")
+    chain_order = ["cycle", "device_id", "stream_id", "start_ns", "end_ns"]
+    if not is_sorted(h, chain_order):  # compare's ops usually are (one stream per GPU)
+        h = h.sort(chain_order)
+    return h
+
+
+@dataclass
+class _Chains:
+    """Where cycles, devices and streams begin in chain order (numpy, one entry per op)."""
+
+    cy: np.ndarray  # cycle number
+    dv: np.ndarray  # device id
+    new_cyc: np.ndarray  # bool: first op of its cycle
+    new_dev: np.ndarray  # bool: first op of its (cycle, device)
+    first: np.ndarray  # bool: first op of its chain (cycle, device, stream)
+    cyc_d: np.ndarray  # dense cycle index
+
+    @property
+    def multi_stream(self) -> bool:
+        """Some device runs several streams in a cycle (else no other stream to wait on)."""
+        return bool((self.first & ~self.new_dev).any())
+
+
+def _chains(h: pl.DataFrame) -> tuple[pl.DataFrame, _Chains]:
+    """Chains, cycles and the stream predecessor, from the sort order (numpy: no window
+    functions). Adds: _o (cycle origin), _cyc, _first, _i (row), _hostled (the host released it:
+    not a later node of a CUDA-graph launch), _graph, times relative to the cycle's origin, _pe
+    (stream predecessor's end), _slack (start - _pe)."""
+    n = h.height
     cy, dv, st = (h[x].to_numpy() for x in ("cycle", "device_id", "stream_id"))
     new_cyc = np.r_[True, cy[1:] != cy[:-1]]
     new_dev = new_cyc | np.r_[True, dv[1:] != dv[:-1]]
@@ -153,7 +216,12 @@ def build(c: Comparison) -> ReplayGraph:
         )
         .with_columns((pl.col("start_ns") - pl.col("_pe")).alias("_slack"))
     )
-    # host-bound: the launch call began (or was still running) when the stream went idle
+    return h, _Chains(cy, dv, new_cyc, new_dev, first, cyc_d)
+
+
+def _host_bound(h: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Host-bound ops (_hb): the launch call began (or was still running) when the stream went
+    idle. With each device's launch-to-start floor (_fl per device_id, _graph), measured on them."""
     late = (
         pl.col("_pe").is_null()
         | (pl.col("launch_start_ns") >= pl.col("_pe"))
@@ -177,12 +245,14 @@ def build(c: Comparison) -> ReplayGraph:
             .alias("_fl")
         )
     )
-    # cross-stream edges the trace records (events.py); a target's slack is that wait, not the
-    # device's dispatch gap, so it is left out of the typical gap
-    multi_stream = bool((first & ~new_dev).any())  # else no other stream to wait on
-    events = replay_input(c, "head_events")
-    trace, tr_stats = trace_edges(h, events) if multi_stream else (TRACE_NONE, {})
-    h = h.with_columns(pl.Series("_tgt", targets(trace, n)))
+    return h, floors
+
+
+def _dispatch_gaps(h: pl.DataFrame, floors: pl.DataFrame, trace: Any) -> pl.DataFrame:
+    """Each device's typical GPU-side dispatch gap (_typ: median slack of ops launched early)
+    and launch floor (_fl) joined onto the ops; _tgt marks the targets of the trace's edges
+    (their slack is that wait, not the dispatch gap, so it is left out of the typical gap)."""
+    h = h.with_columns(pl.Series("_tgt", targets(trace, h.height)))
     typ = (
         h.filter(
             ~pl.col("_hb")
@@ -194,11 +264,20 @@ def build(c: Comparison) -> ReplayGraph:
         .group_by("device_id")
         .agg(pl.col("_slack").median().cast(pl.Int64).alias("_typ"))
     )
-    h = (
+    return (
         h.join(floors, on=["device_id", "_graph"], how="left", maintain_order="left")
         .join(typ, on="device_id", how="left", maintain_order="left")
         .with_columns(pl.col("_fl").fill_null(0), pl.col("_typ").fill_null(0))
     )
+
+
+def _releases(
+    h: pl.DataFrame, trace: Any, events: Any, multi_stream: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Host releases (_r) and stream lags (_s) of every op, and the cross-stream edges (trace's,
+    then inferred from the timeline: events.cross_edges). Also final _hb, _ux (launched early,
+    start not explained by the stream predecessor) and _has_edge."""
+    n = h.height
     a = pl.when(pl.col("_graph")).then(pl.col("launch_start_ns")).otherwise(
         pl.col("launch_end_ns")
     ) + pl.col("_fl")
@@ -242,31 +321,26 @@ def build(c: Comparison) -> ReplayGraph:
         .then(pl.min_horizontal(pl.col("_slack"), pl.col("_typ")))
         .otherwise(pl.col("_slack"))
     )
-    rl = h.select(release.alias("_r"), lag.alias("_s"))
-    devprev = devprev_of(h, first, new_dev)
-    # BASE values of the aligned instance: per slot, else per contributor / gap cause
-    kx = keys.select(
-        pl.col("_bgc").fill_null(0).round(0).cast(pl.Int64),
-        pl.col("_bc").fill_null(-1).round(0).cast(pl.Int64),
-    )
-    bgc, bc = kx["_bgc"].to_numpy()[key], kx["_bc"].to_numpy()[key]
-    bs = h.select("device_id", "slot").join(
-        bv["slot"], on=["device_id", "slot"], how="left", maintain_order="left"
-    )
-    has_slot = bs["slot"].is_not_null().to_numpy()
-    sd = bs.select(
-        *(pl.col(x).round(0).cast(pl.Int64).fill_null(-1) for x in ("_bd", "_bt", "_bg"))
-    )
-    bd_slot, bt_slot, bg_slot = (sd[x].to_numpy() for x in ("_bd", "_bt", "_bg"))
-    has_bs = bd_slot >= 0
-    # an op with no slot was added in HEAD: taken from BASE it is removed (-1); a slot BASE never
-    # filled (a device only HEAD has) falls back to BASE's per-instance mean of the contributor
-    base_dur = np.where(has_bs, bd_slot, np.where(has_slot, bc, -1))
-    base_tail = np.where(bt_slot >= 0, bt_slot, base_dur)
-    base_gap = np.where(has_bs, bg_slot, np.where(has_slot, bgc, 0))
+    return h.with_columns(release.alias("_r"), lag.alias("_s")), edges, ev_stats
+
+
+def _assemble(
+    c: Comparison,
+    h: pl.DataFrame,
+    ch: _Chains,
+    keys: pl.DataFrame,
+    key: np.ndarray,
+    coll: tuple[np.ndarray, np.ndarray],
+    edges: pl.DataFrame,
+    base: tuple[np.ndarray, np.ndarray, np.ndarray],
+    missing: pl.DataFrame,
+    edge_stats: dict[str, int],
+) -> ReplayGraph:
+    """The graph's arrays, with each op's device predecessor, host order and the host's syncs."""
+    devprev = devprev_of(h, ch.first, ch.new_dev)
     # host threads: a gap taken from BASE makes the host that much faster for everything it
     # launches afterwards in the cycle (a chain of host-bound launches moves together)
-    host, host_perm = host_order(h, cyc_d)
+    host, host_perm = host_order(h, ch.cyc_d)
     kc = {x: keys[x].to_numpy()[key] for x in ("_cid", "_tid", "_gid")}
 
     def col(x: str) -> np.ndarray:
@@ -278,24 +352,24 @@ def build(c: Comparison) -> ReplayGraph:
         cid=kc["_cid"],
         tid=kc["_tid"],
         gid=kc["_gid"],
-        chain=np.cumsum(first) - 1,
-        first=first,
-        cycle=cyc_d,
-        device=dv.astype(np.int64),
+        chain=np.cumsum(ch.first) - 1,
+        first=ch.first,
+        cycle=ch.cyc_d,
+        device=ch.dv.astype(np.int64),
         start=col("start_ns"),
         end=col("end_ns"),
         dur=col("end_ns") - col("start_ns"),
-        release=rl["_r"].to_numpy(),
-        lag=rl["_s"].to_numpy(),
+        release=col("_r"),
+        lag=col("_s"),
         devprev=devprev,
         edge_src=edges["_src"].to_numpy(),
         edge_dst=edges["_i"].to_numpy(),
         edge_lag=edges["_lag"].to_numpy(),
-        coll_group=cg,
-        coll_tail=tail,
-        base_dur=base_dur,
-        base_tail=base_tail,
-        base_gap=base_gap,
+        coll_group=coll[0],
+        coll_tail=coll[1],
+        base_dur=base[0],
+        base_tail=base[1],
+        base_gap=base[2],
         gap_scale=c.attribution.select(
             pl.when((pl.col("kind") == "gap") & (pl.col("head_ms_per_cycle") > 0))
             .then(pl.col("base_ms_per_cycle") / pl.col("head_ms_per_cycle"))
@@ -306,14 +380,15 @@ def build(c: Comparison) -> ReplayGraph:
         host=host,
         host_perm=host_perm,
         gap_old=col("gap_ns").astype(np.int64),
-        missing=missing_slots(h, bv["slot"]),
+        missing=missing,
         syncs=find_syncs(h, replay_input(c, "head_api"), host),
-        cycle_labels=cy[new_cyc],
+        cycle_labels=ch.cy[ch.new_cyc],
         stats={
             "host_bound_ops": int(h["_hb"].sum()),
             "unaligned_share": float(h["slot"].is_null().to_numpy().mean()),
-            **tr_stats,  # edges read from the trace's events (events.py)
-            **ev_stats,  # ...of which explain a start; edges inferred (wait_edges)
+            # edges read from the trace's events (events.py), of which explain a start; edges
+            # inferred (wait_edges)
+            **edge_stats,
             # ops that waited on something the trace does not show (the device's first
             # op of each cycle excluded): they keep their measured start
             "pinned_unexplained": int(
