@@ -1,7 +1,10 @@
 """What a run holds: sources, tool versions, table sizes, time span, GPUs and their kernel time.
 
 Stage: inspection (`tracediff info`). Input: a `Run`; output: the plain dict that
-`tracediff.report.info` renders (its JSON schema is documented there).
+`tracediff.report.info` renders (its JSON schema is documented there), plus
+`"run_file_checksums"`: true for a run file whose tables carry checksums (all verified by the
+reads here), false for an older run file without them (damage to it cannot be detected), null
+for a report.
 """
 
 from __future__ import annotations
@@ -62,5 +65,6 @@ def summarize(run: Run) -> dict[str, Any]:
             pl.col("kernel_time_ns").fill_null(0),
         ).to_dicts(),
         "kernels": {"count": k.height, "total_time_ns": int(k["duration_ns"].sum() or 0)},
+        "run_file_checksums": run.checksums,  # every table was read above: all verified
         "warnings": run.warnings,
     }

@@ -184,7 +184,7 @@ def test_bad_output_after_failed_parse_leaves_old_file(tmp_path: Path) -> None:
 
 
 INFO_KEYS = {"source", "source_format", "tool_versions", "time_origin_utc_ns", "tables", "span_ns",
-             "devices", "kernels", "warnings"}  # fmt: skip
+             "devices", "kernels", "run_file_checksums", "warnings"}  # fmt: skip
 
 
 def _sql(path: Path, q: str) -> tuple:
@@ -226,6 +226,7 @@ def test_info_json_matches_its_documented_schema(tmp_path: Path) -> None:
     }
     assert dev["name"] == "NVIDIA H200" and dev["kernels"] == n and dev["kernel_time_ns"] == total
     assert info["warnings"] == []
+    assert info["run_file_checksums"] is None  # a report, not a run file
     # the run file written by parse describes the same data
     out = tmp_path / "g.arrow"
     assert td("parse", G_GOOD, "-o", out).returncode == 0

@@ -351,6 +351,78 @@ def _runfiles(out: Path) -> None:
         (out / f"run_kernels_corrupt_{name}.arrow").write_bytes(bytes(buf))
 
 
+def strip_checksums(data: bytes) -> bytes:
+    """The same run file as an older tracediff wrote it: no `checksums` in the footer."""
+    _, footer = _footer(data)
+    footer.pop("checksums", None)
+    return with_footer(data, footer)
+
+
+def _flip(data: bytes, bit: int) -> bytes:
+    buf = bytearray(data)
+    buf[bit // 8] ^= 1 << (bit % 8)
+    return bytes(buf)
+
+
+def silent_kernel_flip(data: bytes, tmp: Path) -> int:
+    """A bit inside the kernels table's lz4 body whose flip an unchecked reader does not notice
+    (the table reads, with other values): searched from the middle of the table, the first found."""
+    from tracediff.errors import TracediffError
+    from tracediff.runfile import read_run
+
+    _, footer = _footer(data)
+    off, length = footer["tables"]["kernels"]  # type: ignore[index]
+    legacy = strip_checksums(data)
+    ref = read_run(RUN).table("kernels")
+    probe = tmp / ".probe.arrow"
+    try:
+        for bit in range((off + length // 2) * 8, (off + length) * 8, 8 * 97 + 3):
+            probe.write_bytes(_flip(legacy, bit))  # tables lie before the footer: same bits
+            try:
+                if not read_run(probe).table("kernels").equals(ref):
+                    return bit
+            except TracediffError:
+                continue
+    finally:
+        probe.unlink(missing_ok=True)
+    raise AssertionError("no silently damaging bit found in the kernels table")
+
+
+def _checked_runfiles(out: Path) -> None:
+    """Run files written by this tracediff (with checksums) and damaged: one flipped bit in the
+    kernels body (an unchecked read changes kernel times silently), one in the footer's JSON
+    (an unchecked read changes the metadata silently), and footers without tables, with a
+    format_version of the wrong type."""
+    from tracediff.runfile import read_run, write_run
+
+    checked = out / "run_checked.arrow"
+    write_run(read_run(RUN), checked)
+    data = checked.read_bytes()
+    bit = silent_kernel_flip(data, out)
+    (out / "run_checked_kernels_bitflip.arrow").write_bytes(_flip(data, bit))
+    start, _ = _footer(data)
+    at = data.index(b"g_good.sqlite", start)  # 'g' -> 'f': still valid JSON
+    (out / "run_checked_footer_bitflip.arrow").write_bytes(_flip(data, at * 8))
+    (out / "run_legacy.arrow").write_bytes(strip_checksums(data))
+    _, footer = _footer(RUN.read_bytes())
+    legacy = RUN.read_bytes()
+    no_kernels = {k: v for k, v in footer["tables"].items() if k != "kernels"}  # type: ignore[union-attr]
+    for name, f in [
+        ("run_no_kernels_table", {**footer, "tables": no_kernels}),
+        ("run_tables_empty", {**footer, "tables": {}}),
+        ("run_unknown_table", {**footer, "tables": {**footer["tables"], "kernelz": [16, 8]}}),  # type: ignore[dict-item]
+        ("run_version_string", {**footer, "format_version": "1"}),
+        ("run_version_float", {**footer, "format_version": 1.0}),
+        ("run_version_true", {**footer, "format_version": True}),
+        ("run_version_zero", {**footer, "format_version": 0}),
+    ]:
+        (out / f"{name}.arrow").write_bytes(with_footer(legacy, f))
+    # a checked file whose footer lost a table: its footer CRC no longer matches
+    _, cf = _footer(data)
+    cf["tables"] = {k: v for k, v in cf["tables"].items() if k != "kernels"}  # type: ignore[union-attr]
+    (out / "run_checked_no_kernels_table.arrow").write_bytes(with_footer(data, cf))
+
+
 def derived_runs(out: Path) -> None:
     """Run files for compare: one GPU vs two, and a run whose cycle ranges are named differently."""
     from tracediff.runfile import Run, read_run, write_run
@@ -376,6 +448,7 @@ def build(out: Path) -> Path:
     _nsys(out)
     _kineto(out)
     _runfiles(out)
+    _checked_runfiles(out)
     derived_runs(out)
     return out
 

@@ -79,11 +79,6 @@ def compare_json(base: Path, head: Path, *extra: str) -> dict:
     return json.loads(r.stdout)
 
 
-@pytest.fixture(scope="session")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_corpus.build(tmp_path_factory.mktemp("hostile"))
-
-
 @pytest.fixture
 def outdir(tmp_path: Path) -> Iterator[Path]:
     """An empty folder for outputs; after the test it must still be empty (no half-written file)."""
@@ -141,6 +136,17 @@ PARSE_ERRORS = [
     ("run_table_outside.arrow", "table 'kernels' lies outside the file"),
     ("run_kernels_corrupt_ipc_footer.arrow", "table 'kernels' is corrupt"),
     ("run_kernels_corrupt_body.arrow", "table 'kernels' is corrupt"),
+    # issue 17: damage a checksum catches, footers without tables, format_version strictly
+    ("run_checked_kernels_bitflip.arrow", "table 'kernels' is damaged (its checksum"),
+    ("run_checked_footer_bitflip.arrow", "footer is damaged (its checksum"),
+    ("run_checked_no_kernels_table.arrow", "footer is damaged (its checksum"),
+    ("run_no_kernels_table.arrow", "run file has no 'kernels' table"),
+    ("run_tables_empty.arrow", "run file has no 'kernels', 'memops'"),
+    ("run_unknown_table.arrow", "unknown table 'kernelz'"),
+    ("run_version_string.arrow", "format_version '1'"),
+    ("run_version_float.arrow", "format_version 1.0"),
+    ("run_version_true.arrow", "format_version True"),
+    ("run_version_zero.arrow", "format_version 0"),
 ]
 
 
@@ -176,11 +182,19 @@ def test_parse_refuses_with_one_line(corpus: Path, parsed: dict, name: str, phra
         ("run_truncated_half.arrow", "run file is truncated"),
         ("run_metadata_not_object.arrow", "footer is corrupt"),
         ("run_kernels_corrupt_body.arrow", "table 'kernels' is corrupt"),
+        ("run_checked_kernels_bitflip.arrow", "table 'kernels' is damaged"),
+        ("run_checked_footer_bitflip.arrow", "footer is damaged"),
+        ("run_no_kernels_table.arrow", "run file has no 'kernels' table"),
     ],
 )
 def test_info_and_compare_refuse_bad_run_files(corpus: Path, name: str, phrase: str) -> None:
     assert_error(cli("info", corpus / name), corpus / name, phrase)
-    if name in ("run_future_version.arrow", "run_kernels_corrupt_body.arrow"):
+    if name in (
+        "run_future_version.arrow",
+        "run_kernels_corrupt_body.arrow",
+        "run_checked_kernels_bitflip.arrow",
+        "run_no_kernels_table.arrow",
+    ):
         assert_error(
             cli("compare", GOOD_RUN, corpus / name, "--format", "json"), corpus / name, phrase
         )

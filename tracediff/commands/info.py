@@ -24,5 +24,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
             print(f"tracediff: warning: {w}", file=sys.stderr)
+        if info["run_file_checksums"] is False:
+            print(
+                f"tracediff: warning: {args.path}: an older run file without checksums: damage "
+                "to it cannot be detected (parse the report again to add them)",
+                file=sys.stderr,
+            )
     sys.stdout.write(render(info, args.format))
     return 0
