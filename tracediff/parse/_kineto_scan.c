@@ -2,7 +2,7 @@
  *
  * Stage: parse (Kineto), the fast path of roles.Roles for the events it reads: kernels, copies,
  * memsets, CUDA runtime/driver calls and annotations. Python side, and the rules for when it is
- * used: tracediff/parse/kineto/scan.py.
+ * used: tracediff/parse/kineto/scan.py (types: _kineto_scan.pyi).
  *
  * Why native: msgspec decoding a piece into event records, then one C-level pass per field to
  * build Arrow arrays, costs ~1.5 us per event of a real trace (bench/README.md, "Kineto

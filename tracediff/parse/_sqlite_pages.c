@@ -1,8 +1,8 @@
 /* Numeric columns of an SQLite table decoded straight from the file's b-tree pages.
  *
- * Stage: parse (nsys), the fast path of nsys_source.SqliteSource for the big event tables
+ * Stage: parse (nsys), the fast path of nsys/source.py SqliteSource for the big event tables
  * (kernels, CUDA API calls, memcpy, memset, syncs, CUDA events). Python side and the rules for
- * when it is used: tracediff/parse/sqlite_pages.py.
+ * when it is used: tracediff/parse/nsys/pages.py (types: _sqlite_pages.pyi).
  *
  * Why native: SQLite's own stepping costs ~17 ns per value and ADBC's driver ~50 more (1 M
  * kernel rows x 18 columns: ~1.2 CPU-s); a numpy decoder of the same pages was no faster
@@ -483,7 +483,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sqlite_pages",
-    "Columns of SQLite tables decoded from the file's pages (see sqlite_pages.py).", -1,
+    "Columns of SQLite tables decoded from the file's pages (see parse/nsys/pages.py).", -1,
     methods,
 };
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import polars as pl
@@ -24,9 +24,9 @@ import pyarrow as pa
 from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
 
 try:
-    from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
+    from tracediff.parse import _kineto_scan
 except ImportError:  # pragma: no cover - built by pip install; a bare checkout still parses
-    _kineto_scan = None
+    _kineto_scan = None  # type: ignore[assignment]  # the stub types the built module
 
 ENABLED = _kineto_scan is not None and os.environ.get("TRACEDIFF_KINETO_SCAN", "1") != "0"
 THREADS = int(os.environ.get("TRACEDIFF_KINETO_THREADS") or (2 if (os.cpu_count() or 1) > 1 else 1))
@@ -39,7 +39,7 @@ _CPU_OP = ROLE_NAMES.index("cpu_op") + 1
 _CATS = tuple((cat.encode(), code) for cat, code in ROLE_CODE.items())
 
 
-def _kind(field: str) -> str:
+def _kind(field: str) -> Literal["s", "i", "l"]:
     d = dtype(field)
     return "l" if d == INT_LIST else "i" if d == pl.Int64() else "s"
 

@@ -31,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 
 try:
-    from tracediff.parse import _sqlite_pages as _native  # type: ignore[attr-defined]
+    from tracediff.parse import _sqlite_pages as _native
 except ImportError:  # pragma: no cover - built by `pip install` wherever a compiler exists
-    _native = None
+    _native = None  # type: ignore[assignment]  # the stub types the built module
 
 AVAILABLE = _native is not None
 _TYPES = {"i": pa.int64(), "w": pa.int32(), "f": pa.float64(), "s": pa.large_string()}
