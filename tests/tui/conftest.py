@@ -2,7 +2,9 @@
 
 `comparison`: the bundled samples (H200 CUDA-graph verify, 12 cycles, one GPU). `mfu_2gpu`: the
 nsys-ai pair (two GPUs, NCCL; cycles cut from the kernel period). `twostream`: the H200 two-stream
-captures whose streams wait on each other's CUDA events (tests/data/README.md).
+captures whose streams wait on each other's CUDA events (tests/data/README.md). `hostonly`: two
+`tracediff capture` runs made on a machine without a GPU (NVTX ranges only: a host-only
+comparison).
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ def twostream(data_dir: Path) -> Callable[[str], Comparison]:
         return cache[lib]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def hostonly(data_dir: Path) -> Comparison:
+    d = data_dir / "capture-hostonly"
+    return compare(load(d / "base" / "report.sqlite"), load(d / "slow" / "report.sqlite"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

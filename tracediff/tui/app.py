@@ -7,9 +7,11 @@ runs in thread workers; a worker that fails opens an `ErrorModal` instead of kil
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
+import polars as pl
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -25,6 +27,7 @@ from tracediff.tui.attribution import AttributionTable
 from tracediff.tui.drilldown import DrillScreen
 from tracediff.tui.edges import EdgeIndex
 from tracediff.tui.gpusplit import GpuSplitScreen
+from tracediff.tui.notes import NotesLine
 from tracediff.tui.replay import CycleStrip
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen, NotesScreen
 from tracediff.tui.timeline import CELLS, LEGEND, Timeline
@@ -34,6 +37,22 @@ Loader = Callable[[Callable[[str], None]], Comparison]
 """Reads and compares the runs; calls its argument with progress messages."""
 
 PLAY_INTERVAL_S = 0.5
+
+HOST_ONLY = (
+    "no GPU events: neither run holds a kernel, copy or memset (profiled without CUDA tracing, "
+    "or captured where no GPU was found), so the cycles are host NVTX ranges and the table "
+    "compares the host phases' wall time"
+)
+"""What the timeline says, and keys that need GPU operations say, on a host-only comparison."""
+
+
+def without_notes(c: Comparison) -> Comparison:
+    """`c` without its warnings and environment differences, for the verdict panel: the main
+    screen shows them as one line of its own (`notes.NotesLine`), the full list behind `w`.
+    A shallow copy: the events (built on first access) are not touched."""
+    v = copy.copy(c)
+    v.warnings, v.env_diffs = [], []
+    return v
 
 
 class MainScreen(Screen[None]):
@@ -88,6 +107,10 @@ class MainScreen(Screen[None]):
             tooltip="replay head with the selected contributor taken from base: predicted cycle time",
         ),
         Binding("escape", "clear_search", "Clear search", show=False),
+        # where p / e cannot act (check_action), they are left out of the footer and these
+        # take the key instead: the action runs and says why it cannot act
+        Binding("p", "why('per_gpu')", "Per GPU", show=False),
+        Binding("e", "why('toggle_edges')", "Event edges", show=False),
     ]
 
     def __init__(self, comparison: Comparison) -> None:
@@ -102,7 +125,14 @@ class MainScreen(Screen[None]):
         self.cycle_ids = sorted({int(x) for ids, _ in self.spans.values() for x in ids}) or [0]
         self.cycle = self.cycle_ids[0]
         self.playing = False
-        self.kinds = [k for k in KINDS if k in set(comparison.attribution["kind"].to_list())]
+        present = set(comparison.attribution["kind"].to_list())
+        # the engine's kinds in their order, then any other ("host" in a host-only comparison)
+        self.kinds = [k for k in KINDS if k in present] + sorted(present - set(KINDS))
+        # host-only (engine/host.py): the cycles are host ranges, on no GPU
+        cyc = comparison.cycles
+        self.host_only = bool(cyc.height) and cyc["device_id"].null_count() == cyc.height
+        self.last_note: str | None = None
+        self.edges_ready = False
         self.gpus = sorted(
             {int(d) for d in comparison.attribution["device_id"].drop_nulls().to_list()}
         )
@@ -110,9 +140,10 @@ class MainScreen(Screen[None]):
         self.summed, self.summed_ids = m.summed_rows(comparison)
 
     def compose(self) -> ComposeResult:
-        yield Verdict(self.c, id="verdict")
+        yield Verdict(without_notes(self.c), id="verdict")
+        yield NotesLine(self.c, id="notes")
         with Vertical(id="body"):
-            yield AttributionTable(id="attribution")
+            yield AttributionTable(multi_gpu=len(self.gpus) > 1, id="attribution")
             yield CycleStrip(self.spans, id="replay")
             yield Timeline(id="timeline")
         yield Input(placeholder="search contributor name (enter: keep, escape: clear)", id="search")
@@ -121,7 +152,11 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#search").display = False
         self.query_one("#attribution").border_title = "attribution"
-        self.query_one("#replay").border_title = "replay"
+        self.query_one("#replay").border_title = (
+            "replay · host range wall time per cycle" if self.host_only else "replay"
+        )
+        if self.host_only:
+            self.timeline.no_events_reason = HOST_ONLY
         self.timer = self.set_interval(PLAY_INTERVAL_S, self._tick, pause=True)
         self._refresh_table()
         self._show_cycle()
@@ -186,26 +221,92 @@ class MainScreen(Screen[None]):
 
     def set_edges(self, model: m.TimelineModel, edges: EdgeIndex) -> None:
         model.edges = edges
+        self.edges_ready = True
         self.timeline.show()  # repaint with the marks
         self.refresh_bindings()  # the event-edge key shows once edges are known to exist
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # keys that mean nothing for these runs stay out of the footer (and do nothing)
+        # enter on a Σ row splits it by GPU (AttributionTable's first enter binding), elsewhere it
+        # falls through to the drill-down. p and e stay out of the footer where they cannot act
+        # (their `why` bindings then say why); every other key says why itself (`say`).
+        if action == "split_summed":
+            return self.gpu == m.SUMMED
         if action == "per_gpu":
             return bool(self.summed.height)
-        if action == "split_summed":  # enter on a Σ row (AttributionTable's first enter binding)
-            return self.gpu == m.SUMMED
         if action == "toggle_edges":
-            return self.model is not None and self.model.edges.total > 0
+            return self.edges_missing() is None
         return True
+
+    def action_why(self, action: str) -> None:
+        """A key whose action cannot act for these runs (left out of the footer): it says why."""
+        getattr(self, f"action_{action}")()
+
+    # --- keys that cannot act say why ----------------------------------------------------------
+    def say(self, msg: str) -> None:
+        """Tell the user why a key did nothing (kept in `last_note` for tests)."""
+        self.last_note = msg
+        self.notify(msg, markup=False, timeout=8)
+
+    def no_timeline(self, key: str) -> bool:
+        """True (and says why) when the timeline has nothing to act on for `key`."""
+        if self.host_only:
+            self.say(f"{key}: {HOST_ONLY}")
+        elif self.model is None:
+            self.say(f"{key}: the timeline is still indexing events; try again in a moment")
+        elif not self.model.lanes:
+            self.say(f"{key}: no GPU events in these runs: the timeline has nothing to draw")
+        else:
+            return False
+        return True
+
+    def no_row(self, key: str) -> str | None:
+        """The highlighted contributor, or None (having said why) when the table is empty."""
+        cid = self.table.current()
+        if cid is None:
+            hint = " (escape clears the search)" if self.query_text else ""
+            self.say(f"{key}: no contributor selected: the table shows no rows{hint}")
+        return cid
+
+    def edges_missing(self) -> str | None:
+        """Why the timeline has no cross-stream event edges to show (None: it has some)."""
+        if self.host_only:
+            return HOST_ONLY
+        if self.model is None or not self.edges_ready:
+            return "still looking for cross-stream CUDA event edges; try again in a moment"
+        if self.model.edges.total:
+            return None
+        traced = self.model.edges.traced
+        if not any(traced.values()):
+            calls = m.event_api_calls(self.c)
+            if calls:
+                return (
+                    f"no CUDA event records in these runs, though head calls {calls}: the run "
+                    "files predate tracediff's CUDA event table; re-parse the reports "
+                    "(tracediff parse REPORT -o RUN.arrow)"
+                )
+            return (
+                "no CUDA event records in these runs (no cudaEventRecord / "
+                "cudaStreamWaitEvent calls were traced): no event edges to draw"
+            )
+        return (
+            "no cross-stream event edges: the runs record CUDA events, but no stream waited "
+            "on an event another stream recorded (cudaStreamWaitEvent)"
+        )
 
     # --- actions -----------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
         i = self.cycle_ids.index(self.cycle) + delta
-        self.cycle = self.cycle_ids[max(0, min(len(self.cycle_ids) - 1, i))]
+        if not 0 <= i < len(self.cycle_ids):
+            end = "first" if i < 0 else "last"
+            self.say(f"cycle {self.cycle} is the {end} of {len(self.cycle_ids)}")
+            return
+        self.cycle = self.cycle_ids[i]
         self._show_cycle()
 
     def action_play(self) -> None:
+        if len(self.cycle_ids) < 2 and not self.playing:
+            self.say("play: these runs have one cycle, nothing to step through")
+            return
         self.playing = not self.playing
         if self.playing:
             if self.cycle == self.cycle_ids[-1]:
@@ -227,11 +328,18 @@ class MainScreen(Screen[None]):
         self._refresh_table()
 
     def action_filter_kind(self) -> None:
+        if not self.kinds:
+            self.say("kind filter: the table has no rows")
+            return
         opts: list[str | None] = [None, *self.kinds]
         self.kind = opts[(opts.index(self.kind) + 1) % len(opts)]
         self._refresh_table()
 
     def action_filter_gpu(self) -> None:
+        if not self.gpus:
+            why = HOST_ONLY if self.host_only else "no row of the table is on a GPU"
+            self.say(f"GPU filter: {why}")
+            return
         opts: list[int | str | None] = [
             None,
             *([m.SUMMED] if self.summed.height else []),
@@ -263,22 +371,59 @@ class MainScreen(Screen[None]):
         self.table.focus()
 
     def action_zoom(self, factor: float) -> None:
+        key = "zoom in" if factor < 1 else "zoom out"
+        if self.no_timeline(key):
+            return
+        before = self.timeline.span()
         self.timeline.zoom(factor)
+        if self.timeline.span() == before:
+            self.say(
+                f"{key}: the window is 1 µs, the finest the timeline draws"
+                if factor < 1
+                else f"{key}: the whole cycle is shown"
+            )
 
     def action_pan(self, frac: float) -> None:
+        key = "pan left" if frac < 0 else "pan right"
+        if self.no_timeline(key):
+            return
+        before = self.timeline.span()
         self.timeline.pan(frac)
+        if self.timeline.span() == before:
+            where = "start" if frac < 0 else "end"
+            zoom = "" if self.timeline.window else " (the whole cycle is shown: + zooms in)"
+            self.say(f"{key}: the window is at the cycle's {where}{zoom}")
 
     def action_fit(self) -> None:
+        if self.no_timeline("fit"):
+            return
         self.timeline.show(window=None, t0=0)
 
     def action_align(self) -> None:
+        if self.no_timeline("align"):
+            return
         self.timeline.show(align=not self.timeline.align)
 
     def action_toggle_edges(self) -> None:
+        why = self.edges_missing()
+        if why is not None:
+            self.say(f"event edges: {why}")
+            return
         self.timeline.show(edges=not self.timeline.edges)
 
     def action_per_gpu(self) -> None:
-        cid = self.table.current()
+        if not self.summed.height:
+            n = len(self.gpus)
+            why = (
+                HOST_ONLY
+                if self.host_only
+                else f"these runs have one GPU ({self.gpus[0]})"
+                if n == 1
+                else "no contributor is on several GPUs"
+            )
+            self.say(f"per-GPU split: {why}")
+            return
+        cid = self.no_row("per-GPU split")
         if cid is None:
             return
         per, total = m.gpu_split(self.c, self.summed, cid)
@@ -291,8 +436,14 @@ class MainScreen(Screen[None]):
         self.app.push_screen(NotesScreen(self.c))
 
     def action_worst_cycle(self) -> None:
-        cid = self.table.current()
+        cid = self.no_row("worst cycle")
         if cid is None:
+            return
+        if self.host_only:
+            self.say(
+                "worst cycle: a host-only comparison keeps each host phase's mean per cycle, "
+                "not its time in every cycle (no GPU events to count): nothing to jump to"
+            )
             return
         self.app.run_worker(
             lambda: (cid, m.worst_cycle(self.c, cid)),
@@ -304,8 +455,11 @@ class MainScreen(Screen[None]):
         )
 
     def action_whatif(self) -> None:
-        cid = self.table.current()
+        cid = self.no_row("what if")
         if cid is None:
+            return
+        if self.host_only:
+            self.say(f"what if: replay needs GPU operations. {HOST_ONLY}")
             return
         # summed over GPUs: the op on every GPU
         take = self.summed_ids.get(cid, [cid]) if self.gpu == m.SUMMED else [cid]
@@ -357,7 +511,15 @@ class MainScreen(Screen[None]):
 
     def open_drill(self, cid: str) -> None:
         """Drill-down of one contributor; its instances are collected in a worker."""
-        name = self.c.attribution.filter(self.c.attribution["contributor_id"] == cid)["name"][0]
+        row = self.c.attribution.filter(pl.col("contributor_id") == cid).row(0, named=True)
+        name = row["name"]
+        if self.host_only:
+            self.say(
+                f"drill-down lists a contributor's GPU operations; {name!r} is a host phase "
+                f"(base {row['base_ms_per_cycle']:.3f} → head {row['head_ms_per_cycle']:.3f} ms "
+                f"per cycle). {HOST_ONLY}"
+            )
+            return
         screen = DrillScreen(cid, name)
         self.app.push_screen(screen)
         self.app.run_worker(
@@ -439,11 +601,12 @@ class TracediffApp(App[None]):
         keys = [
             (b.key_display or b.key, b.description + (f": {b.tooltip}" if b.tooltip else ""))
             for b in (main.BINDINGS if main else [])
-            if isinstance(b, Binding)
+            if isinstance(b, Binding) and not b.action.startswith("why(")
         ]
         keys += [
             ("↑/↓", "move in the attribution table"),
             ("enter", "drill down into the contributor (Σ view: split it by GPU)"),
+            ("shift+←/→ < >", "scroll the attribution table sideways (columns beyond the name)"),
         ]
         legend = Text()
         for code, name in LEGEND:

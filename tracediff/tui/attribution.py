@@ -2,65 +2,109 @@
 
 Stage: presentation. Input: a frame from `model.table_view`; output: DataTable rows keyed by
 contributor_id. Arrow keys left/right are left to the app (they step cycles), so the table's own
-bindings are redeclared without them.
+bindings are redeclared without them; shift+←/→ (or < >) scroll the table sideways.
+
+Column widths follow the table's width (`layout`): the change, then the name, then the other
+columns in order of use. The name gets what the columns that fit beside it leave (at
+least `NAME_MIN`, at most the longest name); the columns that do not fit follow off-screen, a
+sideways scroll away, so at 80 columns the name is on screen and nothing is out of reach.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-# (header, width, right-aligned); the last column (name) takes what it needs
-COLUMNS = (
-    ("change ms", 9, True),
-    ("95% CI", 17, False),
+NAME = "name"
+LEFT = (("change ms", 9, True),)
+"""Before the name: what changed (`*`: significant)."""
+RIGHT = (
+    ("phase", 8, False),
+    ("status", 9, False),
+    ("base ms", 8, True),
+    ("head ms", 8, True),
     ("share", 5, True),
     ("kind", 10, False),
     ("GPU", 3, True),
-    ("phase", 8, False),
-    ("base ms", 8, True),
-    ("head ms", 8, True),
-    ("status", 9, False),
-    ("name", 0, False),
+    ("95% CI", 17, False),
 )
-NAME_WIDTH = 60
+"""After the name, in the order they are kept on screen as the table narrows (the phase first:
+it tells apart rows of one name, as the idle causes are in each phase)."""
+NAME_MIN = 28
+"""The name is never narrower than this (or the longest name, if shorter)."""
+GUTTER = 2
+"""Columns of the table's width the text cannot use: the vertical scrollbar."""
 
 
-def _fit(text: str, width: int, right: bool) -> str:
-    if width == 0:
-        return text if len(text) <= NAME_WIDTH else text[: NAME_WIDTH - 1] + "…"
+@dataclass(frozen=True)
+class Layout:
+    columns: tuple[tuple[str, int, bool], ...]  # (header, width, right-aligned), name included
+    on_screen: int  # how many of them fit in the width given
+
+    @property
+    def width(self) -> int:
+        return sum(w for _, w, _ in self.columns) + len(self.columns) - 1
+
+    def header(self) -> str:
+        return " ".join(fit(h, w, r) for h, w, r in self.columns)
+
+
+def layout(width: int, longest_name: int, multi_gpu: bool = False) -> Layout:
+    """Columns for a table `width` characters wide whose longest name has `longest_name`.
+
+    `multi_gpu`: the GPU column comes right after the status (with one GPU it says the same on
+    every row, so it comes late)."""
+    right = list(RIGHT)
+    if multi_gpu:
+        gpu = right.pop(next(i for i, c in enumerate(right) if c[0] == "GPU"))
+        right.insert(next(i for i, c in enumerate(right) if c[0] == "status") + 1, gpu)
+    lo = max(min(NAME_MIN, longest_name), len(NAME))
+    room = width - sum(w + 1 for _, w, _ in LEFT)  # what the name and the right columns share
+    fits = 0
+    for _, w, _ in right:
+        if room - (w + 1) < lo:
+            break
+        room -= w + 1
+        fits += 1
+    name_w = max(lo, min(max(longest_name, len(NAME)), room))
+    cols = (*LEFT, (NAME, name_w, False), *right)
+    return Layout(cols, len(LEFT) + 1 + fits)
+
+
+def fit(text: str, width: int, right: bool) -> str:
+    """`text` in exactly `width` characters: cut with an ellipsis, padded to its side."""
     text = text if len(text) <= width else text[: width - 1] + "…"
     return text.rjust(width) if right else text.ljust(width)
 
 
-HEADER = " ".join(_fit(h, w, r) for h, w, r in COLUMNS)
-
-
-def cells(r: dict) -> Text:
+def cells(r: dict, lay: Layout) -> Text:
     """One contributor as one pre-formatted line (one DataTable cell per row renders ~10x faster
     than ten, which keeps sort/filter redraws cheap)."""
     d = r["delta_ms_per_cycle"]
     sig = r["significant"]
-    values = [
-        f"{d:+.3f}{'*' if sig else ' '}",
-        f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]",
-        "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
-        r["kind"],
-        "Σ" if r.get("_summed") else "-" if r["device_id"] is None else str(r["device_id"]),
-        r.get("phase") or "-",
-        f"{r['base_ms_per_cycle']:.3f}",
-        f"{r['head_ms_per_cycle']:.3f}",
-        r["status"],
-        r["name"],
-    ]
+    values = {
+        "change ms": f"{d:+.3f}{'*' if sig else ' '}",
+        "share": "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
+        NAME: r["name"],
+        "status": r["status"],
+        "base ms": f"{r['base_ms_per_cycle']:.3f}",
+        "head ms": f"{r['head_ms_per_cycle']:.3f}",
+        "kind": r["kind"],
+        "GPU": "Σ" if r.get("_summed") else "-" if r["device_id"] is None else str(r["device_id"]),
+        "phase": r.get("phase") or "-",
+        "95% CI": f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]",
+    }
     t = Text(no_wrap=True)
-    for i, ((_, w, right), v) in enumerate(zip(COLUMNS, values, strict=True)):
+    for i, (h, w, right) in enumerate(lay.columns):
         style = (("#ff5f5f" if d > 0 else "#5fd787") if sig else "") if i == 0 else ""
-        t.append(_fit(v, w, right), style)
-        if w:
+        if i:
             t.append(" ")
+        t.append(fit(values[h], w, right), style)
     return t
 
 
@@ -77,24 +121,63 @@ class AttributionTable(DataTable, inherit_bindings=False):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "scroll_top", "Top", show=False),
         Binding("end", "scroll_bottom", "Bottom", show=False),
+        Binding("shift+right,greater_than_sign", "scroll_column(1)", "Scroll right", show=False),
+        Binding("shift+left,less_than_sign", "scroll_column(-1)", "Scroll left", show=False),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+    def __init__(self, *, multi_gpu: bool = False, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self.ids: list[str] = []
+        self.multi_gpu = multi_gpu
+        self.view: pl.DataFrame | None = None
+        self.lay: Layout | None = None
 
-    def on_mount(self) -> None:
-        self.add_column(HEADER, key="contributor")
+    def text_width(self) -> int:
+        """Characters a row may use before it needs a sideways scroll."""
+        return max(self.size.width - GUTTER, 1)
+
+    def _layout(self) -> Layout:
+        names = self.view["name"] if self.view is not None else None
+        longest = int(names.str.len_chars().max() or 0) if names is not None and names.len() else 0
+        return layout(self.text_width(), longest, self.multi_gpu)
 
     def populate(self, view: pl.DataFrame, keep: str | None = None) -> None:
         """Replace the rows; keep the cursor on contributor `keep` when it is still shown."""
-        self.clear()
+        self.view = view
+        lay = self._layout()
+        if lay != self.lay:
+            self.clear(columns=True)
+            self.add_column(lay.header(), key="contributor")
+            self.lay = lay
+        else:
+            self.clear()
         rows = view.to_dicts()
         self.ids = [r["contributor_id"] for r in rows]
-        self.add_rows([(cells(r),) for r in rows])
+        self.add_rows([(cells(r, lay),) for r in rows])
         # add_rows gives generated keys; map positions to contributor ids ourselves
         if self.ids:
             self.move_cursor(row=self.ids.index(keep) if keep in self.ids else 0)
+
+    def action_scroll_column(self, step: int) -> None:
+        """Scroll sideways to the start of the next (step 1) or previous (-1) column."""
+        if self.lay is None:
+            return
+        starts, x = [], 0
+        for _, w, _ in self.lay.columns:
+            starts.append(x)
+            x += w + 1
+        now = round(self.scroll_x)
+        to = (
+            next((a for a in starts if a > now), self.max_scroll_x)
+            if step > 0
+            else max((a for a in starts if a < now), default=0)
+        )
+        self.scroll_to(x=min(to, self.max_scroll_x), animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        # the columns follow the width: lay the rows out again when it changes
+        if self.view is not None and self._layout() != self.lay:
+            self.populate(self.view, keep=self.current())
 
     def current(self) -> str | None:
         return (

@@ -18,7 +18,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
-from tracediff.tui.attribution import _fit
+from tracediff.tui.attribution import fit
 
 # (header, width, right-aligned)
 COLUMNS = (
@@ -32,7 +32,7 @@ COLUMNS = (
     ("n/cycle b→h", 13, False),
     ("status", 9, False),
 )
-HEADER = " ".join(_fit(h, w, r) for h, w, r in COLUMNS)
+HEADER = " ".join(fit(h, w, r) for h, w, r in COLUMNS)
 BAR = 8
 
 
@@ -68,7 +68,7 @@ def split_line(r: dict, total: float | None, gpu: str | None = None) -> Text:
             style = "#ff5f5f" if d > 0 else "#5fd787"
         elif i == 6:
             style = part_style
-        t.append(_fit(v, w, right), style)
+        t.append(fit(v, w, right), style)
         t.append(" ")
     return t
 

@@ -13,6 +13,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from tracediff.engine.result import Comparison
+from tracediff.tui.notes import shorten_paths
 
 
 class _Dialog(ModalScreen[None]):
@@ -69,16 +70,16 @@ class HelpScreen(_Dialog):
 
 
 class NotesScreen(_Dialog):
-    """All environment differences and warnings."""
+    """All environment differences and warnings (paths relative to the working directory)."""
 
     def __init__(self, c: Comparison) -> None:
         body = Text()
         if c.env_diffs:
             body.append("Environment differs (check before trusting the diff):\n", "bold")
             for d in c.env_diffs:
-                body.append(f"  {d.key}: {d.base!r} → {d.head!r}\n")
+                body.append(shorten_paths(f"  {d.key}: {d.base!r} → {d.head!r}") + "\n")
         for w in c.warnings:
-            body.append(f"⚠ {w}\n", "#ffaf00")
+            body.append(f"⚠ {shorten_paths(str(w))}\n", "#ffaf00")
         if not body.plain:
             body.append("No environment differences and no warnings.")
         super().__init__("environment and warnings", body)

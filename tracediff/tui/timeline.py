@@ -140,6 +140,9 @@ class Timeline(Widget):
         self.edges = True  # draw cross-stream CUDA event edges where the runs have them
         self.last_rows: m.TimelineRows | None = None
         self._cache: tuple[tuple, Text] | None = None
+        # what the timeline says when the comparison has no GPU operation to draw (set by the
+        # screen, which knows why: a host-only comparison); None: a generic line
+        self.no_events_reason: str | None = None
 
     # --- view -------------------------------------------------------------------------------
     def set_model(self, model: m.TimelineModel) -> None:
@@ -147,9 +150,17 @@ class Timeline(Widget):
         self.show()
         self.refresh(layout=True)  # the number of lanes is known now
 
+    def has_lanes(self) -> bool:
+        """Something to draw: the event index is in and holds at least one GPU lane."""
+        return self.model is not None and bool(self.model.lanes)
+
     def show(self, **view: object) -> None:
         for k, v in view.items():
             setattr(self, k, v)
+        if self.model is not None and not self.model.lanes:
+            self.border_title = f"timeline · cycle {self.cycle} · no GPU events"
+            self.refresh()
+            return
         t0, t1 = self.span()
         self.border_title = (
             f"timeline · cycle {self.cycle} · {t0 / 1e6:.3f}–{t1 / 1e6:.3f} ms"
@@ -192,12 +203,19 @@ class Timeline(Widget):
         self.show(t0=max(0, int(t0 + frac * (t1 - t0))), window=t1 - t0 if self.window else None)
 
     def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+        if self.model is not None and not self.model.lanes:
+            return 2  # the reason there is nothing to draw
         lanes = len(self.model.lanes) if self.model else 1
         return 2 + 2 * lanes
 
     def render(self) -> Text:
         if self.model is None:
             return Text("indexing events…", style="italic")
+        if not self.model.lanes:
+            return Text(
+                self.no_events_reason or "no GPU events in these runs: nothing to draw",
+                style="italic",
+            )
         width = max(self.content_size.width, LABEL + 10)
         t0, t1 = self.span()
         view = (self.cycle, t0, t1, width, self.selected, self.align, self.edges)
