@@ -137,8 +137,9 @@ class AttributionTable(DataTable, inherit_bindings=False):
         return max(self.size.width - GUTTER, 1)
 
     def _layout(self) -> Layout:
-        names = self.view["name"] if self.view is not None else None
-        longest = int(names.str.len_chars().max() or 0) if names is not None and names.len() else 0
+        longest = 0
+        if self.view is not None and self.view.height:
+            longest = int(self.view.select(pl.col("name").str.len_chars().max()).item() or 0)
         return layout(self.text_width(), longest, self.multi_gpu)
 
     def populate(self, view: pl.DataFrame, keep: str | None = None) -> None:
