@@ -1,6 +1,7 @@
-"""Every Arrow schema of a run file, defined once.
+"""Every Arrow schema of a run file and of a comparison's diff tables, defined once.
 
-Stage: the contract between readers (parse/*), the run file (runfile.py) and analysis (engine/*).
+Stage: the contract between readers (parse/*), the run file (runfile.py) and analysis (engine/*);
+the diff tables (DIFF_TABLES, below) between the engine and its consumers (export, report).
 Units are in the column names (`_ns`, `_bytes`); unknown is null, never -1. Names of kernels,
 APIs and ranges are dictionary-encoded strings (they repeat millions of times).
 
@@ -186,6 +187,111 @@ TABLES: dict[str, pa.Schema] = {
     "syncs": SYNCS,
     "cuda_events": CUDA_EVENTS,
 }
+
+
+# --- diff tables ---------------------------------------------------------------------------------
+# The frames of a comparison (engine/result.py's `Comparison`: its docstrings say what each column
+# means), with the types `compare --export` writes them as (export/parquet.py; the tables of
+# docs/parquet-schema.md are generated from these). The engine's polars frames hold the same
+# columns; there strings may be large or dictionary-encoded, and a table with no rows may come
+# with no columns (tests/unit/test_diff_schemas.py checks both sides against these).
+
+_str, _i32, _i64, _f64, _bool = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
+
+
+def _floats(*names: str) -> list[tuple[str, pa.DataType]]:
+    return [(n, _f64) for n in names]
+
+
+# a contributor's estimate (engine.stats.ESTIMATE's columns), per GPU and summed over GPUs
+_ESTIMATE = _floats(
+    "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
+) + [("significant", _bool), ("share", _f64)]
+
+
+DIFF_TABLES: dict[str, pa.Schema] = {
+    "attribution": pa.schema(
+        [
+            ("contributor_id", _str),
+            ("kind", _str),
+            ("name", _str),
+            ("phase", _str),
+            ("device_id", _i32),
+        ]
+        + _ESTIMATE
+        + _floats("base_count_per_cycle", "head_count_per_cycle")
+        + [("status", _str)]
+    ),
+    "cycles": pa.schema(
+        [("side", _str), ("cycle", _i64), ("device_id", _i32)]
+        + [(n, _i64) for n in ("start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "wall_ns")]
+        + [("critical", _bool)]
+    ),
+    "events": pa.schema(
+        [
+            ("side", _str),
+            ("cycle", _i64),
+            ("device_id", _i32),
+            ("stream_id", _i64),
+            ("kind", _str),
+            ("name", _str),
+            ("rel_start_ns", _i64),
+            ("rel_end_ns", _i64),
+            ("duration_ns", _i64),
+            ("slot", _i64),
+            ("contributor_id", _str),
+            ("status", _str),
+            ("grid", _str),
+            ("block", _str),
+        ]
+    ),
+    "across_gpus": pa.schema(
+        [
+            ("kind", _str),
+            ("name", _str),
+            ("phase", _str),
+            ("devices", _i64),
+            ("top_device_id", _i32),
+            ("top_device_delta_ms_per_cycle", _f64),
+        ]
+        + _ESTIMATE
+    ),
+    "host": pa.schema(
+        [("phase", _str)]
+        + _floats(
+            "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
+        )
+        + [("significant", _bool)]
+    ),
+    "collectives": pa.schema(
+        [("op", _str), ("dtype", _str), ("bytes", _i64), ("device_id", _i32)]
+        + _floats(
+            "base_ms_per_cycle",
+            "head_ms_per_cycle",
+            "base_wait_ms_per_cycle",
+            "head_wait_ms_per_cycle",
+            "base_transfer_ms_per_cycle",
+            "head_transfer_ms_per_cycle",
+            "delta_ms_per_cycle",
+        )
+    ),
+    "totals": pa.schema(
+        [
+            ("kind", _str),
+            ("name", _str),
+            ("base_ms", _f64),
+            ("head_ms", _f64),
+            ("delta_ms", _f64),
+            ("base_count", _i64),
+            ("head_count", _i64),
+        ]
+    ),
+}
+
+
+def empty_diff(table: str) -> pa.Table:
+    """An empty diff table of the given kind (DIFF_TABLES)."""
+    return DIFF_TABLES[table].empty_table()
 
 
 def empty(table: str) -> pa.Table:

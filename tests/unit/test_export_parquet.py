@@ -251,7 +251,7 @@ def test_compare_export_events_and_cycles(diff) -> None:
 def test_compare_export_attribution_and_summary(diff) -> None:
     out, c = diff
     attr = pl.read_parquet(out / "attribution")
-    assert attr.columns == list(px.DIFF_TABLES["attribution"].names)
+    assert attr.columns == list(schema.DIFF_TABLES["attribution"].names)
     assert (
         attr.select("contributor_id", "delta_ms_per_cycle").rows()
         == c.attribution.select("contributor_id", "delta_ms_per_cycle").rows()
@@ -264,15 +264,15 @@ def test_compare_export_attribution_and_summary(diff) -> None:
     assert totals["head_count"].sum() == c.totals["head_count"].sum() > 0
     for name in ("host", "collectives"):  # written with their columns even when empty
         assert (
-            pl.read_parquet(out / name).columns[: len(px.DIFF_TABLES[name])]
-            == px.DIFF_TABLES[name].names
+            pl.read_parquet(out / name).columns[: len(schema.DIFF_TABLES[name])]
+            == schema.DIFF_TABLES[name].names
         )
 
 
 def test_engine_frames_match_declared_diff_schemas(diff) -> None:
     """A column the engine adds or renames must be declared (and so documented) here."""
     _, c = diff
-    for name, sch in px.DIFF_TABLES.items():
+    for name, sch in schema.DIFF_TABLES.items():
         frame = getattr(c, name)
         if frame.width:
             assert sorted(frame.columns) == sorted(sch.names), name

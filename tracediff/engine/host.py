@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff import schema
 from tracediff.engine import cycles as cy
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
@@ -93,24 +94,6 @@ def host_segment(
     )
 
 
-_EVENTS = {
-    "side": pl.String,
-    "cycle": pl.Int64,
-    "device_id": pl.Int32,
-    "stream_id": pl.Int64,
-    "kind": pl.String,
-    "name": pl.String,
-    "rel_start_ns": pl.Int64,
-    "rel_end_ns": pl.Int64,
-    "duration_ns": pl.Int64,
-    "slot": pl.Int64,
-    "contributor_id": pl.String,
-    "status": pl.String,
-    "grid": pl.String,
-    "block": pl.String,
-}
-
-
 def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Comparison:
     from tracediff.engine import compare as cmp
     from tracediff.engine.env import env_diffs
@@ -186,7 +169,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
         env_diffs=env_diffs(base, head),
         attribution=attribution,
         cycles=cyc,
-        events=pl.DataFrame(schema=_EVENTS),
+        events=pl.DataFrame(schema.empty_diff("events")),  # no GPU ops: none
         host=host,
         warnings=[
             "no GPU operations in either run: compared host NVTX range wall times (cycles are host ranges, contributors are phases)"

@@ -2,7 +2,9 @@
 
 Stage: engine output. Consumers: the text/JSON report, the TUI, export, what-if.
 Sides are always `base` / `head`, never named after user labels. Times in tables are ns;
-per-cycle summary numbers are ms (their names say so).
+per-cycle summary numbers are ms (their names say so). The tables' columns and export types are
+defined once in tracediff.schema.DIFF_TABLES; tests/unit/test_diff_schemas.py checks the field
+docstrings below and the engine's frames against it.
 """
 
 from __future__ import annotations
@@ -115,5 +117,5 @@ class Comparison:
 
     replay_inputs: dict[str, Any] = field(default_factory=dict, repr=False)
     """Engine-internal inputs of what-if replay (tracediff.replay): "ops", the aligned ops of both
-    sides with launch times and gaps; "head_api", head's API calls (host syncs); "graph", the
-    replay graph once built. Not a stable contract."""
+    sides with launch times and gaps; "head_api", head's API calls (host syncs). (The replay
+    graph is kept beside the result, in tracediff.replay.cache.) Not a stable contract."""

@@ -47,7 +47,8 @@ from tracediff.errors import OutputError, UsageError
 from tracediff.runfile import Run
 
 EXPORT_VERSION = 1
-"""Version of this folder layout and the diff-table schemas below; in `_tracediff.json`."""
+"""Version of this folder layout and of the diff-table schemas (schema.DIFF_TABLES); in
+`_tracediff.json`."""
 MARKER = "_tracediff.json"
 """Names starting with `_` are skipped by Parquet dataset readers, so the marker never gets read
 as data; `--force` replaces only folders holding it (or empty ones)."""
@@ -81,91 +82,6 @@ def _floats(*names: str) -> list[tuple[str, pa.DataType]]:
     return [(n, _f64) for n in names]
 
 
-# a contributor's estimate (engine.stats.ESTIMATE), per GPU and summed over GPUs
-_ESTIMATE = _floats(
-    "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
-) + [("significant", _bool), ("share", _f64)]
-
-
-# The Comparison's frames (engine/result.py documents them), with the types they are written as.
-DIFF_TABLES: dict[str, pa.Schema] = {
-    "attribution": pa.schema(
-        [
-            ("contributor_id", _str),
-            ("kind", _str),
-            ("name", _str),
-            ("phase", _str),
-            ("device_id", _i32),
-        ]
-        + _ESTIMATE
-        + _floats("base_count_per_cycle", "head_count_per_cycle")
-        + [("status", _str)]
-    ),
-    "cycles": pa.schema(
-        [("side", _str), ("cycle", _i64), ("device_id", _i32)]
-        + [(n, _i64) for n in ("start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "wall_ns")]
-        + [("critical", _bool)]
-    ),
-    "events": pa.schema(
-        [
-            ("side", _str),
-            ("cycle", _i64),
-            ("device_id", _i32),
-            ("stream_id", _i64),
-            ("kind", _str),
-            ("name", _str),
-            ("rel_start_ns", _i64),
-            ("rel_end_ns", _i64),
-            ("duration_ns", _i64),
-            ("slot", _i64),
-            ("contributor_id", _str),
-            ("status", _str),
-            ("grid", _str),
-            ("block", _str),
-        ]
-    ),
-    "across_gpus": pa.schema(
-        [
-            ("kind", _str),
-            ("name", _str),
-            ("phase", _str),
-            ("devices", _i64),
-            ("top_device_id", _i32),
-            ("top_device_delta_ms_per_cycle", _f64),
-        ]
-        + _ESTIMATE
-    ),
-    "host": pa.schema(
-        [("phase", _str)]
-        + _floats(
-            "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95_low", "ci95_high"
-        )
-        + [("significant", _bool)]
-    ),
-    "collectives": pa.schema(
-        [("op", _str), ("dtype", _str), ("bytes", _i64), ("device_id", _i32)]
-        + _floats(
-            "base_ms_per_cycle",
-            "head_ms_per_cycle",
-            "base_wait_ms_per_cycle",
-            "head_wait_ms_per_cycle",
-            "base_transfer_ms_per_cycle",
-            "head_transfer_ms_per_cycle",
-            "delta_ms_per_cycle",
-        )
-    ),
-    "totals": pa.schema(
-        [
-            ("kind", _str),
-            ("name", _str),
-            ("base_ms", _f64),
-            ("head_ms", _f64),
-            ("delta_ms", _f64),
-            ("base_count", _i64),
-            ("head_count", _i64),
-        ]
-    ),
-}
 DIFF_PARTITIONS = {"events": ("side", "device_id"), "cycles": ("side", "device_id")}
 
 _SIDE_TYPES = {
@@ -493,7 +409,7 @@ def write_comparison_tables(result: Comparison, root: Path) -> dict[str, int]:
     summary = summary_table(result)
     _write_file(summary, root / "summary" / "part-0.parquet")
     rows["summary"] = summary.num_rows
-    for name, target in DIFF_TABLES.items():
+    for name, target in schema.DIFF_TABLES.items():
         keys = DIFF_PARTITIONS.get(name, ())
         rows[name] = write_frame(getattr(result, name), root / name, target, keys)
     return rows

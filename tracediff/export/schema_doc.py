@@ -3,8 +3,9 @@
     python -m tracediff.export.schema_doc [--check]
 
 Rewrites the part of docs/parquet-schema.md between the `generated` markers from
-tracediff/schema.py (run tables) and tracediff/export/parquet.py (runs, diff tables), so the doc
-cannot drift: tests/unit/test_export_doc.py fails when it is out of date. `--check` only compares.
+tracediff/schema.py (run tables, diff tables) and tracediff/export/parquet.py (runs, summary), so
+the doc cannot drift: tests/unit/test_export_doc.py fails when it is out of date. `--check` only
+compares.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def render() -> str:
         out += _table(name, sch, path, parts)
     out += ["## Diff tables (`tracediff compare --export`)", ""]
     out += _table("summary", pq_export.SUMMARY, "DIR/summary/part-0.parquet", [])
-    for name, sch in pq_export.DIFF_TABLES.items():
+    for name, sch in schema.DIFF_TABLES.items():
         keys = pq_export.DIFF_PARTITIONS.get(name, ())
         parts = [(k, str(sch.field(k).type)) for k in keys]
         path = f"DIR/{name}/" + "".join(f"{k}=<{k}>/" for k in keys) + "part-0.parquet"
