@@ -3,6 +3,8 @@
 - `worktree.py`  the commit under test, checked out in a temporary git worktree
 - `manifest.py`  the environment manifest (GPUs, clocks, driver, NCCL/torch, nsys, env, git)
 - `runner.py`    the nsys invocation, fault handling, import/parse into OUTDIR/run.arrow
+- `outdir.py`    OUTDIR: checked, parents created, published by one exclusive rename
+- `runsets.py`   `--repeat N`: commits and variants captured N times, interleaved, resumable
 - `presets/`     ready-made workloads (sglang-eagle3)
 - `shim/`        sitecustomize-style NVTX injection loaded inside the profiled processes
 - `workload/`    a small torch speculative-decoding loop to try capture → compare on one GPU

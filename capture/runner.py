@@ -3,7 +3,11 @@
 Stage: capture. Input: a `CaptureSpec` (repo, ref, command, nsys options); output: OUTDIR with
 `report.nsys-rep` (or `report.qdstrm` when no importer is installed), `run.arrow`,
 `manifest.json` and `capture.log`. OUTDIR is built in a sibling temp folder and renamed into place
-at the end, so a crash never leaves half an OUTDIR, and an existing OUTDIR needs `force`.
+at the end, so a crash never leaves half an OUTDIR, and an existing OUTDIR needs `force` (the rename
+itself refuses a folder that appeared meanwhile). Missing parents of OUTDIR are created.
+
+The worktree holds the commit only: uncommitted edits of the user's checkout are not profiled
+(a warning says so) unless `include_uncommitted` applies them (allowed when the commit is HEAD).
 
 Faults keep whatever report exists: a workload that exits non-zero, a Ctrl-C (nsys is sent one
 SIGINT, finalises, and the run is marked partial) and a report that cannot be imported or parsed
@@ -28,7 +32,8 @@ from typing import IO, Any
 
 from capture import manifest as mf
 from capture import worktree as wt
-from tracediff.errors import OutputError, ToolError, TracediffError, UsageError
+from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
+from tracediff.errors import ToolError, TracediffError, UsageError
 
 NSYS_INSTALL_HINT = (
     "install Nsight Systems with `make nsys` (tools/install-nsys.sh), or set $TRACEDIFF_NSYS"
@@ -55,6 +60,9 @@ class CaptureSpec:
     extra_nsys_args: list[str] = field(default_factory=list)
     force: bool = False
     nsys: str | None = None
+    include_uncommitted: bool = False  # apply the user's `git diff HEAD` in the worktree
+    commit: str | None = None  # `ref` already resolved (a run set pins it for all its runs)
+    metadata: dict[str, Any] = field(default_factory=dict)  # extra run.metadata (e.g. "runset")
 
 
 @dataclass
@@ -65,6 +73,7 @@ class CaptureResult:
     manifest: dict[str, Any]
     exit_code: int  # what `tracediff capture` should exit with
     problem: str | None = None  # one line for the user when exit_code != 0 or no run file
+    warnings: list[str] = field(default_factory=list)  # one line each, for the user
 
 
 def find_nsys(explicit: str | None = None) -> str:
@@ -175,8 +184,12 @@ def run_nsys(
         signals = 0
         while True:
             try:
-                rc = proc.wait()
+                # short waits, not one blocking waitpid: once polars' threads exist (a second
+                # run of --repeat), Ctrl-C may land on one of them and would not interrupt it
+                rc = proc.wait(timeout=0.2)
                 break
+            except subprocess.TimeoutExpired:
+                continue
             except KeyboardInterrupt:
                 interrupted = True
                 signals += 1
@@ -214,33 +227,6 @@ def parse_report(report: Path) -> Any:
     return load(report)
 
 
-def _publish(staging: Path, outdir: Path, force: bool) -> None:
-    """Rename the finished staging folder to OUTDIR (replacing it only with force)."""
-    old = None
-    if outdir.exists():
-        if not force:
-            raise OutputError(
-                f"{outdir}: appeared during the capture", f"results left in {staging}"
-            )
-        old = outdir.with_name(f".{outdir.name}.old-{os.getpid()}")
-        os.replace(outdir, old)
-    os.replace(staging, outdir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def check_outdir(outdir: Path, force: bool) -> None:
-    if outdir.exists() and not force:
-        raise OutputError(
-            f"{outdir}: already exists", "pass --force to replace it, or choose another -o"
-        )
-    if outdir.exists() and not outdir.is_dir():
-        raise OutputError(f"{outdir}: exists and is not a folder", "choose another -o")
-    parent = outdir.parent
-    if not parent.is_dir():
-        raise OutputError(f"{outdir}: folder {parent} does not exist", "create it first")
-
-
 def capture(
     spec: CaptureSpec, echo: IO[str] | None = None, progress: Callable[[str], None] | None = None
 ) -> CaptureResult:
@@ -256,8 +242,20 @@ def capture(
     check_outdir(outdir, spec.force)
     nsys = find_nsys(spec.nsys)
     repo = wt.toplevel(spec.repo)
-    sha = wt.resolve(repo, spec.ref)
+    sha = spec.commit or wt.resolve(repo, spec.ref)
     git = {"ref": spec.ref, "commit": sha, **wt.user_tree_state(repo)}
+    patch = None
+    if spec.include_uncommitted:
+        if git["user_head"] != sha:
+            raise UsageError(
+                f"--include-uncommitted: {spec.ref} is not the checked-out HEAD of {repo}",
+                "the edits are made on top of HEAD; profile HEAD, or commit them",
+            )
+        patch = wt.uncommitted_diff(repo)
+    git["uncommitted_included"] = bool(patch)
+    warnings = [w for w in [wt.dirty_warning(git, sha, bool(patch))] if w]
+    for w in warnings:
+        say(f"warning: {w}")
 
     m = mf.new_manifest(
         label=spec.label or spec.ref,
@@ -270,11 +268,12 @@ def capture(
     mf.fill_gpus(m)
     m["nsys_version"] = mf.nsys_version(nsys)
     trace = resolve_trace(spec.trace, m["gpus"])
+    made = make_parents(outdir)
     # absolute: nsys runs with cwd = the worktree
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.capture-", dir=outdir.parent)).resolve()
     report_base = staging / "report"
     try:
-        with wt.worktree(repo, sha) as tree:
+        with wt.worktree(repo, sha, patch) as tree:
             env = dict(os.environ)
             # the allocator settings tracediff's CLI made for itself are not the workload's
             for name in env.pop("TRACEDIFF_SET_ALLOC", "").split(","):
@@ -303,10 +302,13 @@ def capture(
             m["gpus_end"], why = mf.gpu_info() if m["gpus"] is not None else (None, {})
             m["reasons"].update({k.replace("gpus", "gpus_end", 1): v for k, v in why.items()})
         say("importing and parsing the report")
-        return _finish(spec, m, staging, outdir, nsys, rc, interrupted)
+        result = _finish(spec, m, staging, outdir, nsys, rc, interrupted)
+        result.warnings[:0] = warnings
+        return result
     except BaseException:
-        if staging.exists() and not any(staging.glob("report.*")):
+        if not any(staging.glob("report.*")):  # nothing worth keeping (or already removed)
             shutil.rmtree(staging, ignore_errors=True)
+            remove_if_empty(made)
         raise
 
 
@@ -322,6 +324,8 @@ def _finish(
     rep, qd = staging / "report.nsys-rep", staging / "report.qdstrm"
     m["nsys_exit_code"] = rc
     m["interrupted"] = interrupted
+    # --output= named the staging folder; the report is read from OUTDIR from now on
+    m["nsys_command"] = [a.replace(str(staging), str(outdir.resolve())) for a in m["nsys_command"]]
     m["partial"] = interrupted
     if not rep.exists() and not qd.exists():
         log = (staging / "capture.log").read_text(errors="replace").strip().splitlines()
@@ -353,7 +357,10 @@ def _finish(
             run.metadata.update(
                 label=m["label"], manifest=m, partial=m["partial"], commit=m["git"]["commit"]
             )
+            run.metadata.update(spec.metadata)
             run.metadata["source"] = str((outdir / rep.name).resolve())  # not the staging path
+            # the parser named the staging folder, which is renamed to OUTDIR below
+            run.warnings = [w.replace(str(staging), str(outdir.resolve())) for w in run.warnings]
             from tracediff.runfile import write_run
 
             write_run(run, staging / "run.arrow")
@@ -374,7 +381,7 @@ def _finish(
             f"`tracediff parse {outdir / qd.name} -o {outdir / 'run.arrow'}`"
         )
     (staging / "manifest.json").write_text(json.dumps(m, indent=2, default=str) + "\n")
-    _publish(staging, outdir, spec.force)
+    publish(staging, outdir, spec.force)
     return CaptureResult(
         outdir=outdir,
         run_file=run_file,

@@ -1,9 +1,10 @@
 """The code under test: a detached git worktree of one commit, made and removed around a capture.
 
 Stage: capture, before the workload. Input: a repository and a ref; output: a temporary folder
-holding that commit's tree, plus the state of the user's own checkout (HEAD, dirty flag, a hash of
-`git diff HEAD`). The user's working tree and index are never touched: `git worktree add` only
-writes under .git/worktrees/, and that entry is pruned when the capture ends.
+holding that commit's tree, plus the state of the user's own checkout (HEAD, dirty flag and count
+of changed files, a hash of `git diff HEAD`). The user's working tree and index are never touched:
+`git worktree add` only writes under .git/worktrees/, and that entry is pruned when the capture
+ends. On request the user's `git diff HEAD` is applied to the worktree (never to the checkout).
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from typing import Any
 from tracediff.errors import ToolError, UsageError
 
 
-def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def _git(
+    repo: Path, *args: str, check: bool = True, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     git = shutil.which("git")
     if git is None:
         raise ToolError("git is not installed", "install git (apt-get install git)")
-    proc = subprocess.run([git, "-C", str(repo), *args], capture_output=True, check=False)
+    proc = subprocess.run(
+        [git, "-C", str(repo), *args], capture_output=True, check=False, input=stdin
+    )
     if check and proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
         raise ToolError(
@@ -74,21 +79,43 @@ def user_tree_state(repo: Path) -> dict[str, Any]:
         "user_branch": branch.stdout.decode().strip() or None,
         # dirty: tracked files differ from HEAD; untracked files are counted apart
         "dirty": len(lines) - untracked > 0,
+        "dirty_files": len(lines) - untracked,
         "untracked_files": untracked,
         "diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None,
         "diff_bytes": len(diff),
     }
 
 
+def dirty_warning(git: dict[str, Any], sha: str, included: bool) -> str | None:
+    """The line that says the user's uncommitted edits are (not) in what is profiled."""
+    n = git.get("dirty_files") or 0
+    if not n:
+        return None
+    files = f"{n} file{'s' if n != 1 else ''} with uncommitted changes in {git['repo']}"
+    if included:
+        return f"{files}: applied to the worktree at {sha[:12]} (--include-uncommitted)"
+    return (
+        f"{files}: the worktree at {sha[:12]} does not contain them, so they are NOT profiled "
+        "(commit them, or pass --include-uncommitted when profiling HEAD)"
+    )
+
+
+def uncommitted_diff(repo: Path) -> bytes:
+    """`git diff HEAD --binary` of the user's checkout: the tracked edits, staged or not."""
+    return _git(repo, "diff", "HEAD", "--binary").stdout
+
+
 @contextlib.contextmanager
-def worktree(repo: Path, sha: str) -> Iterator[Path]:
-    """A detached worktree of `sha` in a temp folder, removed (and pruned) on exit."""
+def worktree(repo: Path, sha: str, patch: bytes | None = None) -> Iterator[Path]:
+    """A detached worktree of `sha` in a temp folder (with `patch` applied), removed on exit."""
     parent = Path(tempfile.mkdtemp(prefix="tracediff-wt-"))
     path = parent / sha[:12]
     try:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
         if (path / ".gitmodules").exists():
             _git(path, "submodule", "update", "--init", "--recursive", "--quiet")
+        if patch:
+            _git(path, "apply", "--binary", "--whitespace=nowarn", "-", stdin=patch)
         yield path
     finally:
         _git(repo, "worktree", "remove", "--force", str(path), check=False)

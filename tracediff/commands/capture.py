@@ -4,8 +4,16 @@ Profiles a workload at a git commit under nsys and leaves OUTDIR/run.arrow (plus
 manifest.json, capture.log), then prints on stderr the `tracediff compare` command to run next.
 stdout stays empty: the workload's own output goes to stderr and OUTDIR/capture.log.
 
+With `--repeat N`, several `--commit`, or `--variants A,B` it writes run sets instead
+(capture/runsets.py: layout, interleaved order, resume; tracediff/runset.py: the index format):
+
+    tracediff capture --commit A --commit B --repeat 5 -o runs -- python bench.py
+    tracediff capture --commit HEAD --repeat 4 --variants good,bad -o runs -- \
+        python bench.py --variant {variant}
+
 Exit codes: 0 captured; 1 the workload failed (report kept), a tool failed, or bad input;
-2 usage; 130 interrupted (the partial capture is kept, marked partial=true).
+2 usage; 130 interrupted (the partial capture is kept, marked partial=true; a run-set call is
+resumed by running it again).
 """
 
 from __future__ import annotations
@@ -14,12 +22,31 @@ import argparse
 import importlib
 import shlex
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--commit", required=True, metavar="REF", help="git commit, branch or tag to profile"
+        "--commit",
+        required=True,
+        action="append",
+        metavar="REF",
+        help="git commit, branch or tag to profile (repeatable: one run set per commit)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="capture N runs per commit (and variant), interleaved, into run sets; "
+        "the same command again resumes",
+    )
+    p.add_argument(
+        "--variants",
+        metavar="A,B,...",
+        help="one run set per name, with {variant} in the command replaced by it",
     )
     p.add_argument(
         "--repo", type=Path, default=Path("."), help="git checkout of the code (default: .)"
@@ -27,8 +54,15 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUTDIR", help="folder to create"
     )
-    p.add_argument("--force", action="store_true", help="replace OUTDIR if it exists")
+    p.add_argument(
+        "--force", action="store_true", help="replace OUTDIR if it exists (run sets: start over)"
+    )
     p.add_argument("--label", help="label stored in the run (default: the ref)")
+    p.add_argument(
+        "--include-uncommitted",
+        action="store_true",
+        help="apply the checkout's uncommitted edits (git diff HEAD) to the worktree; HEAD only",
+    )
     p.add_argument("--preset", choices=["sglang-eagle3"], help="a ready-made workload (see below)")
     p.add_argument(
         "--base",
@@ -113,17 +147,17 @@ def capture_range_args(args: argparse.Namespace, preset_default: list[str]) -> l
 
 
 def _suggest_base(outdir: Path, explicit: Path | None) -> Path | None:
-    """The baseline to name in the compare hint: --base, else the newest sibling capture."""
+    """The baseline to name in the compare hint: --base, else the newest good sibling capture
+    (a failed or interrupted capture is never a baseline)."""
+    from capture.runsets import good_capture
+
     if explicit is not None:
         return explicit
     parent = outdir.resolve().parent
     found = [
         d / "run.arrow"
         for d in parent.iterdir()
-        if d.is_dir()
-        and d.resolve() != outdir.resolve()
-        and (d / "run.arrow").is_file()
-        and (d / "manifest.json").is_file()
+        if d.is_dir() and d.resolve() != outdir.resolve() and good_capture(d)
     ]
     return max(found, key=lambda f: f.stat().st_mtime) if found else None
 
@@ -137,9 +171,15 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if args.preset and command:
         raise UsageError("give either --preset or `-- COMMAND`, not both")
+    variants = None if args.variants is None else args.variants.split(",")
+    runsets = args.repeat != 1 or len(args.commit) > 1 or variants is not None
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: needs at least 1 run")
+    if runsets and args.label and len(args.commit) * len(variants or [None]) > 1:
+        raise UsageError("--label names one run set; this call writes several")
     spec = CaptureSpec(
         repo=args.repo,
-        ref=args.commit,
+        ref=args.commit[0],
         outdir=args.output,
         command=command,
         label=args.label,
@@ -148,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         nsys=args.nsys,
         extra_nsys_args=list(args.nsys_arg),
         nvtx_shim=args.nvtx_shim,
+        include_uncommitted=args.include_uncommitted,
     )
     preset_range: list[str] = []
     if args.preset:
@@ -165,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
     if args.pythonpath:
         spec.pythonpath = list(args.pythonpath)
     spec.capture_range = capture_range_args(args, preset_range)
+    if runsets:
+        return _run_sets(spec, args, variants)
 
     result = capture(
         spec,
@@ -177,7 +220,9 @@ def run(args: argparse.Namespace) -> int:
         f"(workload exit {m['workload_exit_code']}); wrote {result.outdir}/",
         file=sys.stderr,
     )
-    if result.run_file is not None:
+    for w in result.warnings:
+        print(f"tracediff: warning: {w}", file=sys.stderr)
+    if result.run_file is not None and result.exit_code == 0:
         base = _suggest_base(result.outdir, args.base)
         head = shlex.quote(str(result.run_file))
         if base is not None:
@@ -194,3 +239,41 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return result.exit_code
+
+
+def _say(msg: str) -> None:
+    print(f"tracediff: {msg}", file=sys.stderr, flush=True)
+
+
+def _run_sets(spec: Any, args: argparse.Namespace, variants: list[str] | None) -> int:
+    from capture.runsets import capture_runsets
+
+    t0 = time.monotonic()
+    r = capture_runsets(spec, list(args.commit), args.repeat, variants, sys.stderr, _say)
+    sets = [p.folder for p in r.sets]
+    for w in r.warnings:
+        _say(f"warning: {w}")
+    if r.exit_code:
+        _say(
+            f"{'error' if r.exit_code != 130 else 'interrupted'}: {r.problem}; "
+            f"{r.captured + r.reused} finished runs kept: run the same command again to resume"
+        )
+        return r.exit_code
+    _say(
+        f"wrote {len(sets)} run set{'s' if len(sets) != 1 else ''} of {args.repeat} runs in "
+        f"{r.outdir}/ ({r.captured} captured, {r.reused} reused) in {time.monotonic() - t0:.0f} s"
+    )
+    q = [shlex.quote(str(f)) for f in sets]
+    if len(q) > 1:
+        for head in q[1:]:
+            print(f"next: tracediff compare {q[0]} {head}", file=sys.stderr)
+    else:
+        base = shlex.quote(str(args.base)) if args.base else "BASE_DIR"
+        if not args.base:
+            print(
+                "next: capture the baseline the same way (tracediff capture --commit BASE_REF "
+                f"--repeat {args.repeat} -o BASE_DIR ...), then:",
+                file=sys.stderr,
+            )
+        print(f"next: tracediff compare {base} {q[0]}", file=sys.stderr)
+    return 0

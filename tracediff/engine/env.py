@@ -35,6 +35,9 @@ _VOLATILE = (
 # Current clocks read before the workload starts are those of an idle GPU; compare the readings
 # taken right after it (manifest.gpus_end.*), when clocks are what the workload ran at.
 _IDLE_READINGS = re.compile(r"^manifest\.gpus\.\d+\.clock_(sm|mem)_mhz$")
+# The code under test is what two captures are compared for: the commit, the ref and the state of
+# the user's checkout (manifest.git.*) differ on purpose and are not an environment difference.
+_CODE = "manifest.git."
 _WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
@@ -73,6 +76,8 @@ def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
     for k in sorted(set(b) | set(h)):
         leaf = k.rsplit(".", 1)[-1].lower()
         if any(v in leaf for v in _VOLATILE) or _IDLE_READINGS.match(k) or ".reasons." in k:
+            continue
+        if k.startswith(_CODE):
             continue
         if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
             diffs.append(EnvDiff(k, b.get(k), h.get(k)))

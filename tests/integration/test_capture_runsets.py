@@ -1,0 +1,304 @@
+"""`tracediff capture --repeat N`: run sets, interleaved commits and variants, resume, refusals.
+
+Real git repositories and the real nsys (NVTX only). The workload appends the commit and variant it
+ran as to a counter file, so the order the runs really ran in is known independently of what
+tracediff recorded; `HANG_AT=k` makes the k-th invocation loop until it is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_capture import _git, ranges
+from tracediff import runset as rs
+from tracediff.parse.sides import resolve
+
+WORK = """\
+import os, sys, time
+import nvtx
+
+SCALE = {scale}
+variant = sys.argv[1] if len(sys.argv) > 1 else "good"
+verify_s = {{"good": 0.004, "slow": 0.016}}[variant] * SCALE
+n, hang = 0, int(os.environ.get("HANG_AT", "0"))
+if os.environ.get("COUNTER"):
+    with open(os.environ["COUNTER"], "a") as f:
+        f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"][:12] + " " + variant + "\\n")
+    with open(os.environ["COUNTER"]) as f:
+        n = len(f.read().splitlines())
+if os.environ.get("PIDFILE"):
+    with open(os.environ["PIDFILE"], "w") as f:
+        f.write(str(os.getpid()))
+i = 0
+while i < int(os.environ.get("CYCLES", "3")) or n == hang:
+    nvtx.push_range("cycle")
+    nvtx.push_range("verify"); time.sleep(verify_s); nvtx.pop_range()
+    nvtx.pop_range()
+    i += 1
+    if i == 2 and n == hang:
+        print("HANG", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Commits `a` and `b` (b: verify twice as long)."""
+    r = tmp_path_factory.mktemp("rsrepo")
+    _git(r, "init", "-q", "-b", "main")
+    (r / "work.py").write_text(WORK.format(scale=1))
+    _git(r, "add", "work.py")
+    _git(r, "commit", "-qm", "a")
+    _git(r, "tag", "a")
+    (r / "work.py").write_text(WORK.format(scale=2))
+    _git(r, "commit", "-qam", "b")
+    _git(r, "tag", "b")
+    return r
+
+
+def cmd(repo: Path, out: Path, nsys: str, *extra: str, workload: tuple[str, ...] = ()) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tracediff",
+        "capture",
+        "--repo",
+        str(repo),
+        "-o",
+        str(out),
+        "--nsys",
+        nsys,
+        *extra,
+        "--",
+        sys.executable,
+        "work.py",
+        *workload,
+    ]
+
+
+def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+def counted(counter: Path) -> list[str]:
+    return counter.read_text().splitlines() if counter.exists() else []
+
+
+@pytest.fixture(scope="module")
+def two(repo: Path, nsys: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list]:
+    """`--commit a --commit b --repeat 2`, and the command that made it."""
+    d = tmp_path_factory.mktemp("two")
+    out, counter = d / "runs", d / "counter.txt"
+    argv = cmd(repo, out, nsys, "--commit", "a", "--commit", "b", "--repeat", "2")
+    r = run(argv, COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    return out, counter, [argv, r]
+
+
+def test_two_commits_are_captured_interleaved_into_two_run_sets(
+    repo: Path, two: tuple[Path, Path, list]
+) -> None:
+    out, counter, (_, r) = two
+    a, b = (_git(repo, "rev-parse", t)[:12] for t in ("a", "b"))
+    # what really ran, in order: A B B A
+    assert counted(counter) == [f"{a} good", f"{b} good", f"{b} good", f"{a} good"]
+    group = rs.read_group_index(out)
+    assert group["order"] == [["a", "run-01"], ["b", "run-01"], ["b", "run-02"], ["a", "run-02"]]
+    assert set(group["sets"]) == {"a", "b"} and group["sets"]["b"]["commit"].startswith(b)
+    starts = {}
+    for name, sha in (("a", a), ("b", b)):
+        index = rs.read_index(out / name)
+        assert index["commit"].startswith(sha) and index["repeat"] == 2
+        assert [x["status"] for x in index["runs"]] == ["ok", "ok"]
+        assert [x["name"] for x in index["runs"]] == ["run-01", "run-02"]
+        for x in index["runs"]:
+            m = json.loads((out / name / x["path"] / "manifest.json").read_text())
+            assert m["git"]["commit"].startswith(sha) and m["workload_exit_code"] == 0
+            starts[(name, x["name"])] = x["start_utc"]
+        # the compare-side reader and this module list the same runs
+        runs = rs.list_runs(out / name)
+        assert runs == list(resolve(out / name).runs) and len(runs) == 2
+        assert [p.parent for p in runs] == rs.finished_runs(out / name)
+    assert sorted(starts, key=starts.__getitem__) == [tuple(x) for x in group["order"]]
+    assert "[3/4] b run 2/2" in r.stderr and "next: tracediff compare" in r.stderr
+
+
+def test_a_second_identical_call_reuses_every_run(
+    two: tuple[Path, Path, list], tmp_path: Path
+) -> None:
+    out, counter, (argv, _) = two
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("run.arrow")}
+    r = run(argv, COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    assert "(0 captured, 4 reused)" in r.stderr and len(counted(counter)) == 4
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("run.arrow")} == before
+
+
+def test_another_workload_or_commit_is_never_mixed_in(
+    repo: Path, nsys: str, two: tuple[Path, Path, list]
+) -> None:
+    out, counter, _ = two
+    index_before = (out / "a" / "runset.json").read_text()
+    other_cmd = cmd(
+        repo, out, nsys, "--commit", "a", "--commit", "b", "--repeat", "2", workload=("slow",)
+    )
+    other_commit = cmd(repo, out / "a", nsys, "--commit", "b", "--repeat", "2")
+    for argv, word in ((other_cmd, "workload (command was"), (other_commit, "another commit")):
+        r = run(argv, COUNTER=str(counter))
+        assert r.returncode == 1, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, r.stderr
+        assert "--force" in r.stderr
+    assert len(counted(counter)) == 4 and (out / "a" / "runset.json").read_text() == index_before
+
+
+def _stop_when_hung(argv: list[str], sig: signal.Signals, **env: str) -> tuple[int, str]:
+    """Start a capture in its own session, wait for the hung run's HANG, send `sig`."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
+    seen: list[str] = []
+    hung = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "HANG" in line:
+                hung.set()
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        assert hung.wait(120), "".join(seen)
+        time.sleep(0.3)
+        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+        rc = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    t.join(10)
+    return rc, "".join(seen)
+
+
+def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    out, counter = tmp_path / "set", tmp_path / "counter.txt"
+    argv = cmd(repo, out, nsys, "--commit", "a", "--repeat", "3")
+    rc, err = _stop_when_hung(argv, signal.SIGINT, COUNTER=str(counter), HANG_AT="2")
+    assert rc == 130, err
+    assert "run the same command again to resume" in err.strip().splitlines()[-1]
+    index = rs.read_index(out)
+    assert [(x["name"], x["status"]) for x in index["runs"]] == [
+        ("run-01", "ok"),
+        ("run-02", "interrupted"),
+    ]
+    assert len(rs.list_runs(out)) == 1  # the partial run is not a sample
+    first = (out / "run-01" / "run.arrow").stat().st_mtime_ns
+    r = run(argv, COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    assert "resuming: 1 of 3 runs already captured" in r.stderr
+    assert (out / "run-01" / "run.arrow").stat().st_mtime_ns == first
+    assert len(counted(counter)) == 4  # 1 finished + 1 interrupted + 2 now
+    index = rs.read_index(out)
+    assert [(x["name"], x["status"]) for x in index["runs"]] == [
+        ("run-01", "ok"),
+        ("run-02", "ok"),
+        ("run-03", "ok"),
+    ]
+    assert all(ranges(p, "cycle").height == 3 for p in rs.list_runs(out))
+
+
+def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    out, counter, pidfile = tmp_path / "set", tmp_path / "counter.txt", tmp_path / "pid"
+    argv = cmd(repo, out, nsys, "--commit", "b", "--repeat", "2")
+    env = {"COUNTER": str(counter), "HANG_AT": "1", "PIDFILE": str(pidfile)}
+    rc, err = _stop_when_hung(argv, signal.SIGKILL, **env)
+    assert rc == -signal.SIGKILL, err
+    # nsys runs on in its own session: end the workload, let nsys write into the staging folder
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    deadline = time.monotonic() + 90
+    while not list(out.glob(".run-01.capture-*/report.nsys-rep")):
+        assert time.monotonic() < deadline, list(out.iterdir())
+        time.sleep(0.5)
+    time.sleep(1)
+    assert [x["status"] for x in rs.read_index(out)["runs"]] == ["running"]
+    r = run(argv, COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    assert [x["status"] for x in rs.read_index(out)["runs"]] == ["ok", "ok"]
+    assert not list(out.glob(".run-*")), list(out.iterdir())
+    assert len(rs.list_runs(out)) == 2 and len(counted(counter)) == 3
+
+
+def test_variants_are_run_sets_of_one_commit_interleaved(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    out, counter = tmp_path / "v", tmp_path / "counter.txt"
+    argv = cmd(
+        repo,
+        out,
+        nsys,
+        "--commit",
+        "a",
+        "--repeat",
+        "2",
+        "--variants",
+        "good,slow",
+        workload=("{variant}",),
+    )
+    r = run(argv, COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    assert [ln.split()[1] for ln in counted(counter)] == ["good", "slow", "slow", "good"]
+    assert sorted(rs.read_group_index(out)["sets"]) == ["good", "slow"]
+    verify = {
+        v: [ranges(p, "verify")["duration_ns"].median() for p in rs.list_runs(out / v)]
+        for v in ("good", "slow")
+    }
+    assert min(verify["slow"]) > max(verify["good"]) + 5e6, verify
+    assert rs.read_index(out / "slow")["workload"]["command"][-1] == "slow"
+    assert f"next: tracediff compare {out / 'good'} {out / 'slow'}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "workload", "message"),
+    [
+        (["--commit", "a", "--repeat", "0"], (), "--repeat 0: needs at least 1 run"),
+        (["--commit", "a", "--variants", "x,y"], (), "needs {variant} in the command"),
+        (["--commit", "a", "--commit", "a"], (), "given twice"),
+        (["--commit", "a", "--commit", "b", "--label", "L"], (), "--label names one run set"),
+        (["--commit", "a", "--variants", "x,../y"], ("{variant}",), "cannot name a folder"),
+    ],
+)
+def test_usage_errors(
+    repo: Path, nsys: str, tmp_path: Path, extra: list[str], workload: tuple, message: str
+) -> None:
+    r = run(cmd(repo, tmp_path / "o", nsys, *extra, workload=workload))
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_that_is_not_a_run_set_is_refused(repo: Path, nsys: str, tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "2"))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "is not a run set" in r.stderr and sorted(os.listdir(out)) == ["keep.txt"]
