@@ -134,9 +134,13 @@ def _python_of(command: list[str], fallback: str | None) -> str | None:
     return None
 
 
-def _pump(stream: IO[bytes], log: IO[bytes], echo: IO[str] | None) -> None:
-    """Copy the output of nsys and the workload to capture.log and to `echo` (the CLI's stderr)."""
-    for chunk in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+def _pump(
+    stream: IO[bytes], log: IO[bytes], echo: IO[str] | None, rename: tuple[bytes, bytes] | None
+) -> None:
+    """Copy the output of nsys and the workload to capture.log and to `echo` (the CLI's stderr),
+    with `rename` applied (nsys's "Generated: STAGING/report.nsys-rep" names the final OUTDIR)."""
+    for raw in iter(lambda: stream.read1(65536), b""):  # type: ignore[attr-defined]
+        chunk = raw.replace(*rename) if rename else raw
         log.write(chunk)
         log.flush()
         if echo is not None:
@@ -163,7 +167,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_nsys(
-    cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, echo: IO[str] | None
+    cmd: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    log_path: Path,
+    echo: IO[str] | None,
+    rename: tuple[bytes, bytes] | None = None,
 ) -> tuple[int, bool]:
     """Run nsys to completion; (exit code, interrupted). Ctrl-C/SIGTERM → one SIGINT to nsys."""
     interrupted = False
@@ -179,7 +188,7 @@ def run_nsys(
             start_new_session=True,
         )
         assert proc.stdout is not None
-        pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
+        pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo, rename), daemon=True)
         pump.start()
         signals = 0
         while True:
@@ -295,7 +304,8 @@ def capture(
             say(f"profiling {sha[:12]} ({spec.ref}) under nsys -t {trace} → {outdir}")
             m["start_utc"] = mf.now_utc()
             t0 = time.monotonic()
-            rc, interrupted = run_nsys(cmd, tree, env, staging / "capture.log", echo)
+            final = (str(staging).encode(), str(outdir.resolve()).encode())
+            rc, interrupted = run_nsys(cmd, tree, env, staging / "capture.log", echo, final)
             m["duration_s"] = round(time.monotonic() - t0, 3)
             m["end_utc"] = mf.now_utc()
             # clocks, P-state and power again, right after the load (start values are idle ones)

@@ -14,6 +14,11 @@ cycles sit inside cudaProfilerStart/Stop, so capture with `--capture-range cudaP
         python capture/workload/specloop.py --variant slow-verify
     tracediff compare runs/good/run.arrow runs/bad/run.arrow
 
+Run sets (4 runs of each variant, interleaved good bad slow-verify slow-verify bad good ...):
+
+    tracediff capture --commit HEAD --repeat 4 --variants good,bad,slow-verify -o runs/sets \\
+        --capture-range cudaProfilerApi -- python capture/workload/specloop.py --variant {variant}
+
 Variants (each changes one phase, so a diff has a known right answer):
     good         baseline
     bad          verify all-reduce out of place: an extra buffer and a device copy per all-reduce

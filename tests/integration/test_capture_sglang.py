@@ -117,9 +117,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
-    nsys: str, tmp_path: Path
-) -> None:
+def _stand_in(tmp_path: Path) -> Path:
     repo = tmp_path / "sglang"
     for name, text in FILES.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -127,8 +125,11 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "stand-in")
-    out = tmp_path / "cap"
-    r = subprocess.run(
+    return repo
+
+
+def _preset(repo: Path, out: Path, nsys: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -142,6 +143,7 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
             str(out),
             "--nsys",
             nsys,
+            *extra,
             "--preset",
             "sglang-eagle3",
             "--model",
@@ -161,8 +163,21 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
     )
+
+
+def _cycles(run_file: Path) -> dict[str, int]:
+    n = pl.from_arrow(read_run(run_file).table("nvtx_ranges"))
+    return dict(n.group_by("name").len().iter_rows())
+
+
+def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
+    nsys: str, tmp_path: Path
+) -> None:
+    repo = _stand_in(tmp_path)
+    out = tmp_path / "cap"
+    r = _preset(repo, out, nsys)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and "latency: ok" in r.stderr
     n = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))
@@ -178,3 +193,18 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
     shim_dir, sglang_dir = m["env"]["PYTHONPATH"].split(os.pathsep)[:2]
     assert shim_dir.endswith("capture/shim") and sglang_dir == os.path.join(m["cwd"], "python")
     assert _git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_preset_with_repeat_writes_a_run_set(nsys: str, tmp_path: Path) -> None:
+    from tracediff import runset
+
+    repo = _stand_in(tmp_path)
+    out = tmp_path / "set"
+    r = _preset(repo, out, nsys, "--repeat", "2")
+    assert r.returncode == 0, r.stderr
+    index = runset.read_index(out)
+    assert index["workload"]["preset"] == "sglang-eagle3"
+    assert index["workload"]["nvtx_shim"] == "sglang-eagle"
+    assert [x["status"] for x in index["runs"]] == ["ok", "ok"]
+    for f in runset.list_runs(out):
+        assert _cycles(f)["cycle"] == 12  # the shim ran in every run's scheduler subprocess

@@ -85,6 +85,9 @@ def test_warnings_and_manifest_name_the_published_report(pair: Path) -> None:
         assert Path(path).is_file(), path
     out = next(a for a in run.metadata["manifest"]["nsys_command"] if a.startswith("--output="))
     assert Path(out.removeprefix("--output=") + ".nsys-rep").is_file()
+    # nsys's own "Generated: ..." line, echoed and logged, names the published report too
+    log = (pair / "base" / "capture.log").read_text()
+    assert ".capture-" not in log and str(pair / "base" / "report.nsys-rep") in log, log
 
 
 def test_failed_workload_is_no_baseline_and_prints_no_next(
