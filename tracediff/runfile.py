@@ -42,7 +42,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from tracediff import schema
+from tracediff import outputs, schema
 from tracediff.errors import InputError, OutputError, UnsupportedVersionError
 
 MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
@@ -102,8 +102,12 @@ class Run:
         return str(self.metadata.get("label") or Path(str(self.metadata.get("source", "run"))).stem)
 
 
-def write_run(run: Run, path: Path, *, force: bool = False) -> None:
-    """Write `run` to `path` atomically: a temp file in the same folder, then rename."""
+def write_run(
+    run: Run, path: Path, *, force: bool = False, txn: outputs.Transaction | None = None
+) -> None:
+    """Write `run` to `path` atomically: a temp file in the same folder, then published without
+    replacing anything unless `force` (tracediff.outputs: exclusive even against a concurrent
+    writer of the same path)."""
     path = Path(path)
     if path.exists() and not force:
         raise OutputError(f"{path}: already exists", "pass --force to overwrite it")
@@ -127,7 +131,7 @@ def write_run(run: Run, path: Path, *, force: bool = False) -> None:
             _write(run, f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        outputs.publish(Path(tmp), path, force=force, txn=txn)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 FAIL_EXIT = 3
 
@@ -45,7 +47,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         type=int,
         nargs="?",
         const=5,
-        default=0,
+        default=None,
         metavar="N",
         help="replay HEAD with each of the top N contributors (default 5) taken from "
         "BASE and report the time each would recover (see `tracediff whatif`)",
@@ -69,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
     from tracediff.parse import load
-    from tracediff.report import render
 
     if args.top < 1 or args.bootstrap < 10:
         raise UsageError("--top must be >= 1 and --bootstrap >= 10")
+    if args.whatif is not None and args.whatif < 1:
+        raise UsageError(f"--whatif {args.whatif}: give a number of contributors >= 1 (or none: 5)")
     tty = sys.stdout.isatty() and sys.stdin.isatty()
     use_tui = tty and args.format is None and not args.no_tui
 
@@ -80,13 +83,26 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
-    if args.export:  # refuse an existing output now, not after the long work
+    from tracediff.outputs import Transaction, overlaps, refuse_inputs
+
+    if (
+        args.export
+        and args.perfetto
+        and (overlaps(args.export, args.perfetto) or overlaps(args.perfetto, args.export))
+    ):
+        raise UsageError(
+            f"--export {args.export} and --perfetto {args.perfetto} overlap: give them "
+            "separate paths (the trace outside the export folder)"
+        )
+    if args.export:  # refuse an existing output or an input as output now, not after the work
         from tracediff.export.parquet import check_output_dir
 
+        refuse_inputs(args.export, [args.base, args.head], "--export folder")
         check_output_dir(args.export, force=args.force)
     if args.perfetto:
         from tracediff.export.perfetto import check_output_file
 
+        refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
     say(f"reading {args.base}")
     base = load(args.base)
@@ -99,16 +115,31 @@ def run(args: argparse.Namespace) -> int:
 
         say(f"replaying the top {args.whatif} contributors")
         whatif = recover_top(result, args.whatif)
+    with Transaction() as txn:  # a failure below removes the outputs written above
+        code = _outputs_and_report(args, result, whatif, use_tui, say, txn)
+    return code
+
+
+def _outputs_and_report(
+    args: argparse.Namespace,
+    result: Any,
+    whatif: Any,
+    use_tui: bool,
+    say: Callable[[str], None],
+    txn: Any,
+) -> int:
+    from tracediff.report import render
+
     if args.export:
         from tracediff.export.parquet import export_comparison
 
         say(f"writing {args.export}")
-        export_comparison(result, args.export, force=args.force)
+        export_comparison(result, args.export, force=args.force, txn=txn)
     if args.perfetto:
         from tracediff.export.perfetto import write_perfetto
 
         say(f"writing {args.perfetto}")
-        write_perfetto(result, args.perfetto, force=args.force)
+        write_perfetto(result, args.perfetto, force=args.force, txn=txn)
     if use_tui:
         try:
             from tracediff.tui.app import run_app

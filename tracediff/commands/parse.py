@@ -20,14 +20,14 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.errors import OutputError
+    from tracediff.outputs import refuse_inputs
     from tracediff.parse import load
     from tracediff.runfile import write_run
 
     out: Path = args.output
+    refuse_inputs(out, [args.report], "run file")
     if out.exists() and not args.force:
         raise OutputError(f"{out}: already exists", "pass --force to overwrite it")
-    if out.exists() and args.report.exists() and out.resolve() == args.report.resolve():
-        raise OutputError(f"{out}: is the input report", "give the run file another name")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():  # checked before a long parse, not after
         raise OutputError(f"{out}: folder {parent} does not exist", "create it first")

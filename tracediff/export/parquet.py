@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracediff import __version__, schema
+from tracediff import __version__, outputs, schema
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.errors import OutputError, UsageError
 from tracediff.runfile import Run
@@ -146,8 +146,9 @@ def current_umask() -> int:
 
 
 @contextlib.contextmanager
-def output_dir(out: Path, *, force: bool) -> Iterator[Path]:
-    """Yield an empty temp folder beside `out`; on success it replaces `out` in one rename."""
+def output_dir(out: Path, *, force: bool, txn: outputs.Transaction | None = None) -> Iterator[Path]:
+    """Yield an empty temp folder beside `out`; on success it becomes `out` in one rename
+    (tracediff.outputs: without `force` only if `out` still does not exist)."""
     out = Path(out)
     parent = check_output_dir(out, force=force)
     try:
@@ -157,19 +158,11 @@ def output_dir(out: Path, *, force: bool) -> Iterator[Path]:
         raise OutputError(
             f"{out}: cannot create a folder in {parent}: {e.strerror or e}", "check permissions"
         ) from None
-    old = None
     try:
         yield tmp
-        if out.exists():
-            old = tmp.with_name(tmp.name[: -len(".tmp")] + ".old")
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as e:
+        outputs.publish(tmp, out, force=force, txn=txn)
+    except OSError as e:  # writing a table into the temp folder failed (full disk, EFBIG)
         shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not out.exists():
-            os.replace(old, out)  # put the earlier export back
         raise OutputError(
             f"{out}: cannot write: {e.strerror or e}", "check free space and permissions"
         ) from None
@@ -415,9 +408,15 @@ def write_comparison_tables(result: Comparison, root: Path) -> dict[str, int]:
     return rows
 
 
-def export_comparison(result: Comparison, out: Path, *, force: bool = False) -> dict[str, Any]:
+def export_comparison(
+    result: Comparison,
+    out: Path,
+    *,
+    force: bool = False,
+    txn: outputs.Transaction | None = None,
+) -> dict[str, Any]:
     """Write `result`'s diff tables as the Parquet dataset `out` (`compare --export`)."""
-    with output_dir(out, force=force) as tmp:
+    with output_dir(out, force=force, txn=txn) as tmp:
         rows = write_comparison_tables(result, tmp)
         info = _write_marker(
             tmp, "comparison", rows, base=result.base.label, head=result.head.label

@@ -26,7 +26,7 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
-from tracediff import __version__
+from tracediff import __version__, outputs
 from tracediff.engine.result import Comparison
 from tracediff.errors import OutputError
 from tracediff.export.parquet import current_umask
@@ -242,8 +242,15 @@ def check_output_file(out: Path, *, force: bool) -> Path:
     return parent
 
 
-def write_perfetto(result: Comparison, out: Path, *, force: bool = False) -> dict[str, Any]:
-    """Write `result` as a Chrome JSON trace at `out` (gzip if it ends in .gz), atomically."""
+def write_perfetto(
+    result: Comparison,
+    out: Path,
+    *,
+    force: bool = False,
+    txn: outputs.Transaction | None = None,
+) -> dict[str, Any]:
+    """Write `result` as a Chrome JSON trace at `out` (gzip if it ends in .gz), atomically and,
+    without `force`, exclusively (tracediff.outputs)."""
     out = Path(out)
     parent = check_output_file(out, force=force)
     tmp = None
@@ -257,7 +264,7 @@ def write_perfetto(result: Comparison, out: Path, *, force: bool = False) -> dic
             else:
                 with open(raw.fileno(), "w", encoding="utf-8", closefd=False) as f:
                     n = _write(result, f)
-        os.replace(tmp, out)
+        outputs.publish(Path(tmp), out, force=force, txn=txn)
     except OSError as e:
         if tmp:
             with contextlib.suppress(OSError):
