@@ -33,6 +33,7 @@ from typing import IO, Any
 from capture import manifest as mf
 from capture import worktree as wt
 from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
+from tracediff import settings
 from tracediff.errors import ToolError, TracediffError, UsageError
 
 NSYS_INSTALL_HINT = (
@@ -283,10 +284,8 @@ def capture(
     report_base = staging / "report"
     try:
         with wt.worktree(repo, sha, patch) as tree:
-            env = dict(os.environ)
             # the allocator settings tracediff's CLI made for itself are not the workload's
-            for name in env.pop("TRACEDIFF_SET_ALLOC", "").split(","):
-                env.pop(name, None)
+            env = settings.without_own_settings(os.environ)
             paths = [str(tree / p) for p in spec.pythonpath]
             if spec.nvtx_shim:
                 paths.insert(0, str(SHIM_DIR))

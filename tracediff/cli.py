@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tracediff import __version__
+from tracediff import __version__, settings
 from tracediff.errors import TracediffError
 
 # Set before anything imports polars or pyarrow: their allocators (polars' jemalloc, and
@@ -37,7 +37,7 @@ def _set_allocators() -> None:
     for k in unset:
         os.environ[k] = ALLOCATOR_ENV[k]
     if unset:
-        os.environ["TRACEDIFF_SET_ALLOC"] = ",".join(unset)
+        settings.mark_allocators_set(unset)
 
 
 _set_allocators()

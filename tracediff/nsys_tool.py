@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from tracediff import settings
 from tracediff.errors import ToolError, UnsupportedVersionError
 
 DEFAULT_PREFIX = Path("/opt/nsys-2024.2.3")
@@ -26,7 +27,7 @@ INSTALL_HINT = (
     "install it with `make nsys` (tools/install-nsys.sh), "
     "or set TRACEDIFF_NSYS to the nsys executable"
 )
-ENV = "TRACEDIFF_NSYS"
+ENV = settings.NSYS.name
 
 # Report headers: .nsys-rep "NVIDIA Tegra Profiler Report 2024@2@3@38-...",
 # .qdstrm "...NVIDIA Nsight Systems Stream 2024.2.3.38-..."
@@ -44,7 +45,7 @@ def _exe(path: Path) -> bool:
 
 def find_nsys() -> Path:
     """The nsys executable, or ToolError saying how to install it."""
-    env = os.environ.get(ENV)
+    env = settings.nsys()
     if env:
         p = Path(env)
         if p.is_dir():

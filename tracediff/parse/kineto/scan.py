@@ -13,13 +13,14 @@ goes through msgspec.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any, Literal, NamedTuple
 
 import msgspec
 import polars as pl
 import pyarrow as pa
+
+from tracediff import settings
 
 from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
 
@@ -28,8 +29,8 @@ try:
 except ImportError:  # pragma: no cover - built by pip install; a bare checkout still parses
     _kineto_scan = None  # type: ignore[assignment]  # the stub types the built module
 
-ENABLED = _kineto_scan is not None and os.environ.get("TRACEDIFF_KINETO_SCAN", "1") != "0"
-THREADS = int(os.environ.get("TRACEDIFF_KINETO_THREADS") or (2 if (os.cpu_count() or 1) > 1 else 1))
+ENABLED = _kineto_scan is not None and settings.kineto_scan()
+THREADS = settings.kineto_threads()
 """A piece of >= 1 MB is scanned as two parts on two threads (the C side releases the GIL);
 $TRACEDIFF_KINETO_THREADS=1 keeps one (bench/kineto_ingest.py --configs)."""
 REFUSED: Counter[str] = Counter()

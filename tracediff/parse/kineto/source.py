@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tracediff import settings
 from tracediff.errors import InputError
 
 
@@ -44,8 +45,7 @@ def available_memory() -> int:
 
     $TRACEDIFF_MEMORY_BYTES overrides MemAvailable (containers whose limits /proc/meminfo does
     not show)."""
-    env = os.environ.get("TRACEDIFF_MEMORY_BYTES")
-    avail = int(env) if env and env.isdigit() else None
+    avail = settings.memory_bytes()
     if avail is None:
         try:
             with open("/proc/meminfo") as f:

@@ -15,7 +15,6 @@ first turned into a report by QdstrmImporter. Timeouts: $TRACEDIFF_NSYS_TIMEOUT 
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,13 +22,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from tracediff import nsys_tool
+from tracediff import nsys_tool, settings
 from tracediff.errors import InputError
 from tracediff.parse.nsys import reader
 from tracediff.parse.nsys.source import Read, typed
 from tracediff.runfile import Run
 
-DEFAULT_TIMEOUT_S = 1800.0
 _BAD_REPORT_HINT = (
     "the file may be truncated or not an Nsight Systems report; copy or capture it again"
 )
@@ -104,14 +102,6 @@ def read_parquetdir(
     return reader.read_nsys(ParquetSource(folder), Path(source or folder), source_format)
 
 
-def _timeout() -> float:
-    raw = os.environ.get("TRACEDIFF_NSYS_TIMEOUT")
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-
-
 def _export(nsys: Path, rep: Path, tmp: Path, src: Path) -> tuple[Path, str]:
     """Export `rep` to Parquet (or SQLite if that fails); return the output and its format."""
     out = ""
@@ -120,7 +110,9 @@ def _export(nsys: Path, rep: Path, tmp: Path, src: Path) -> tuple[Path, str]:
         tables = ",".join(f"^{t}$" for t in reader.TABLES_READ)
         cmd = [str(nsys), "export", "--type", kind, "--force-overwrite=true", "--quiet=true",
                "--tables", tables, "-o", str(target), str(rep)]  # fmt: skip
-        r = nsys_tool.run(cmd, timeout=_timeout(), what=f"nsys export --type {kind}", src=src)
+        r = nsys_tool.run(
+            cmd, timeout=settings.nsys_timeout(), what=f"nsys export --type {kind}", src=src
+        )
         if r.returncode == 0 and target.exists():
             return target, kind
         out = r.output
@@ -145,7 +137,7 @@ def read_report(path: Path, kind: str) -> Run:
             nsys_tool.check_can_open(path, importer)
             rep = tmp / "import.nsys-rep"
             cmd = [str(importer), "-i", str(path), "-o", str(rep)]
-            r = nsys_tool.run(cmd, timeout=_timeout(), what="QdstrmImporter", src=path)
+            r = nsys_tool.run(cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=path)
             if r.returncode != 0 or not rep.exists():
                 raise InputError(
                     f"{path}: QdstrmImporter cannot import it "

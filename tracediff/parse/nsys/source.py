@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import polars as pl
 import pyarrow as pa
 
+from tracediff import settings
 from tracediff.errors import InputError
 from tracediff.parse.nsys import pages as sqlite_pages
 from tracediff.parse.nsys.schema import F64, I64, STR
@@ -129,7 +130,7 @@ class SqliteSource:
             ) from None
         self.tables = {n for n, _ in names}
         if pages is None:
-            pages = os.environ.get("TRACEDIFF_SQLITE_PAGES", "1") != "0"
+            pages = settings.sqlite_pages()
         self._pages = None
         if pages and sqlite_pages.AVAILABLE:
             try:
