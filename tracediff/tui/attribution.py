@@ -13,6 +13,7 @@ sideways scroll away, so at 80 columns the name is on screen and nothing is out 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 from rich.text import Text
@@ -82,7 +83,7 @@ def fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
-def cells(r: dict, lay: Layout) -> Text:
+def cells(r: dict[str, Any], lay: Layout) -> Text:
     """One contributor as one pre-formatted line (one DataTable cell per row renders ~10x faster
     than ten, which keeps sort/filter redraws cheap)."""
     d = r["delta_ms_per_cycle"]
@@ -108,7 +109,7 @@ def cells(r: dict, lay: Layout) -> Text:
     return t
 
 
-class AttributionTable(DataTable, inherit_bindings=False):
+class AttributionTable(DataTable[Text], inherit_bindings=False):
     """One row per contributor; enter opens its drill-down."""
 
     BINDINGS = [

@@ -9,6 +9,7 @@ and instances per cycle, then the Σ line. Enter on a GPU opens that GPU's drill
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 from rich.text import Text
@@ -45,7 +46,7 @@ def _part(d: float, total: float) -> tuple[str, str]:
     return f"{'█' * n:<{BAR}}{100 * frac:>5.0f}%", "#ff5f5f" if d > 0 else "#5fd787"
 
 
-def split_line(r: dict, total: float | None, gpu: str | None = None) -> Text:
+def split_line(r: dict[str, Any], total: float | None, gpu: str | None = None) -> Text:
     """One row: per-GPU (`total` = the summed change) or the Σ line (`total` None)."""
     d, sig = r["delta_ms_per_cycle"], r["significant"]
     part, part_style = _part(d, total) if total is not None else ("", "")
@@ -73,7 +74,7 @@ def split_line(r: dict, total: float | None, gpu: str | None = None) -> Text:
     return t
 
 
-class SplitTable(DataTable, inherit_bindings=False):
+class SplitTable(DataTable[Text], inherit_bindings=False):
     """The GPU rows; enter drills down into the GPU under the cursor."""
 
     BINDINGS = [
@@ -93,7 +94,7 @@ class GpuSplitScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "dismiss_dialog", "Back")]
 
     def __init__(
-        self, per_gpu: pl.DataFrame, total: dict | None, drill: Callable[[str], None]
+        self, per_gpu: pl.DataFrame, total: dict[str, Any] | None, drill: Callable[[str], None]
     ) -> None:
         super().__init__()
         self.per_gpu, self.total, self.open_drill = per_gpu, total, drill

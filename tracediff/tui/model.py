@@ -10,6 +10,7 @@ bucketing event [start, end) intervals into terminal columns with `np.bincount` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -95,7 +96,7 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
 
 def gpu_split(
     c: Comparison, summed: pl.DataFrame, contributor_id: str
-) -> tuple[pl.DataFrame, dict | None]:
+) -> tuple[pl.DataFrame, dict[str, Any] | None]:
     """How a contributor's change splits by GPU: the per-GPU attribution rows of its (kind, name,
     phase), by |change| (then GPU), and its row summed over GPUs (`summed_rows`; None if it has
     none). The per-GPU rows' base, head and change add up to the summed row's: both are means
@@ -465,7 +466,7 @@ def worst_cycle(c: Comparison, contributor_id: str) -> tuple[int, float] | None:
 class Drill:
     """Drill-down content for one contributor."""
 
-    row: dict
+    row: dict[str, Any]
     durations: dict[str, np.ndarray]  # side -> per-instance durations (µs), in time order
     per_cycle: pl.DataFrame  # side, cycle, ns, n
     launch: pl.DataFrame  # grid, block, base_n, head_n (only kernels have launch configurations)

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from tracediff.tui import model as m
@@ -65,7 +66,7 @@ def nice_step(span: float, ticks: int) -> float:
     raw = span / max(ticks, 1)
     if raw <= 0:
         return 1.0
-    p = 10 ** math.floor(math.log10(raw))
+    p: float = 10 ** math.floor(math.log10(raw))
     return next(k * p for k in (1, 2, 5, 10) if k * p >= raw)
 
 
@@ -139,7 +140,7 @@ class Timeline(Widget):
         self.align = False
         self.edges = True  # draw cross-stream CUDA event edges where the runs have them
         self.last_rows: m.TimelineRows | None = None
-        self._cache: tuple[tuple, Text] | None = None
+        self._cache: tuple[tuple[object, ...], Text] | None = None
         # what the timeline says when the comparison has no GPU operation to draw (set by the
         # screen, which knows why: a host-only comparison); None: a generic line
         self.no_events_reason: str | None = None
@@ -202,7 +203,7 @@ class Timeline(Widget):
         t0, t1 = self.span()
         self.show(t0=max(0, int(t0 + frac * (t1 - t0))), window=t1 - t0 if self.window else None)
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         if self.model is not None and not self.model.lanes:
             return 2  # the reason there is nothing to draw
         lanes = len(self.model.lanes) if self.model else 1
