@@ -30,7 +30,7 @@ lint: setup
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
 
-# mypy: --strict, except the packages that pyproject's [[tool.mypy.overrides]] relax.
+# mypy --strict over tracediff and capture (pyproject's [tool.mypy]).
 typecheck: setup
 	$(BIN)/mypy
 
