@@ -153,7 +153,8 @@ def run(cmd: list[str], *, timeout: float, what: str, src: Path) -> Result:
         proc.communicate()
         raise ToolError(
             f"{src}: {what} did not finish within {timeout:g} s",
-            "the report may be very large: raise --nsys-timeout, or export it with nsys yourself",
+            f"the report may be very large: set {settings.NSYS_TIMEOUT.name} to more seconds "
+            f"(default {settings.DEFAULT_NSYS_TIMEOUT_S:g}), or export it with nsys yourself",
         ) from None
     except BaseException:
         with contextlib.suppress(ProcessLookupError):

@@ -265,6 +265,13 @@ def test_nsys_missing_is_one_line_saying_how_to_install(tmp_path: Path) -> None:
     assert_one_error(r, 1, "TRACEDIFF_NSYS", "make nsys")
 
 
+def test_nsys_timeout_error_names_the_setting_that_exists(nsys: str) -> None:
+    env = {"TRACEDIFF_NSYS": nsys, "TRACEDIFF_NSYS_TIMEOUT": "0.001"}
+    r = td("info", DATA / "h200" / "g_good.nsys-rep", env=env)
+    assert_one_error(r, 1, "did not finish within 0.001 s", "set TRACEDIFF_NSYS_TIMEOUT")
+    assert "--nsys-timeout" not in r.stderr
+
+
 def test_parse_writes_tables_built_from_parts_with_their_own_dictionaries(tmp_path: Path) -> None:
     """The nsys-ai mfu report's collectives table comes from two parts, each with its own
     dictionary for a column; an Arrow IPC file holds one per column, so `parse` failed with a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -83,8 +84,11 @@ def test_run_timeout_kills_the_process_group(tmp_path: Path) -> None:
     script = tmp_path / "slow.sh"
     script.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {marker}\nwait\n")
     script.chmod(0o755)
-    with pytest.raises(ToolError, match="did not finish within 0.5 s"):
+    with pytest.raises(ToolError, match="did not finish within 0.5 s") as e:
         nsys_tool.run([str(script)], timeout=0.5, what="slow tool", src=tmp_path / "x")
+    # the hint names what exists: the variable settings.py reads, no flag of the CLI
+    assert "TRACEDIFF_NSYS_TIMEOUT" in str(e.value.hint)
+    assert re.findall(r"--[a-z][a-z-]*", str(e.value.hint)) == []
     status = Path(f"/proc/{int(marker.read_text())}/status")
     for _ in range(50):  # the grandchild was killed too: gone, or a zombie awaiting its reaper
         if not status.exists() or "State:\tZ" in status.read_text():
