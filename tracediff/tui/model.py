@@ -508,25 +508,3 @@ def histogram(
         hi = lo + 1e-3
     edges = np.linspace(lo, hi, bins + 1)
     return edges, {s: np.histogram(np.clip(v, lo, hi), edges)[0] for s, v in durations.items()}
-
-
-EVENT_CALLS = ("cudaStreamWaitEvent", "cudaEventRecord")
-"""CUDA API calls whose records make the cuda_events table (cross-stream edges come from them)."""
-
-
-def event_api_calls(c: Comparison) -> str:
-    """How often head's traced API calls record or wait on CUDA events ("cudaEventRecord 144
-    times"; "" when never): a run file without CUDA event records whose run made such calls was
-    written before tracediff kept them."""
-    api = (c.replay_inputs or {}).get("head_api")
-    if api is None or not getattr(api, "num_rows", getattr(api, "height", 0)):
-        return ""
-    frame = api if isinstance(api, pl.DataFrame) else pl.from_arrow(api.select(["name"]))
-    assert isinstance(frame, pl.DataFrame)
-    names = frame.select(pl.col("name").cast(pl.String))["name"]
-    said = []
-    for call in EVENT_CALLS:  # cudaEventRecordWithFlags, cudaStreamWaitEvent_ptsz, ... count too
-        n = int(names.str.starts_with(call).sum())
-        if n:
-            said.append(f"{call} {n} time{'' if n == 1 else 's'}")
-    return " and ".join(said)
