@@ -105,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_address_space()
         return int(args._run(args) or 0)
     except TracediffError as e:
-        print(f"tracediff: error: {e}", file=sys.stderr)
+        from tracediff.report.text import safe  # a path or name in the message is printed inert
+
+        print(f"tracediff: error: {safe(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("tracediff: interrupted", file=sys.stderr)

@@ -67,6 +67,21 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
 
 
+def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) -> tuple[str, str]:
+    """Labels that tell the sides apart: two different files that share a label (`a/run.sqlite`
+    and `b/run.sqlite` are both "run") are prefixed with their nearest parent folders that differ
+    (`a/run`, `b/run`). The same file on both sides keeps its label."""
+    if base_label != head_label:
+        return base_label, head_label
+    pb, ph = base.resolve().parent.parts, head.resolve().parent.parts
+    if base.resolve() == head.resolve() or pb == ph:
+        return base_label, head_label
+    for i in range(1, max(len(pb), len(ph)) + 1):
+        if pb[-i:] != ph[-i:]:  # the shortest tails of the two folders that differ
+            return "/".join((*pb[-i:], base_label)), "/".join((*ph[-i:], head_label))
+    return base_label, head_label  # pragma: no cover (differing folders differ in some tail)
+
+
 def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
@@ -108,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
     base = load(args.base)
     say(f"reading {args.head}")
     head = load(args.head)
+    base.metadata["label"], head.metadata["label"] = distinct_labels(
+        args.base, args.head, base.label, head.label
+    )
     result = compare(base, head, cycle=args.cycle, n_boot=args.bootstrap, progress=say)
     whatif = None
     if args.whatif:
@@ -129,6 +147,7 @@ def _outputs_and_report(
     txn: Any,
 ) -> int:
     from tracediff.report import render
+    from tracediff.report.text import safe
 
     if args.export:
         from tracediff.export.parquet import export_comparison
@@ -151,7 +170,7 @@ def _outputs_and_report(
         fmt = args.format or "table"
         if fmt != "table":  # table prints them itself; machine formats keep stdout pure data
             for w in result.warnings:
-                print(f"tracediff: warning: {w}", file=sys.stderr)
+                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         sys.stdout.write(render(result, fmt, args.top, whatif=whatif))
     if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
         print(

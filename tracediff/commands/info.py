@@ -18,15 +18,16 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracediff.parse import load
     from tracediff.report.info import render
+    from tracediff.report.text import safe
     from tracediff.runinfo import summarize
 
     info = summarize(load(args.path))
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
-            print(f"tracediff: warning: {w}", file=sys.stderr)
+            print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         if info["run_file_checksums"] is False:
             print(
-                f"tracediff: warning: {args.path}: an older run file without checksums: damage "
+                f"tracediff: warning: {safe(str(args.path))}: an older run file without checksums: damage "
                 "to it cannot be detected (parse the report again to add them)",
                 file=sys.stderr,
             )

@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.errors import OutputError
     from tracediff.outputs import refuse_inputs
     from tracediff.parse import load
+    from tracediff.report.text import safe
     from tracediff.runfile import write_run
 
     out: Path = args.output
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.label:
         run_.metadata["label"] = args.label
     for w in run_.warnings:
-        print(f"tracediff: warning: {w}", file=sys.stderr)
+        print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
     write_run(run_, out, force=args.force)
     k = run_.table("kernels").num_rows
     print(

@@ -7,12 +7,48 @@ The CSV is the attribution table as it is (its columns are documented in engine/
 
 from __future__ import annotations
 
+import textwrap
+
 import polars as pl
 
 from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup
-from tracediff.report.text import ci_cell, short
+from tracediff.report.text import ci_cell, plural, safe, safe_lines, short
 from tracediff.report.verdict import verdict_lines
+
+SIGNIFICANT = "95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
+STATUSES = {
+    "matched": "in both runs, as often per cycle",
+    "mixed": "in both, a different number of times per cycle",
+    "added": "in head only",
+    "removed": "in base only",
+    "renamed": "another op in the same place of the cycle (base → head)",
+    "host-side": "GPU idle because the CPU launched late",
+    "-": "other idle time, stream overlap",
+}
+"""Every value of the attribution's `status` column, as the legend and the README define it."""
+NOISE_FLOOR = (
+    "noise floor: how much the cycle time varies from cycle to cycle within one run (pooled std);"
+    " a change far below it is hard to tell from chance"
+)
+LEGEND_WIDTH = 100
+
+
+def legend(mark: str = "* significant") -> list[str]:
+    """The words of the report, one definition per item (the table wraps them); `mark`: how
+    the report marks a significant row."""
+    status = "status: " + "; ".join(f"{k} = {v}" for k, v in STATUSES.items())
+    return [f"{mark}: {SIGNIFICANT}", status, NOISE_FLOOR]
+
+
+def _wrapped(items: list[str]) -> list[str]:
+    return [
+        line
+        for item in items
+        for line in textwrap.wrap(
+            item, LEGEND_WIDTH, subsequent_indent="  ", break_on_hyphens=False
+        )
+    ]
 
 
 def _across_table(c: Comparison, top: int) -> list[str]:
@@ -84,11 +120,9 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
     if c.attribution.height > top:
         rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
         out.append(
-            f"... {c.attribution.height - top} more contributors, together {rest:+.3f} ms/cycle"
+            f"... {plural(c.attribution.height - top, 'more contributor')}, together {rest:+.3f} ms/cycle"
         )
-    out.append(
-        "* significant: 95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
-    )
+    out += _wrapped(legend())
     if any(
         s == "host-side" and sig
         for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)
@@ -118,7 +152,7 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
         )
     for warning in c.warnings:
         out.append(f"warning: {warning}")
-    return "\n".join(out) + "\n"
+    return safe_lines(out)
 
 
 def render_markdown(c: Comparison, top: int = 20) -> str:
@@ -160,9 +194,21 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
             f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
             f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{short(name, 90)}` |"
         )
-    out += [""] + [f"> warning: {w}" for w in c.warnings]
-    return "\n".join(out) + "\n"
+    out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
+    out += [f"> warning: {w}" for w in c.warnings]
+    return safe_lines(out)
 
 
 def render_csv(c: Comparison) -> str:
-    return c.attribution.write_csv()
+    """The attribution table; text cells made `safe` (a CSV cell may hold a newline, but not
+    an escape sequence for whoever `cat`s the file)."""
+    att = c.attribution
+    fixes = []
+    for col, dtype in att.schema.items():
+        if dtype not in (pl.String, pl.Categorical):
+            continue
+        values = att[col].cast(pl.String).unique().drop_nulls().to_list()
+        bad = {v: safe(v) for v in values if not v.isprintable()}
+        if bad:
+            fixes.append(pl.col(col).cast(pl.String).replace(bad))
+    return (att.with_columns(fixes) if fixes else att).write_csv()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracediff.report.jsonout import dumps
+from tracediff.report.text import safe_lines
 
 FORMATS = ("table", "json")
 
@@ -38,7 +39,7 @@ def render_table(info: dict[str, Any]) -> str:
             f"  GPU {d['device_id']:<3} {d['name'] or '?':<24} {d['kernels']:>9} kernels "
             f"{d['kernel_time_ns'] / 1e6:>12.3f} ms"
         )
-    return "\n".join(lines) + "\n"
+    return safe_lines(lines)
 
 
 def render(info: dict[str, Any], fmt: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracediff.engine.result import Comparison
+from tracediff.report.text import plural
 
 State = Literal["significant", "noise", "undecided"]
 
@@ -56,8 +57,8 @@ def verdict_lines(c: Comparison) -> list[str]:
     b, h = c.base, c.head
     v = verdict_words(c)
     lines = [
-        f"base  {b.label}: {b.cycles} cycles ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
-        f"head  {h.label}: {h.cycles} cycles ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
+        f"base  {b.label}: {plural(b.cycles, 'cycle')} ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
+        f"head  {h.label}: {plural(h.cycles, 'cycle')} ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
         f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {v.significance}; "
         f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
     ]

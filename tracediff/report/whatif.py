@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracediff.report.jsonout import clean, dumps
+from tracediff.report.text import plural, safe_lines
 
 if TYPE_CHECKING:  # the report never needs the replay at run time, only its result's shape
     from tracediff.replay.types import WhatIf
@@ -66,7 +67,7 @@ def render_table(w: WhatIf) -> str:
         f"what-if {w.predicted_ms_per_cycle:.3f} ms/cycle: "
         f"recovers {w.recovered_ms_per_cycle:+.3f} ms/cycle{share}",
         "",
-        f"taken from base ({w.selected.height} contributors):",
+        f"taken from base ({plural(w.selected.height, 'contributor')}):",
     ]
     for r in w.selected.head(SELECTED_ROWS).iter_rows(named=True):
         dev = "-" if r["device_id"] is None else str(r["device_id"])
@@ -87,7 +88,7 @@ def render_table(w: WhatIf) -> str:
             f"{r['phase'][:12]:<12} {r['name'][:70]}"
         )
     out += [f"warning: {x}" for x in w.warnings]
-    return "\n".join(out) + "\n"
+    return safe_lines(out)
 
 
 def render(w: WhatIf, fmt: str) -> str:

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
+from tracediff.report.text import safe
 from tracediff.report.verdict import verdict_words
 
 MAX_WARNING_LINES = 2
@@ -21,10 +22,11 @@ def verdict_text(c: Comparison) -> Text:
     t.append(f"{b.mean_ms:.3f} ms", "bold")
     t.append(" → head ", "#8a8a8a")
     t.append(f"{h.mean_ms:.3f} ms", "bold")
-    t.append(f" per cycle · {b.cycles} vs {h.cycles} cycles", "#8a8a8a")
+    word = "cycle" if b.cycles == h.cycles == 1 else "cycles"
+    t.append(f" per cycle · {b.cycles} vs {h.cycles} {word}", "#8a8a8a")
     if c.critical_device is not None:
         t.append(f" · critical GPU {c.critical_device}")
-    t.append(f" · {b.label} vs {h.label} ({b.cycle_method})\n", "#8a8a8a")
+    t.append(f" · {safe(b.label)} vs {safe(h.label)} ({safe(b.cycle_method)})\n", "#8a8a8a")
     v = verdict_words(c)  # the words are the report's (tracediff.report.verdict); styled here
     t.append("change ")
     t.append(
@@ -42,7 +44,7 @@ def verdict_text(c: Comparison) -> Text:
     )
     for line in notes[:MAX_WARNING_LINES]:
         t.append("\n⚠ ", "bold #ffaf00")
-        t.append(line, "#ffaf00")
+        t.append(safe(line), "#ffaf00")
     if len(notes) > MAX_WARNING_LINES:
         t.append(f"\n⚠ {len(notes) - MAX_WARNING_LINES} more warnings: press w", "bold #ffaf00")
     return t
