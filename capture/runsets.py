@@ -297,6 +297,7 @@ def capture_runsets(
         if reused:
             say(f"resuming: {reused} of {len(order)} runs already captured")
         seen_warnings: list[str] = []
+        unparsed = 0
         for k, (s, i) in enumerate(todo, 1):
             p, ix = plans[s], indexes[s]
             tag = f"[{k}/{len(todo)}] {p.name or p.ref} run {i}/{repeat} ({p.commit[:12]})"
@@ -313,9 +314,17 @@ def capture_runsets(
                 return RunSetsResult(
                     outdir, plans, k - 1, reused, code, problem, [w[9:] for w in seen_warnings]
                 )
-        return RunSetsResult(
-            outdir, plans, len(todo), reused, 0, None, [w[9:] for w in seen_warnings]
-        )
+            if problem:
+                unparsed += 1
+        warnings = [w[9:] for w in seen_warnings]
+        if unparsed:  # one line for all, not one per run (e.g. a GPU host with nsys's target only)
+            runs = outdir / ("*/run-*" if grouped else "run-*")
+            warnings.append(
+                f"{unparsed} runs have a report but no run file (see 'problem' in their "
+                f"runset.json); import them where QdstrmImporter is: for r in {runs}; do "
+                "tracediff parse $r/report.qdstrm -o $r/run.arrow; done"
+            )
+        return RunSetsResult(outdir, plans, len(todo), reused, 0, None, warnings)
 
 
 def _one_run(
@@ -327,7 +336,7 @@ def _one_run(
     echo: IO[str] | None,
     say: Callable[[str], None],
 ) -> tuple[str | None, int]:
-    """Capture run i of p and record it; (problem, exit code), (None, 0) when it finished."""
+    """Capture run i of p and record it: (problem, exit code); exit code 0 when it finished."""
     name = run_name(i)
     entry: dict[str, Any] = {
         "name": name,
@@ -369,12 +378,10 @@ def _one_run(
             report=None if result.report is None else f"{name}/{result.report.name}",
             workload_exit_code=result.manifest.get("workload_exit_code"),
         )
-        if code == 0 and problem:  # e.g. no QdstrmImporter: kept, finished, said once
-            say(f"warning: {problem}")
     entry.update(status=status, end_utc=mf.now_utc(), problem=problem)
     _record(p.folder, index, entry)
     if code == 0:
-        return None, 0
+        return problem, 0  # a finished run; a problem here is a report left unparsed
     where = p.folder / name / "capture.log"
     log = f" (log: {where})" if where.is_file() else ""
     return f"{p.name or p.ref} run {i}/{repeat}: {problem}{log}", code

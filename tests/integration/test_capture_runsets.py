@@ -29,7 +29,7 @@ import nvtx
 SCALE = {scale}
 variant = sys.argv[1] if len(sys.argv) > 1 else "good"
 verify_s = {{"good": 0.004, "slow": 0.016}}[variant] * SCALE
-n, hang = 0, int(os.environ.get("HANG_AT", "0"))
+n, hang = 0, int(os.environ.get("HANG_AT", "-1"))
 if os.environ.get("COUNTER"):
     with open(os.environ["COUNTER"], "a") as f:
         f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"][:12] + " " + variant + "\\n")
@@ -302,3 +302,36 @@ def test_a_folder_that_is_not_a_run_set_is_refused(repo: Path, nsys: str, tmp_pa
     r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "2"))
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "is not a run set" in r.stderr and sorted(os.listdir(out)) == ["keep.txt"]
+
+
+def test_reports_left_unimported_are_listed_once_and_import_later(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    """A GPU host with nsys's target package only: every run keeps its .qdstrm; one warning
+    (not one per run) gives the loop that imports them, and that loop works here."""
+    from tests.integration.test_capture_qdstrm import target_only_nsys
+
+    out = tmp_path / "set"
+    r = run(cmd(repo, out, str(target_only_nsys(nsys, tmp_path)), "--commit", "a", "--repeat", "2"))
+    assert r.returncode == 0, r.stderr
+    hint = [ln for ln in r.stderr.splitlines() if "no run file" in ln]
+    assert len(hint) == 1 and hint[0].startswith("tracediff: warning: 2 runs"), r.stderr
+    index = rs.read_index(out)
+    assert [(x["status"], x["run_file"], x["report"]) for x in index["runs"]] == [
+        ("ok", None, "run-01/report.qdstrm"),
+        ("ok", None, "run-02/report.qdstrm"),
+    ]
+    assert [p.name for p in rs.list_runs(out)] == ["report.qdstrm", "report.qdstrm"]
+    loop = hint[0].split("is: ", 1)[1]
+    bin_dir = str(Path(sys.executable).parent)
+    done = subprocess.run(
+        ["bash", "-c", loop],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
+    assert done.returncode == 0, done.stderr
+    runs = rs.list_runs(out)
+    assert [p.name for p in runs] == ["run.arrow", "run.arrow"]
+    assert all(ranges(p, "cycle").height == 3 for p in runs)
