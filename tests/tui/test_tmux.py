@@ -60,3 +60,43 @@ def test_compare_opens_tui_in_a_terminal_and_q_exits(tmp_path: Path) -> None:
         assert done.read_text().strip() == "0"
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_host_only_capture_in_an_80x24_terminal(tmp_path: Path) -> None:
+    """`tracediff compare` on two GPU-less captures, in a real 80x24 terminal: no error, the
+    phases' names on screen, the timeline says why it is empty; `e` says why it does nothing."""
+    sock = f"tracediff-test-{uuid.uuid4().hex[:8]}"
+    done = tmp_path / "exit_code"
+    tmux = ["tmux", "-L", sock]
+    d = "tests/data/capture-hostonly"
+    cmd = (
+        f'cd {ROOT} && until [ "$(stty size)" = "24 80" ]; do sleep 0.1; done; '
+        f"{TRACEDIFF} compare {d}/base/report.sqlite {d}/slow/report.sqlite; "
+        f"echo $? > {done}; sleep 30"
+    )
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-x", "80", "-y", "24", "-s", "td", cmd], check=True
+    )
+    try:
+
+        def screen() -> str:
+            return subprocess.run(
+                [*tmux, "capture-pane", "-p", "-t", "td"], capture_output=True, text=True
+            ).stdout
+
+        assert _wait_for(lambda: "no GPU events" in screen(), 30), screen()
+        text = screen()
+        assert "failed" not in text and "TypeError" not in text
+        assert "indexing events" not in text
+        rows = [line for line in text.splitlines() if line.startswith("│")]
+        assert any("verify" in r and "draft" not in r for r in rows), text  # a name on screen
+        assert "warning (w: read them)" in text  # the notes: one line
+        subprocess.run([*tmux, "send-keys", "-t", "td", "e"], check=True)
+        assert _wait_for(lambda: "event edges: no GPU events" in screen(), 5), screen()
+        subprocess.run([*tmux, "send-keys", "-t", "td", "q"], check=True)
+        assert _wait_for(done.exists, 10), screen()
+        assert _wait_for(lambda: done.read_text().strip() != "", 2)
+        assert done.read_text().strip() == "0"
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
