@@ -33,12 +33,9 @@ from typing import IO, Any
 from capture import manifest as mf
 from capture import worktree as wt
 from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
-from tracediff import settings
+from tracediff import nsys_tool, settings
 from tracediff.errors import ToolError, TracediffError, UsageError
 
-NSYS_INSTALL_HINT = (
-    "install Nsight Systems with `make nsys` (tools/install-nsys.sh), or set $TRACEDIFF_NSYS"
-)
 SHIM_DIR = Path(__file__).parent / "shim"
 
 
@@ -78,29 +75,8 @@ class CaptureResult:
 
 
 def find_nsys(explicit: str | None = None) -> str:
-    """The nsys binary: `explicit`, else nsys_tool's search ($TRACEDIFF_NSYS, PATH, /opt)."""
-    from tracediff import nsys_tool
-
-    if explicit:
-        if Path(explicit).is_file() and os.access(explicit, os.X_OK):
-            return explicit
-        raise ToolError(f"{explicit}: no nsys executable there", NSYS_INSTALL_HINT)
-    return str(nsys_tool.find_nsys())
-
-
-def find_importer(nsys: str) -> str | None:
-    """QdstrmImporter of the same install as `nsys`, if any (the target-only deb has none).
-
-    Only the importer beside the nsys that captured is sure to match the .qdstrm's version."""
-    base = Path(nsys).resolve().parent
-    for cand in (
-        base / "QdstrmImporter",
-        base.parent / "host-linux-x64" / "QdstrmImporter",
-        base / "host-linux-x64" / "QdstrmImporter",
-    ):
-        if cand.is_file():
-            return str(cand)
-    return shutil.which("QdstrmImporter")
+    """The nsys binary: `explicit` (--nsys), else $TRACEDIFF_NSYS, PATH, /opt (nsys_tool)."""
+    return str(nsys_tool.find_nsys(explicit))
 
 
 def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
@@ -212,12 +188,16 @@ def run_nsys(
 
 
 def import_qdstrm(qdstrm: Path, nsys: str) -> Path | None:
-    """report.qdstrm → report.nsys-rep with QdstrmImporter; None when there is no importer."""
-    importer = find_importer(nsys)
-    if importer is None:
+    """report.qdstrm → report.nsys-rep with QdstrmImporter; None when there is no importer.
+
+    Only the importer of the install that captured (or the user's, on PATH) is used: the one of
+    another install need not read this nsys's .qdstrm (nsys_tool.find_qdstrm_importer)."""
+    try:
+        importer = nsys_tool.find_qdstrm_importer(Path(nsys), installed=False)
+    except ToolError:
         return None
     proc = subprocess.run(
-        [importer, "-i", str(qdstrm)], capture_output=True, text=True, check=False
+        [str(importer), "-i", str(qdstrm)], capture_output=True, text=True, check=False
     )
     rep = qdstrm.with_suffix(".nsys-rep")
     if proc.returncode != 0 or not rep.exists():

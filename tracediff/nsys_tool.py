@@ -1,8 +1,10 @@
 """Locate and run the Nsight Systems command-line tools (nsys, QdstrmImporter).
 
-Stage: plumbing for parse (export) and capture. Search order: $TRACEDIFF_NSYS (the nsys
-executable), `nsys` on PATH, then the prefix tools/install-nsys.sh installs to. QdstrmImporter
-is looked for beside the nsys found (NVIDIA's layout puts it in host-linux-x64/), then on PATH.
+Stage: plumbing for parse (export) and capture; the one place that looks for these tools. nsys:
+the path given (capture's --nsys), else $TRACEDIFF_NSYS (the executable or its folder), `nsys` on
+PATH, then the prefix tools/install-nsys.sh installs to. QdstrmImporter: beside that nsys
+(NVIDIA's layouts put it in the same folder or in a host-linux-x64/ beside or below it), then on
+PATH, then (unless a capture asks for its own install's only) under that prefix.
 Child output is captured, never shown; a run that exceeds its timeout is killed with its
 process group.
 """
@@ -43,16 +45,18 @@ def _exe(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def find_nsys() -> Path:
-    """The nsys executable, or ToolError saying how to install it."""
-    env = settings.nsys()
-    if env:
-        p = Path(env)
-        if p.is_dir():
-            p = p / "nsys"
-        if not _exe(p):
-            raise ToolError(f"{ENV}={env}: no nsys executable there", INSTALL_HINT)
-        return p
+def find_nsys(explicit: str | None = None) -> Path:
+    """The nsys executable: `explicit` (capture's --nsys), else the search in the module
+    docstring; a path given (either way) may be nsys's folder. ToolError saying how to install
+    it, or naming the given path that holds none."""
+    for given, where in ((explicit, "--nsys "), (settings.nsys(), f"{ENV}=")):
+        if given:
+            p = Path(given)
+            if p.is_dir():
+                p = p / "nsys"
+            if not _exe(p):
+                raise ToolError(f"{where}{given}: no nsys executable there", INSTALL_HINT)
+            return p
     on_path = shutil.which("nsys")
     if on_path:
         return Path(on_path)
@@ -62,20 +66,28 @@ def find_nsys() -> Path:
     raise ToolError("Nsight Systems (nsys) is not installed", INSTALL_HINT)
 
 
-def find_qdstrm_importer() -> Path:
-    """QdstrmImporter, which turns a raw .qdstrm capture into a .nsys-rep."""
+def find_qdstrm_importer(nsys: Path | None = None, *, installed: bool = True) -> Path:
+    """QdstrmImporter, which turns a raw .qdstrm capture into a .nsys-rep: beside `nsys`
+    (default: find_nsys()'s, if any), then on PATH, then (`installed`) under DEFAULT_PREFIX.
+    A capture passes its nsys and installed=False: the importer of another install, such as the
+    one tools/install-nsys.sh put in /opt, need not read what this nsys wrote (a target-only
+    install has none; the .qdstrm is then kept for a later `tracediff parse`)."""
     candidates: list[Path] = []
-    with contextlib.suppress(ToolError):
-        nsys = find_nsys()
-        for base in (nsys.parent, nsys.resolve().parent):
+    if nsys is None:
+        with contextlib.suppress(ToolError):
+            nsys = find_nsys()
+    if nsys is not None:
+        for base in dict.fromkeys((nsys.parent, nsys.resolve().parent)):
             candidates += [
                 base / "QdstrmImporter",
                 base.parent / "host-linux-x64" / "QdstrmImporter",
+                base / "host-linux-x64" / "QdstrmImporter",
             ]
     on_path = shutil.which("QdstrmImporter")
     if on_path:
         candidates.append(Path(on_path))
-    candidates.append(DEFAULT_PREFIX / "bin" / "QdstrmImporter")
+    if installed:
+        candidates.append(DEFAULT_PREFIX / "bin" / "QdstrmImporter")
     for c in candidates:
         if _exe(c):
             return c

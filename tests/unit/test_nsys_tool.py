@@ -101,3 +101,48 @@ def test_last_error_line_skips_progress() -> None:
     err = "Exportation error: Section Table Reference magic number mismatch."
     out = f"Processing [1%   ]\rProcessing [100%]\n{err}\n"
     assert nsys_tool.last_error_line(out) == err
+
+
+def test_explicit_path_wins_and_may_be_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = _fake_exe(tmp_path / "mine" / "nsys")
+    monkeypatch.setenv(nsys_tool.ENV, str(_fake_exe(tmp_path / "env" / "nsys")))
+    assert nsys_tool.find_nsys(str(mine)) == mine
+    assert nsys_tool.find_nsys(str(mine.parent)) == mine  # as $TRACEDIFF_NSYS allows
+    with pytest.raises(ToolError) as e:
+        nsys_tool.find_nsys(str(tmp_path / "missing"))
+    assert e.value.message == f"--nsys {tmp_path / 'missing'}: no nsys executable there"
+
+
+@pytest.mark.parametrize("where", ["bin", "host-linux-x64", "bin/host-linux-x64"])
+def test_importer_beside_the_given_nsys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """NVIDIA's layouts: the same folder, host-linux-x64/ beside it, or below it."""
+    nsys = _fake_exe(tmp_path / "bin" / "nsys")
+    imp = _fake_exe(tmp_path / where / "QdstrmImporter")
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(nsys_tool, "DEFAULT_PREFIX", tmp_path / "nowhere")
+    assert nsys_tool.find_qdstrm_importer(nsys, installed=False) == imp
+
+
+def test_capture_uses_only_its_own_install_s_importer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another install's importer (the one under DEFAULT_PREFIX) is found for `parse`, never for
+    a capture; a QdstrmImporter that cannot be run is no importer (capture used to run it)."""
+    from capture import runner
+
+    nsys = _fake_exe(tmp_path / "target" / "nsys")
+    (tmp_path / "target" / "QdstrmImporter").write_text("#!/bin/sh\n")  # not executable
+    installed = _fake_exe(tmp_path / "opt" / "bin" / "QdstrmImporter")
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(nsys_tool, "DEFAULT_PREFIX", tmp_path / "opt")
+    assert nsys_tool.find_qdstrm_importer(nsys) == installed
+    with pytest.raises(ToolError, match="QdstrmImporter"):
+        nsys_tool.find_qdstrm_importer(nsys, installed=False)
+    qdstrm = tmp_path / "report.qdstrm"
+    qdstrm.write_bytes(b"x")
+    assert runner.import_qdstrm(qdstrm, str(nsys)) is None
+    assert qdstrm.exists()
