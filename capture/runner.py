@@ -60,6 +60,7 @@ class CaptureSpec:
     nsys: str | None = None
     include_uncommitted: bool = False  # apply the user's `git diff HEAD` in the worktree
     commit: str | None = None  # `ref` already resolved (a run set pins it for all its runs)
+    probe_cache: dict[Any, Any] | None = None  # shared by the runs of one call: python_info
     metadata: dict[str, Any] = field(default_factory=dict)  # extra run.metadata (e.g. "runset")
 
 
@@ -275,7 +276,13 @@ def capture(
             env["TRACEDIFF_CAPTURE_COMMIT"] = sha
             m["env"] = mf.env_subset(env)
             m["cwd"] = str(tree)
-            py, why = mf.python_info(_python_of(spec.command, spec.python), env, str(tree))
+            exe = _python_of(spec.command, spec.python)
+            # one probe per interpreter and commit in a --repeat call (it imports torch: seconds)
+            key = (exe, sha, tuple(spec.pythonpath), spec.nvtx_shim, bool(patch))
+            cache = spec.probe_cache if spec.probe_cache is not None else {}
+            if key not in cache:
+                cache[key] = mf.python_info(exe, env, str(tree))
+            py, why = cache[key]
             m["workload_python"] = py
             m["reasons"].update(why)
             cmd = nsys_command(nsys, spec, trace, report_base)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -159,7 +160,8 @@ def plan_sets(
             "nsys_options": list(spec.capture_range) + list(spec.extra_nsys_args),
             "pythonpath": list(spec.pythonpath),
             "nvtx_shim": spec.nvtx_shim,
-            "env": dict(spec.env),
+            # the caller's NCCL_*/CUDA_*/... too: a resumed call from another shell must match
+            "env": {**mf.env_subset(dict(os.environ)), **spec.env},
             "include_uncommitted": spec.include_uncommitted,
         }
     return plans, repo
@@ -242,7 +244,11 @@ def _load_set(p: SetPlan, repeat: int, force: bool) -> dict[str, Any]:
 def _first_diff(index: dict[str, Any], p: SetPlan) -> str:
     old = index.get("workload") or {}
     key = next((k for k in p.workload if old.get(k) != p.workload[k]), "workload")
-    return f"{key} was {json.dumps(old.get(key))}, now {json.dumps(p.workload.get(key))}"
+    was, now = old.get(key), p.workload.get(key)
+    if key == "env" and isinstance(was, dict) and isinstance(now, dict):
+        name = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
+        key, was, now = f"env {name}", was.get(name, "<unset>"), now.get(name, "<unset>")
+    return f"{key} was {json.dumps(was)}, now {json.dumps(now)}"
 
 
 def _finished(folder: Path, index: dict[str, Any]) -> set[int]:
@@ -280,6 +286,7 @@ def capture_runsets(
     if repeat < 1:
         raise UsageError(f"--repeat {repeat}: needs at least 1 run")
     plans, _ = plan_sets(spec, refs, variants)
+    spec = replace(spec, probe_cache={})  # the workload's Python probed once per commit
     find_nsys(spec.nsys)  # before OUTDIR is made: a missing nsys is not a failed run
     outdir = Path(spec.outdir)
     grouped = bool(plans[0].name)

@@ -124,6 +124,8 @@ def test_two_commits_are_captured_interleaved_into_two_run_sets(
         for x in index["runs"]:
             m = json.loads((out / name / x["path"] / "manifest.json").read_text())
             assert m["git"]["commit"].startswith(sha) and m["workload_exit_code"] == 0
+            # probed once per commit in the call, recorded in every run's manifest
+            assert m["workload_python"]["nvtx_version"] == "0.2.10"
             starts[(name, x["name"])] = x["start_utc"]
         # the compare-side reader and this module list the same runs
         runs = rs.list_runs(out / name)
@@ -153,8 +155,13 @@ def test_another_workload_or_commit_is_never_mixed_in(
         repo, out, nsys, "--commit", "a", "--commit", "b", "--repeat", "2", workload=("slow",)
     )
     other_commit = cmd(repo, out / "a", nsys, "--commit", "b", "--repeat", "2")
-    for argv, word in ((other_cmd, "workload (command was"), (other_commit, "another commit")):
-        r = run(argv, COUNTER=str(counter))
+    same_cmd = cmd(repo, out, nsys, "--commit", "a", "--commit", "b", "--repeat", "2")
+    for argv, word, env in (
+        (other_cmd, "workload (command was", {}),
+        (other_commit, "another commit", {}),
+        (same_cmd, 'env NCCL_ALGO was "<unset>", now "Tree"', {"NCCL_ALGO": "Tree"}),
+    ):
+        r = run(argv, COUNTER=str(counter), **env)
         assert r.returncode == 1, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, r.stderr
         assert "--force" in r.stderr
