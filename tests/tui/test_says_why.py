@@ -4,15 +4,20 @@ keys that cannot act for the runs at hand (each says why). Real keys, real compa
 from __future__ import annotations
 
 import os
+import re
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from textual.pilot import Pilot
 
 from tests.tui.test_app import ready, run
+from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
+from tracediff.runfile import Run
 from tracediff.tui import attribution as at
 from tracediff.tui.app import MainScreen, TracediffApp
 from tracediff.tui.screens import ErrorModal, NotesScreen
@@ -254,3 +259,59 @@ def test_layout_keeps_the_name_and_fills_the_width() -> None:
             if len(fitted) < len(right):
                 nxt = right[len(fitted)][1]
                 assert width - left - sum(w + 1 for _, w, _ in fitted) - (nxt + 1) < lo
+
+
+EVIL = "evil\x1b[2J\nrow\u202ekernel"
+RAW = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]")  # what must never reach a terminal
+
+
+def _hostile(run: Run, victim: str) -> Run:
+    """`run` with every instance of kernel `victim` named EVIL, and a warning holding it."""
+    tables = {n: run.table(n) for n in schema.TABLES}
+    k = tables["kernels"]
+    names = k["name"].cast(pa.string())
+    k = k.set_column(
+        k.schema.get_field_index("name"), "name", pc.if_else(pc.equal(names, victim), EVIL, names)
+    )
+    tables["kernels"] = schema.conform("kernels", k)
+    return Run(tables=tables, metadata=dict(run.metadata), warnings=[f"seen {EVIL}"])
+
+
+def test_hostile_names_are_shown_inert(data_dir) -> None:  # noqa: ANN001
+    """A kernel name holding ESC[2J, a newline and a bidi override (and a warning holding it): the
+    table row, the notes line, the w list, the drill-down and a key's message show it escaped,
+    on one line."""
+    d = data_dir / "nsys" / "nsys-ai"  # two GPUs: the per-GPU split shows the name too
+    base, head = load(d / "mfu_2gpu_before.sqlite"), load(d / "mfu_2gpu_after.sqlite")
+    victim = "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN"
+    c = compare(_hostile(base, victim), _hostile(head, victim))
+    assert EVIL in c.attribution["name"].to_list()
+
+    def clean(text: str) -> None:
+        assert not RAW.search(text), repr(text)
+        assert "\\x1b[2J" in text, repr(text)
+
+    async def body(pilot: Pilot) -> None:
+        s = await ready(pilot)
+        await pilot.press("slash", *"evil", "enter")
+        assert s.table.ids
+        row = str(s.table.get_row_at(0)[0])
+        assert "\n" not in row
+        clean(row)
+        clean(s.query_one("#notes").render().plain)  # type: ignore[union-attr]
+        await pilot.press("x")  # what-if: its notification names the contributor id only
+        await pilot.app.workers.wait_for_complete()
+        await pilot.press("p")
+        split = pilot.app.screen
+        clean(split.query_one("#split-name").render().plain)  # type: ignore[union-attr]
+        await pilot.press("escape", "enter")
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        clean(pilot.app.screen.query_one("#drill-body").render().plain)  # type: ignore[union-attr]
+        await pilot.press("escape", "w")
+        notes = pilot.app.screen
+        assert isinstance(notes, NotesScreen)
+        clean(notes.body.plain if hasattr(notes.body, "plain") else str(notes.body))
+        no_error(pilot)
+
+    run(body, TracediffApp(c), size=(120, 40))

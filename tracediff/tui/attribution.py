@@ -21,6 +21,8 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from tracediff.report.text import safe
+
 NAME = "name"
 LEFT = (("change ms", 9, True),)
 """Before the name: what changed (`*`: significant)."""
@@ -91,13 +93,13 @@ def cells(r: dict[str, Any], lay: Layout) -> Text:
     values = {
         "change ms": f"{d:+.3f}{'*' if sig else ' '}",
         "share": "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
-        NAME: r["name"],
-        "status": r["status"],
+        NAME: safe(r["name"]),  # a name holding ESC[2J or a newline is shown inert, on one row
+        "status": safe(r["status"]),
         "base ms": f"{r['base_ms_per_cycle']:.3f}",
         "head ms": f"{r['head_ms_per_cycle']:.3f}",
-        "kind": r["kind"],
+        "kind": safe(r["kind"]),
         "GPU": "Σ" if r.get("_summed") else "-" if r["device_id"] is None else str(r["device_id"]),
-        "phase": r.get("phase") or "-",
+        "phase": safe(r.get("phase") or "-"),
         "95% CI": f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]",
     }
     t = Text(no_wrap=True)

@@ -15,6 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from tracediff.report.text import safe
 from tracediff.tui import model as m
 
 SPARK_W = 56
@@ -33,9 +34,10 @@ def _stats(v: np.ndarray) -> str:
 def drill_text(d: m.Drill) -> Text:
     r = d.row
     t = Text()
-    t.append(f"{r['name']}\n", "bold")
+    t.append(f"{safe(r['name'])}\n", "bold")
     dev = "all" if r["device_id"] is None else r["device_id"]
-    t.append(f"{r['kind']} · GPU {dev} · phase {r.get('phase') or '-'} · {r['status']}\n")
+    phase = r.get("phase") or "-"
+    t.append(safe(f"{r['kind']} · GPU {dev} · phase {phase} · {r['status']}") + "\n")
     t.append(
         f"per cycle: base {r['base_ms_per_cycle']:.4f} ms → head {r['head_ms_per_cycle']:.4f} ms, "
         f"change {r['delta_ms_per_cycle']:+.4f} ms  "
@@ -118,7 +120,8 @@ class DrillScreen(ModalScreen[None]):
             v.border_title = f"drill-down {self.contributor_id}"
             with VerticalScroll():
                 yield Static(
-                    Text(f"{self.contributor_name}\n\ncollecting instances…"), id="drill-body"
+                    Text(f"{safe(self.contributor_name)}\n\ncollecting instances…"),
+                    id="drill-body",
                 )
         yield Footer()
 

@@ -19,6 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
+from tracediff.report.text import safe
 from tracediff.tui.attribution import fit
 
 # (header, width, right-aligned)
@@ -60,7 +61,7 @@ def split_line(r: dict[str, Any], total: float | None, gpu: str | None = None) -
         f"{r['head_ms_per_cycle']:.3f}",
         part,
         f"{r['base_count_per_cycle']:.1f}→{r['head_count_per_cycle']:.1f}",
-        r["status"],
+        safe(r["status"]),
     ]
     t = Text(no_wrap=True, style="bold" if total is None else "")
     for i, ((_, w, right), v) in enumerate(zip(COLUMNS, values, strict=True)):
@@ -103,8 +104,10 @@ class GpuSplitScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         first = self.per_gpu.row(0, named=True) if self.per_gpu.height else {}
         with Vertical(classes="dialog split") as v:
-            v.border_title = f"per GPU · {first.get('kind', '')} · {first.get('phase') or '-'}"
-            yield Static(Text(str(first.get("name", "")), style="bold"), id="split-name")
+            v.border_title = safe(
+                f"per GPU · {first.get('kind', '')} · {first.get('phase') or '-'}"
+            )
+            yield Static(Text(safe(str(first.get("name", ""))), style="bold"), id="split-name")
             yield SplitTable(id="split-table", cursor_type="row", zebra_stripes=True)
             yield Static(self._note(), id="split-note")
         yield Footer()

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
 from tracediff.engine.result import KINDS, Comparison
+from tracediff.report.text import safe
 from tracediff.tui import model as m
 from tracediff.tui import reasons as why_not
 from tracediff.tui.attribution import AttributionTable
@@ -178,7 +179,7 @@ class MainScreen(Screen[None]):
     # --- keys that cannot act say why ----------------------------------------------------------
     def say(self, msg: str) -> None:
         """Tell the user why a key did nothing (kept in `last_note` for tests)."""
-        self.last_note = msg
+        self.last_note = msg = safe(msg)  # it may hold a contributor's name
         self.notify(msg, markup=False, timeout=8)
 
     def no_timeline(self, key: str) -> bool:

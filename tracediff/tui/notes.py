@@ -15,6 +15,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
+from tracediff.report.text import safe
 
 _SEG = r"[^\s/:;,'\"()\[\]{}<>]+"
 # an absolute path, or a relative one of three parts or more ("ms/cycle" is no path)
@@ -44,9 +45,8 @@ def shorten_paths(text: str, cwd: str | None = None, name_only: bool = False) ->
 
 def notes(c: Comparison) -> list[str]:
     """Environment differences first (check them before trusting the diff), then warnings."""
-    return [f"environment differs: {d.key}: {d.base!r} → {d.head!r}" for d in c.env_diffs] + [
-        str(w) for w in c.warnings
-    ]
+    env = [f"environment differs: {d.key}: {d.base!r} → {d.head!r}" for d in c.env_diffs]
+    return [safe(n) for n in env + [str(w) for w in c.warnings]]  # inert: no raw ESC, newline
 
 
 def _count(n: int, what: str) -> str:

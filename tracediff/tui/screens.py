@@ -13,6 +13,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from tracediff.engine.result import Comparison
+from tracediff.report.text import safe
 from tracediff.tui.notes import shorten_paths
 
 
@@ -77,9 +78,9 @@ class NotesScreen(_Dialog):
         if c.env_diffs:
             body.append("Environment differs (check before trusting the diff):\n", "bold")
             for d in c.env_diffs:
-                body.append(shorten_paths(f"  {d.key}: {d.base!r} → {d.head!r}") + "\n")
+                body.append(safe(shorten_paths(f"  {d.key}: {d.base!r} → {d.head!r}")) + "\n")
         for w in c.warnings:
-            body.append(f"⚠ {shorten_paths(str(w))}\n", "#ffaf00")
+            body.append(f"⚠ {safe(shorten_paths(str(w)))}\n", "#ffaf00")
         if not body.plain:
             body.append("No environment differences and no warnings.")
         super().__init__("environment and warnings", body)
