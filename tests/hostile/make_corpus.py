@@ -222,10 +222,45 @@ def _nsys(out: Path) -> None:
         f"UPDATE \"{NVTX}\" SET text = 'step' WHERE text = 'cycle'",
     )
 
+    _nsys_containers(out)
+
     # a value of the wrong type in an INTEGER column (SQLite does not enforce column types)
     _sqlite_copy(
         out, "nsys_wrong_type.sqlite", f"UPDATE \"{KERNEL}\" SET start = 'soon' WHERE rowid = 5"
     )
+
+
+def _nsys_containers(out: Path) -> None:
+    """Issue 17: exports whose container is not what it seems. A WAL-mode export whose last
+    commit (every second kernel deleted) is still in its `-wal` file, the same with a damaged
+    log, an SQLite holding only StringIds, and a .nsys-rep renamed .sqlite. (A WAL's salts are
+    random: these two files differ from build to build, their content does not.)"""
+    src = out / ".wal_source.sqlite"
+    shutil.copyfile(NSYS, src)
+    con = sqlite3.connect(src)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        con.execute(f'DELETE FROM "{KERNEL}" WHERE rowid % 2 = 0')
+        con.commit()
+        for name in ("nsys_wal", "nsys_wal_damaged"):  # copied while the log is unapplied
+            shutil.copyfile(src, out / f"{name}.sqlite")
+        shutil.copyfile(src.with_name(src.name + "-wal"), out / "nsys_wal.sqlite-wal")
+        size = src.with_name(src.name + "-wal").stat().st_size
+        (out / "nsys_wal_damaged.sqlite-wal").write_bytes(_rand(8, size))
+    finally:
+        con.close()
+    for p in out.glob(".wal_source.sqlite*"):
+        p.unlink()
+
+    def strings_only(con: sqlite3.Connection) -> None:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for t in tables:
+            if t != "StringIds":
+                con.execute(f'DROP TABLE "{t}"')
+
+    _sqlite_copy(out, "nsys_strings_only.sqlite", strings_only)
+    shutil.copyfile(H200 / "g_good.nsys-rep", out / "nsys_rep_renamed.sqlite")
 
 
 # ---------------------------------------------------------------- Kineto

@@ -109,6 +109,8 @@ PARSE_ERRORS = [
     ("nsys_corrupt_kernel_page.sqlite", "SQLite file is corrupt"),
     ("nsys_wrong_type.sqlite", "holds values of the wrong type"),
     ("sqlite_not_nsys.sqlite", "not an Nsight Systems export"),
+    ("nsys_strings_only.sqlite", "an nsys export without events"),
+    ("nsys_wal_damaged.sqlite", "write-ahead log nsys_wal_damaged.sqlite-wal holds changes"),
     ("kineto_truncated_gz_10.json.gz", "gzip data is truncated or corrupt"),
     ("kineto_truncated_gz_half.json.gz", "gzip data is truncated or corrupt"),
     ("kineto_truncated_gz_trailer.json.gz", "gzip data is truncated or corrupt"),
@@ -398,6 +400,29 @@ def test_compare_without_api_calls_is_one_line(corpus: Path) -> None:
     assert_error(cli("compare", GOOD_NSYS, head, "--format", "json"), head, "launched no GPU work")
     d = compare_json(GOOD_NSYS, head, "--cycle", "whole")  # the way out the hint points to
     assert d["head"]["cycle_method"] == "whole-run"
+
+
+def test_wal_export_is_read_with_its_log_applied(corpus: Path) -> None:
+    """The last commit (every second kernel deleted) is only in the -wal file: both readers
+    read it (they read the main file alone, 1764 kernels, before); the user's files stay
+    byte for byte as they were and no -shm appears beside them."""
+    path = corpus / "nsys_wal.sqlite"
+    files = {p.name: p.read_bytes() for p in corpus.glob("nsys_wal.sqlite*")}
+    assert set(files) == {"nsys_wal.sqlite", "nsys_wal.sqlite-wal"}
+    assert files["nsys_wal.sqlite"][18:20] == b"\x02\x02"
+    for pages in ("1", "0"):  # the page decoder, then SQLite itself
+        r = cli(
+            "info", path, "--format", "json", env={**os.environ, "TRACEDIFF_SQLITE_PAGES": pages}
+        )
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["kernels"]["count"] == 882
+    assert {p.name: p.read_bytes() for p in corpus.glob("nsys_wal.sqlite*")} == files
+
+
+def test_renamed_nsys_rep_is_read_as_a_report(corpus: Path) -> None:
+    r = cli("info", corpus / "nsys_rep_renamed.sqlite", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["kernels"]["count"] == GOOD_COUNTS["kernels"]
 
 
 # ---------------------------------------------------------------- bad records, usable data

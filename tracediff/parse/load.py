@@ -14,6 +14,8 @@ from tracediff.runfile import MAGIC as RUN_MAGIC
 from tracediff.runfile import Run, read_run
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep/.qdrep, whatever the file is named
+QDSTRM_MARK = b"NVIDIA Nsight Systems"  # a .qdstrm's header, after an 8-byte prefix
 
 
 def detect(path: Path) -> str:
@@ -46,6 +48,10 @@ def detect(path: Path) -> str:
         return "run"
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
+    if head.startswith(NSYS_REP_MAGIC):  # a report renamed .sqlite is still a report (#17)
+        return "nsys-rep"
+    if QDSTRM_MARK in head[:40]:
+        return "qdstrm"
     name = path.name.lower()
     if name.endswith(".nsys-rep") or name.endswith(".qdrep"):
         return "nsys-rep"

@@ -121,6 +121,18 @@ def _export(nsys: Path, rep: Path, tmp: Path, src: Path) -> tuple[Path, str]:
     )
 
 
+def _with_suffix(path: Path, kind: str, tmp: Path) -> Path:
+    """The report under a name the nsys tools accept: itself, or (a report detected by its
+    magic but named otherwise, say `.sqlite`) a link to it in `tmp` named `report.<suffix>`."""
+    suffix = {"nsys-rep": (".nsys-rep", ".qdrep"), "qdstrm": (".qdstrm",)}[kind]
+    if path.name.lower().endswith(suffix):
+        return path
+    link = tmp / f"report{suffix[0]}"
+    if not link.exists():
+        link.symlink_to(path.resolve())
+    return link
+
+
 def read_report(path: Path, kind: str) -> Run:
     """Read a `.nsys-rep` / `.qdstrm` (through the nsys CLI) or a parquetdir folder."""
     path = Path(path)
@@ -131,12 +143,12 @@ def read_report(path: Path, kind: str) -> Run:
     nsys = nsys_tool.find_nsys()
     with tempfile.TemporaryDirectory(prefix="tracediff-nsys-") as tmp_name:
         tmp = Path(tmp_name)
-        rep = path
+        rep = _with_suffix(path, kind, tmp)
         if kind == "qdstrm":
             importer = nsys_tool.find_qdstrm_importer()
             nsys_tool.check_can_open(path, importer)
             rep = tmp / "import.nsys-rep"
-            cmd = [str(importer), "-i", str(path), "-o", str(rep)]
+            cmd = [str(importer), "-i", str(_with_suffix(path, kind, tmp)), "-o", str(rep)]
             r = nsys_tool.run(cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=path)
             if r.returncode != 0 or not rep.exists():
                 raise InputError(

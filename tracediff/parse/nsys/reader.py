@@ -84,6 +84,14 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
             f"{path}: not an Nsight Systems export (no nsys tables)",
             "export the report with `nsys export --type sqlite REPORT.nsys-rep`",
         )
+    event_tables = (KERNEL, RUNTIME, NVTX, MEMCPY, MEMSET, SYNC, events.CUDA_EVENT)
+    if not have & set(event_tables):  # StringIds alone (or a metadata stub) is not an empty run
+        raise InputError(
+            f"{path}: an nsys export without events: it has none of the tables "
+            f"{', '.join(event_tables)}",
+            "export the full report again (`nsys export --type sqlite REPORT.nsys-rep`); "
+            "profile with `-t cuda,nvtx`",
+        )
     warnings: list[str] = []
     for table, what in [(KERNEL, "kernels"), (RUNTIME, "CUDA API calls"), (NVTX, "NVTX ranges"),
                         (STRINGS, "names (kernel, API and range names will be null)")]:  # fmt: skip

@@ -18,6 +18,7 @@ runs per row except the UTF-8 repair of a column that has invalid bytes.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ import pyarrow as pa
 from tracediff import settings
 from tracediff.errors import InputError
 from tracediff.parse.nsys import pages as sqlite_pages
+from tracediff.parse.nsys import wal
 from tracediff.parse.nsys.schema import F64, I64, STR
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -116,7 +118,11 @@ class SqliteSource:
         self.path = Path(path)
         self.src = str(path)
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self._check_header()
+        self._wal_copy: Path | None = None  # a temp folder: the export with its -wal applied
+        wal_log = wal.pending_log(self.path, self._check_header())
+        if wal_log is not None:
+            self._wal_copy = wal.applied_copy(self.path, wal_log, self.src)
+            self.path = self._wal_copy / wal.COPY_NAME
         self._uri = f"file:{self.path}?mode=ro&immutable=1"
         try:
             self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
@@ -124,6 +130,8 @@ class SqliteSource:
                 "SELECT name, rootpage FROM sqlite_master WHERE type='table'"
             ).fetchall()
         except sqlite3.DatabaseError as e:
+            if self._wal_copy is not None:
+                shutil.rmtree(self._wal_copy, ignore_errors=True)
             raise InputError(
                 f"{self.src}: SQLite file is unreadable ({e})",
                 "the file may be truncated or corrupt; export the report again",
@@ -152,7 +160,7 @@ class SqliteSource:
         self._adbc_module: Any = None  # imported on the first read the pages cannot serve
         self._adbc_tried = False
 
-    def _check_header(self) -> None:
+    def _check_header(self) -> bytes:
         try:
             with open(self.path, "rb") as f:
                 head = f.read(100)
@@ -179,6 +187,7 @@ class SqliteSource:
                 f"{self.src}: SQLite file is truncated ({size} of {npages * page} bytes)",
                 "copy or export the report again",
             )
+        return head
 
     def columns(self, table: str) -> list[str]:
         if table not in self._cols:
@@ -418,3 +427,5 @@ class SqliteSource:
         for con in self._adbc_cons:
             con.close()
         self._adbc_cons.clear()
+        if self._wal_copy is not None:
+            shutil.rmtree(self._wal_copy, ignore_errors=True)
