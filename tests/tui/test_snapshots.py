@@ -1,5 +1,6 @@
-"""SVG snapshots of the TUI at fixed terminal sizes (80x24, 120x40) on real traces: the bundled
-samples, the two-stream H200 capture (event edges), and a generated 4-GPU report (per-GPU split).
+"""SVG snapshots of the TUI at fixed terminal sizes (80x24, 120x40, 200x50) on real traces: the
+bundled samples, the two-stream H200 capture (event edges), two GPU-less captures (host-only),
+and a generated 4-GPU report (per-GPU split).
 
 Regenerate after an intended UI change:
     .venv/bin/pytest tests/tui/test_snapshots.py --snapshot-update
@@ -84,3 +85,15 @@ def test_gpu_split(snap_compare, tmp_path: Path) -> None:  # noqa: ANN001
         await _settle_any(pilot)
 
     assert snap_compare(TracediffApp(c), terminal_size=(100, 30), run_before=before)
+
+
+def test_host_only(snap_compare, hostonly: Comparison) -> None:  # noqa: ANN001
+    """Two GPU-less `tracediff capture` runs at 80x24: the phases, the one-line notes, the replay
+    strip of host range wall times, and the timeline saying why it has no GPU events."""
+    assert snap_compare(TracediffApp(hostonly), terminal_size=(80, 24), run_before=_settle)
+
+
+def test_wide_terminal(snap_compare, comparison: Comparison) -> None:  # noqa: ANN001
+    """The bundled samples at 200x50: every column on screen, the names given the rest of the
+    line (the table's width follows the terminal's)."""
+    assert snap_compare(TracediffApp(comparison), terminal_size=(200, 50), run_before=_settle)
