@@ -205,7 +205,7 @@ def test_keys_that_cannot_act_say_why(comparison: Comparison) -> None:
         assert "cycle's start" in await press_and_hear(pilot, s, "left_square_bracket")
         await pilot.press("slash", *"no such kernel", "enter")
         assert s.table.ids == []
-        for key in ("m", "x"):
+        for key in ("m", "x", "enter"):
             said = await press_and_hear(pilot, s, key)
             assert "no contributor selected" in said and "escape clears" in said
         for _ in range(11):
@@ -315,3 +315,28 @@ def test_hostile_names_are_shown_inert(data_dir) -> None:  # noqa: ANN001
         no_error(pilot)
 
     run(body, TracediffApp(c), size=(120, 40))
+
+
+def test_renamed_op_shows_both_names_at_80x24(data_dir) -> None:  # noqa: ANN001
+    """The Kineto ResNet pair pairs cuDNN kernels renamed in the same place (`old → new`): at 80
+    columns the row shows the start of both names, not the old name alone."""
+    d = data_dir / "kineto"
+    c = compare(
+        load(d / "resnet50_num_workers_0.worker0.pt.trace.json.gz"),
+        load(d / "resnet50_num_workers_4.worker0.pt.trace.json.gz"),
+    )
+    renamed = c.attribution.filter(pl.col("name").str.contains(" → ", literal=True))
+    assert renamed.height
+    top = renamed.sort(pl.col("delta_ms_per_cycle").abs(), descending=True).row(0, named=True)
+    old, new = top["name"].split(" → ", 1)
+    assert len(top["name"]) > 80
+
+    async def body(pilot: Pilot) -> None:
+        s = await ready(pilot)
+        i = s.table.ids.index(top["contributor_id"])
+        s.table.move_cursor(row=i)
+        await pilot.pause()
+        shown = visible(s, i)
+        assert f"{old[:6]}" in shown and f" → {new[:12]}" in shown, shown
+
+    run(body, TracediffApp(c), size=(80, 24))

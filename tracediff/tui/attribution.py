@@ -19,6 +19,7 @@ import polars as pl
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.message import Message
 from textual.widgets import DataTable
 
 from tracediff.report.text import safe
@@ -85,6 +86,22 @@ def fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
+RENAMED = " → "
+"""How the engine names an op renamed in the same place: `old → new`."""
+
+
+def fit_name(name: str, width: int) -> str:
+    """`name` in `width` characters. An `old → new` name too long for them keeps both ends, each
+    cut (the new name given two thirds of the room when both are long): cut at the end, it read
+    as the old kernel alone going from 0 to the new one's time."""
+    old, sep, new = name.partition(RENAMED)
+    room = width - len(RENAMED)
+    if not sep or len(name) <= width or room < 8:
+        return fit(name, width, False)
+    a = len(old) if len(old) <= room // 3 else max(room // 3, room - len(new))
+    return fit(old, a, False) + RENAMED + fit(new, room - a, False)
+
+
 def cells(r: dict[str, Any], lay: Layout) -> Text:
     """One contributor as one pre-formatted line (one DataTable cell per row renders ~10x faster
     than ten, which keeps sort/filter redraws cheap)."""
@@ -107,7 +124,7 @@ def cells(r: dict[str, Any], lay: Layout) -> Text:
         style = (("#ff5f5f" if d > 0 else "#5fd787") if sig else "") if i == 0 else ""
         if i:
             t.append(" ")
-        t.append(fit(values[h], w, right), style)
+        t.append(fit_name(values[h], w) if h == NAME else fit(values[h], w, right), style)
     return t
 
 
@@ -134,6 +151,15 @@ class AttributionTable(DataTable[Text], inherit_bindings=False):
         self.multi_gpu = multi_gpu
         self.view: pl.DataFrame | None = None
         self.lay: Layout | None = None
+
+    class NothingSelected(Message):
+        """Enter on an empty table (a search or filter that matches nothing)."""
+
+    def action_select_cursor(self) -> None:
+        if not self.ids:
+            self.post_message(self.NothingSelected())  # the screen says why nothing opens
+            return
+        super().action_select_cursor()
 
     def text_width(self) -> int:
         """Characters a row may use before it needs a sideways scroll."""

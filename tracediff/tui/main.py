@@ -409,6 +409,10 @@ class MainScreen(Screen[None]):
         else:
             self.open_drill(cid)
 
+    @on(AttributionTable.NothingSelected)
+    def _nothing_selected(self) -> None:
+        self.no_row("drill-down")
+
     def open_drill(self, cid: str) -> None:
         """Drill-down of one contributor; its instances are collected in a worker."""
         row = self.c.attribution.filter(pl.col("contributor_id") == cid).row(0, named=True)
