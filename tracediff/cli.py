@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_address_space()
         return int(args._run(args) or 0)
     except TracediffError as e:
-        from tracediff.report.text import safe  # a path or name in the message is printed inert
+        from tracediff.inert import safe  # a path or name in the message is printed inert
 
         print(f"tracediff: error: {safe(str(e))}", file=sys.stderr)
         return e.exit_code

@@ -78,3 +78,34 @@ def test_probe_detects_textual() -> None:
         timeout=60,
     )
     assert r.stdout.strip() == "tracediff.tui.app"
+
+
+# On the GPU host `tracediff capture` runs in the workload's Python, which has no polars or
+# pyarrow (the lent H200's has torch only): the command and its error path must not need them.
+_NO_DATA_LIBS = r"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("polars", "pyarrow", "textual", "msgspec", "orjson"):
+            raise ImportError(f"blocked: {name}")
+sys.meta_path.insert(0, Block())
+from tracediff.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_capture_and_its_errors_need_no_data_libraries(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A capture that fails (here: a repo that is not a git repository) prints one line, exit 1/2,
+    in a Python where polars/pyarrow cannot be imported (the error path imported the report
+    package, which loads polars: a traceback on the H200)."""
+    argv = ["capture", "--repo", str(tmp_path), "--commit", "HEAD", "-o", str(tmp_path / "o")]
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_DATA_LIBS, *argv, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode in (1, 2), proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("tracediff: error: ") and len(lines) <= 3, proc.stderr

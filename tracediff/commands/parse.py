@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.errors import OutputError
     from tracediff.outputs import refuse_inputs
     from tracediff.parse import load
-    from tracediff.report.text import safe
+    from tracediff.inert import safe
     from tracediff.runfile import write_run
 
     out: Path = args.output

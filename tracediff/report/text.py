@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import math
 
+from tracediff.inert import safe, safe_lines
+
+__all__ = ["ci_cell", "plural", "safe", "safe_lines", "short"]
+
 
 def short(name: str, width: int) -> str:
     """name cut to width; a trailing " [...]" tag (a collective's wait / transfer part) is kept."""
@@ -21,32 +25,6 @@ def short(name: str, width: int) -> str:
 def ci_cell(lo: float, hi: float) -> str:
     """A table row's CI: `[+lo,+hi]`, or "-" where there is none (fewer than 2 cycles a side)."""
     return "-" if math.isnan(lo) else f"[{lo:+.3f},{hi:+.3f}]"
-
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    if ch in _NAMED:
-        return _NAMED[ch]
-    o = ord(ch)
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
-
-
-def safe(text: str) -> str:
-    """`text` with every character a terminal would act on or hide shown as an escape (`\\x1b`,
-    `\\n`, `\\u202e`...): control characters, format characters (bidi overrides), line and
-    paragraph separators, lone surrogates. A kernel name holding ESC[2J must not clear the
-    reader's screen, nor a newline split a table row. The common case (all printable) is one
-    check."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
-
-
-def safe_lines(lines: list[str]) -> str:
-    """Lines of a text report joined, each made `safe`, with the closing newline."""
-    return "\n".join(safe(line) for line in lines) + "\n"
 
 
 def plural(n: int | float, word: str) -> str:
