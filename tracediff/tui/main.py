@@ -68,6 +68,7 @@ class MainScreen(Screen[None]):
         self.host_only = why_not.is_host_only(comparison)  # engine/host.py: host ranges, no GPU
         self.last_note: str | None = None
         self.edges_ready = False
+        self.edges_why: tuple[str | None] | None = None  # edges_missing's answer, once known
         self.gpus = sorted(
             {int(d) for d in comparison.attribution["device_id"].drop_nulls().to_list()}
         )
@@ -168,8 +169,8 @@ class MainScreen(Screen[None]):
             return self.gpu == m.SUMMED
         if action == "per_gpu":
             return bool(self.summed.height)
-        if action == "toggle_edges":
-            return self.edges_missing() is None
+        if action == "toggle_edges":  # asked on every footer refresh: no sentence built here
+            return self.model is not None and self.edges_ready and self.model.edges.total > 0
         return True
 
     def action_why(self, action: str) -> None:
@@ -199,7 +200,13 @@ class MainScreen(Screen[None]):
 
     def edges_missing(self) -> str | None:
         """Why the timeline has no cross-stream event edges to show (None: it has some)."""
-        return why_not.edges_missing(self.c, self.host_only, self.model, self.edges_ready)
+        if self.edges_why is None:
+            why = why_not.edges_missing(self.c, self.host_only, self.model, self.edges_ready)
+            if not self.edges_ready:
+                return why  # may change once the edges are in: not kept
+            # kept: the reason may count head's API calls (millions of rows in a large run)
+            self.edges_why = (why,)
+        return self.edges_why[0]
 
     # --- actions -----------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
