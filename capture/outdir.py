@@ -4,17 +4,23 @@ Stage: capture (around the workload). A capture is built in a hidden sibling sta
 renamed onto OUTDIR at the end; the rename itself refuses a folder that holds anything, so two
 captures racing for one OUTDIR cannot both win, and an existing OUTDIR is replaced only with
 `force`. Parents of OUTDIR that did not exist are created, and removed again (when still empty)
-if the capture fails before anything is worth keeping.
+if the capture fails before anything is worth keeping. A `--repeat` call's OUTDIR holds run sets
+instead: it is resumed when its shape matches, and held under a lock file for the call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
+from tracediff import runset as rs
 from tracediff.errors import OutputError
+
+LOCK = ".capture.lock"
 
 
 def publish(staging: Path, outdir: Path, force: bool) -> None:
@@ -61,3 +67,42 @@ def remove_if_empty(folders: list[Path]) -> None:
     for d in folders:  # deepest first
         with contextlib.suppress(OSError):
             d.rmdir()
+
+
+@contextlib.contextmanager
+def locked(outdir: Path) -> Iterator[None]:
+    """OUTDIR/.capture.lock held for the call: a second call into the same OUTDIR is refused."""
+    with open(outdir / LOCK, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise OutputError(
+                f"{outdir}: another tracediff capture is writing here",
+                "wait for it to end, or choose another -o",
+            ) from None
+        yield
+
+
+def prepare_runset_outdir(outdir: Path, grouped: bool, force: bool) -> None:
+    """Create a --repeat call's OUTDIR, or check that it holds run sets of the same shape (they
+    are then resumed); --force replaces it."""
+    mine = outdir / (rs.GROUP_INDEX if grouped else rs.INDEX)
+    other = outdir / (rs.INDEX if grouped else rs.GROUP_INDEX)
+    if outdir.is_dir() and not force:
+        if other.is_file():
+            shape = "one run set" if grouped else "several run sets"
+            raise OutputError(
+                f"{outdir}: holds {shape}; this call writes {'several' if grouped else 'one'}",
+                "choose another -o, or pass --force to replace it",
+            )
+        foreign = [p for p in outdir.iterdir() if p.name != LOCK]
+        if foreign and not mine.is_file():
+            raise OutputError(
+                f"{outdir}: already exists and is not a run set",
+                "pass --force to replace it, or choose another -o",
+            )
+        return
+    check_outdir(outdir, force)
+    if outdir.exists():  # --force: the user asked for this folder to be replaced
+        shutil.rmtree(outdir)
+    outdir.mkdir(parents=True)

@@ -23,26 +23,23 @@ The first failed or interrupted run stops the call (exit 1 or 130); what finishe
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 from capture import manifest as mf
 from capture import worktree as wt
-from capture.outdir import check_outdir
+from capture.outdir import locked, prepare_runset_outdir
 from capture.runner import CaptureSpec, capture, find_nsys
 from tracediff import runset as rs
 from tracediff.errors import OutputError, TracediffError, UsageError
 
 PLACEHOLDER = "{variant}"
-LOCK = ".capture.lock"
 
 
 @dataclass
@@ -167,43 +164,6 @@ def plan_sets(
     return plans, repo
 
 
-@contextlib.contextmanager
-def _locked(outdir: Path) -> Iterator[None]:
-    with open(outdir / LOCK, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise OutputError(
-                f"{outdir}: another tracediff capture is writing here",
-                "wait for it to end, or choose another -o",
-            ) from None
-        yield
-
-
-def _prepare_outdir(outdir: Path, grouped: bool, force: bool) -> None:
-    """Create OUTDIR, or check that it holds run sets of the same shape (then they are resumed)."""
-    mine = outdir / (rs.GROUP_INDEX if grouped else rs.INDEX)
-    other = outdir / (rs.INDEX if grouped else rs.GROUP_INDEX)
-    if outdir.is_dir() and not force:
-        if other.is_file():
-            shape = "one run set" if grouped else "several run sets"
-            raise OutputError(
-                f"{outdir}: holds {shape}; this call writes {'several' if grouped else 'one'}",
-                "choose another -o, or pass --force to replace it",
-            )
-        foreign = [p for p in outdir.iterdir() if p.name != LOCK]
-        if foreign and not mine.is_file():
-            raise OutputError(
-                f"{outdir}: already exists and is not a run set",
-                "pass --force to replace it, or choose another -o",
-            )
-        return
-    check_outdir(outdir, force)
-    if outdir.exists():  # --force: the user asked for this folder to be replaced
-        shutil.rmtree(outdir)
-    outdir.mkdir(parents=True)
-
-
 def _load_set(p: SetPlan, repeat: int, force: bool) -> dict[str, Any]:
     """The index of p's run set: read (and checked against p) or new."""
     fresh: dict[str, Any] = {
@@ -260,7 +220,9 @@ def _finished(folder: Path, index: dict[str, Any]) -> set[int]:
             continue
         d = folder / r["path"]
         if r["status"] == "running" and good_capture(d):
+            report = json.loads((d / "manifest.json").read_text()).get("report")
             r.update(status="ok", run_file=f"{r['path']}/run.arrow", problem=None)
+            r.update(report=f"{r['path']}/{report}" if report else None)
         if r["status"] == "ok" and d.is_dir():
             done.add(int(m.group(1)))
     for stale in folder.glob(".run-*"):  # staging of a killed call (we hold the lock)
@@ -290,8 +252,8 @@ def capture_runsets(
     find_nsys(spec.nsys)  # before OUTDIR is made: a missing nsys is not a failed run
     outdir = Path(spec.outdir)
     grouped = bool(plans[0].name)
-    _prepare_outdir(outdir, grouped, spec.force)
-    with _locked(outdir):
+    prepare_runset_outdir(outdir, grouped, spec.force)
+    with locked(outdir):
         indexes = [_load_set(p, repeat, spec.force) for p in plans]
         done = [_finished(p.folder, ix) for p, ix in zip(plans, indexes, strict=True)]
         for p, ix in zip(plans, indexes, strict=True):
