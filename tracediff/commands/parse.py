@@ -20,9 +20,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.errors import OutputError
+    from tracediff.inert import safe
     from tracediff.outputs import refuse_inputs
     from tracediff.parse import load
-    from tracediff.inert import safe
     from tracediff.runfile import write_run
 
     out: Path = args.output
