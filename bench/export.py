@@ -130,8 +130,9 @@ def _child(args: argparse.Namespace) -> int:
 
         with _Step("compare (engine, for reference)", steps):
             result = compare(load(Path(args.inputs[0])), load(Path(args.inputs[1])), n_boot=200)
-        if hasattr(result, "replay_inputs"):
-            result.replay_inputs = {}  # engine internals, not exported
+        from tracediff.engine.result import ReplayInputs
+
+        result.replay_inputs = ReplayInputs()  # what-if's inputs, not exported
         # The exports are measured in a fresh process that only holds the result, so their peak
         # memory is theirs and not the allocator's leftovers from the engine.
         with open(out, "wb") as f:

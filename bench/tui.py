@@ -51,7 +51,8 @@ def long_run(c: Comparison, k: int) -> Comparison:
     n = int(c.cycles["cycle"].max()) + 1
     ev = pl.concat([c.events.with_columns(pl.col("cycle") + i * n) for i in range(k)])
     cy = pl.concat([c.cycles.with_columns(pl.col("cycle") + i * n) for i in range(k)])
-    return replace(c, events=ev.sort("side", "cycle", maintain_order=True), cycles=cy)
+    ev = ev.sort("side", "cycle", maintain_order=True)
+    return replace(c, events_builder=lambda: ev, cycles=cy)
 
 
 def dense(c: Comparison, k: int) -> Comparison:
@@ -67,7 +68,8 @@ def dense(c: Comparison, k: int) -> Comparison:
         ]
     )
     cy = c.cycles.with_columns(pl.col("span_ns") + (k - 1) * period)
-    return replace(c, events=ev.sort("side", "cycle", maintain_order=True), cycles=cy)
+    ev = ev.sort("side", "cycle", maintain_order=True)
+    return replace(c, events_builder=lambda: ev, cycles=cy)
 
 
 async def press_timed(pilot, key: str) -> tuple[float, float]:  # noqa: ANN001

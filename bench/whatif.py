@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tracediff.engine.compare import compare  # noqa: E402
+from tracediff.engine.result import ReplayInputs  # noqa: E402
 from tracediff.parse import load  # noqa: E402
 from tracediff.replay import predict  # noqa: E402
 from tracediff.replay.cache import graph_of  # noqa: E402
@@ -53,7 +54,7 @@ def small_comparison(gpus: int):  # noqa: ANN201
 
 def big_comparison(n_ops: int, gpus: int = 1):  # noqa: ANN201
     c = small_comparison(gpus)
-    ops = c.replay_inputs["ops"]
+    ops = c.replay_inputs.ops
     head = ops.filter(pl.col("side") == "head")
     ncyc = head["cycle"].n_unique()
     period = int(head["end_ns"].max() - head["start_ns"].min()) + 1_000_000
@@ -78,7 +79,7 @@ def big_comparison(n_ops: int, gpus: int = 1):  # noqa: ANN201
     big = dataclasses.replace(
         c,
         cycles=cycles,
-        replay_inputs={"ops": pl.concat([ops.filter(pl.col("side") == "base"), rep])},
+        replay_inputs=ReplayInputs(ops=pl.concat([ops.filter(pl.col("side") == "base"), rep])),
     )
     return big, rep.height, ncyc * copies
 

@@ -11,6 +11,7 @@ them as pid/tid. `device_id` is the GPU index the profiler reports (nsys deviceI
 
 from __future__ import annotations
 
+import polars as pl
 import pyarrow as pa
 
 from tracediff.errors import InputError
@@ -292,6 +293,53 @@ DIFF_TABLES: dict[str, pa.Schema] = {
 def empty_diff(table: str) -> pa.Table:
     """An empty diff table of the given kind (DIFF_TABLES)."""
     return DIFF_TABLES[table].empty_table()
+
+
+def _polars(sch: pa.Schema) -> pl.Schema:
+    frame = pl.from_arrow(sch.empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame.schema
+
+
+_POLARS = {name: _polars(sch) for name, sch in DIFF_TABLES.items()}
+
+
+def frame_schema(table: str) -> pl.Schema:
+    """`DIFF_TABLES[table]` as the polars types of the engine's frames."""
+    return _POLARS[table]
+
+
+def empty_frame(table: str) -> pl.DataFrame:
+    """A diff table with no rows (and all its columns), as a polars frame."""
+    return pl.DataFrame(schema=_POLARS[table])
+
+
+def conform_diff(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with exactly the columns of diff table `table`, in its order and types: how the
+    engine builds every frame of a `Comparison`.
+
+    A frame without columns is the table with no rows. A string column may stay dictionary-
+    encoded in memory (Categorical, or an Enum whose order is the rows' sort order: totals'
+    kind); any other type that differs is cast. A column missing or extra is an error (an engine
+    bug, not bad input).
+    """
+    want = _POLARS[table]
+    if frame.width == 0:
+        return empty_frame(table)
+    if set(frame.columns) != set(want.names()):
+        raise ValueError(
+            f"diff table {table!r}: columns {sorted(set(frame.columns) ^ set(want.names()))} "
+            "differ from tracediff/schema.py"
+        )
+    have = frame.schema
+    cols = []
+    for name, dtype in want.items():
+        got = have[name]
+        if got == dtype or (dtype == pl.String and isinstance(got, (pl.Categorical, pl.Enum))):
+            cols.append(pl.col(name))
+        else:
+            cols.append(pl.col(name).cast(dtype))
+    return frame.select(cols)
 
 
 def empty(table: str) -> pa.Table:

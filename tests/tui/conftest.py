@@ -40,7 +40,7 @@ def mfu_2gpu(data_dir: Path) -> Comparison:
 @pytest.fixture(scope="session")
 def twostream(data_dir: Path) -> Callable[[str], Comparison]:
     """`twostream(lib)`: good vs slow-a of the `torch` or `cupy` capture (the engine hands over
-    both sides' CUDA event tables: `replay_inputs["base_events"]` / `["head_events"]`)."""
+    both sides' CUDA event tables: `replay_inputs.base_events` / `.head_events`)."""
     cache: dict[str, Comparison] = {}
 
     def get(lib: str) -> Comparison:

@@ -148,8 +148,9 @@ def test_no_marks_without_event_tables(
     assert tm.edges.total == 0 and tm.render(0, 0, tm.full_span(0), 80, edges=True).marks is None
     # a comparison whose base run came without its event table: head's edges only, base says so
     c = twostream("cupy")
-    inputs = {k: v for k, v in c.replay_inputs.items() if k != "base_events"}
     from dataclasses import replace
+
+    inputs = replace(c.replay_inputs, base_events=None)
 
     tm = m.TimelineModel(replace(c, replay_inputs=inputs))
     assert tm.edges.count("base", 0) is None and tm.edges.count("head", 0) == 2

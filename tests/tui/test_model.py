@@ -63,7 +63,7 @@ def test_a_gpu_with_several_streams_gets_a_lane_per_stream(comparison: Compariso
         .otherwise(pl.col("stream_id"))
         .alias("stream_id")
     )
-    tm = m.TimelineModel(replace(comparison, events=ev))
+    tm = m.TimelineModel(replace(comparison, events_builder=lambda: ev))
     assert [ln.label for ln in tm.lanes] == ["G0 s7", "G0 s99"]
     rows = tm.render(0, 0, tm.full_span(0), 300)
     assert (rows.codes["head"][1] == m.MEMCPY).any() or (rows.codes["head"][1] == m.CHANGED).any()
@@ -72,7 +72,7 @@ def test_a_gpu_with_several_streams_gets_a_lane_per_stream(comparison: Compariso
 
 def test_unsorted_events_are_indexed_correctly(comparison: Comparison) -> None:
     shuffled = comparison.events.sample(fraction=1.0, shuffle=True, seed=1)
-    tm = m.TimelineModel(replace(comparison, events=shuffled))
+    tm = m.TimelineModel(replace(comparison, events_builder=lambda: shuffled))
     got = tm.cycle_events("head", 5).sort("rel_start_ns", "name")
     want = comparison.events.filter((pl.col("side") == "head") & (pl.col("cycle") == 5))
     assert (

@@ -29,7 +29,8 @@ RESULT = ROOT / "tracediff" / "engine" / "result.py"
 
 
 def _field_docs() -> dict[str, str]:
-    """Comparison's attribute docstrings (the string literal after each annotated field)."""
+    """Comparison's attribute docstrings (the string literal after each annotated field, or
+    the docstring of a property: `events`, built on first read)."""
     cls = next(
         n
         for n in ast.parse(RESULT.read_text()).body
@@ -45,6 +46,9 @@ def _field_docs() -> dict[str, str]:
             and isinstance(b.value.value, str)
         ):
             docs[a.target.id] = b.value.value
+    for n in cls.body:
+        if isinstance(n, ast.FunctionDef) and ast.get_docstring(n):
+            docs[n.name] = ast.get_docstring(n) or ""
     return docs
 
 

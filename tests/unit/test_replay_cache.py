@@ -22,14 +22,14 @@ H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 
 def test_one_graph_per_comparison_outside_the_result() -> None:
     c = compare(load(H200 / "g_good.sqlite"), load(H200 / "g_bad.sqlite"), n_boot=20)
-    keys_before = set(c.replay_inputs)
+    inputs_before = c.replay_inputs
     w1 = predict(c, "c0")
     g = graph_of(c)
     own = own_replay(c)
     w2 = predict(c, "all")
     top = recover_top(c, 2)
     assert graph_of(c) is g and own_replay(c) is own  # built once, shared by every question
-    assert set(c.replay_inputs) == keys_before  # nothing cached inside the result
+    assert c.replay_inputs is inputs_before  # frozen: nothing cached inside the result
     assert "own" not in g.stats
     assert w1.replayed_head_ms_per_cycle == w2.replayed_head_ms_per_cycle
     assert top.height == 2

@@ -73,7 +73,7 @@ def test_edges_connect_the_right_ops(lib: str) -> None:
     assert g.stats["event_waits_unmatched"] == 0 and g.stats["event_edges_contradicted"] == 0
     assert g.stats["event_edges_stream_from_timeline"] == (40 if lib == "torch" else 0)
     assert g.stats["wait_edges"] == 0  # the trace has the waits: nothing inferred
-    ops = c.replay_inputs["ops"].filter(pl.col("side") == "head")
+    ops = c.replay_inputs.ops.filter(pl.col("side") == "head")
     ops = ops.sort("cycle", "device_id", "stream_id", "start_ns", "end_ns")  # graph order
     names = ops["name"].cast(pl.String).to_numpy()
     n_trace = g.stats["event_edges"]

@@ -2,17 +2,22 @@
 
 Stage: engine output. Consumers: the text/JSON report, the TUI, export, what-if.
 Sides are always `base` / `head`, never named after user labels. Times in tables are ns;
-per-cycle summary numbers are ms (their names say so). The tables' columns and export types are
-defined once in tracediff.schema.DIFF_TABLES; tests/unit/test_diff_schemas.py checks the field
-docstrings below and the engine's frames against it.
+per-cycle summary numbers are ms (their names say so). The tables' columns, order and types are
+defined once in tracediff.schema.DIFF_TABLES, and the engine conforms each frame to it as it builds
+it; tests/unit/test_diff_schemas.py checks the field docstrings below against it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+
+from tracediff import schema
 
 KINDS = ("kernel", "memcpy", "memset", "collective", "gap", "overlap")
 """Contributor kinds. `gap`: GPU idle inside the cycle span (split by cause in `name`);
@@ -26,7 +31,8 @@ class SideSummary:
     label: str
     source: str
     cycles: int
-    cycle_method: str  # "nvtx:<domain:>name" | "kineto:<annotation>" | "kernel-period:<anchor>"
+    cycle_method: str  # the cut's label: "nvtx:NAME" | "nvtx:DOMAIN:NAME" (NVTX ranges and
+    # Kineto annotations alike) | "kernel-period:ANCHOR" | "whole-run"
     mean_ms: float
     p50_ms: float
     p90_ms: float
@@ -45,9 +51,30 @@ class EnvDiff:
     head: Any
 
 
-@dataclass
+@dataclass(frozen=True)
+class ReplayInputs:
+    """What what-if replay (tracediff.replay) and the TUI's dependency arrows read beyond the
+    diff tables. Empty for host-only comparisons (no GPU operations)."""
+
+    ops: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """The aligned, attributed GPU ops of both sides (column `side`): absolute start/end, launch
+    calls, cycle, slot, contributor, gap before each op and its cause (engine/attribute.py)."""
+    head_api: pa.Table | None = None
+    """Head's `api_calls` run table (host synchronisations)."""
+    base_events: pa.Table | None = None
+    """Base's `cuda_events` run table (cross-stream edges: replay/events.py, tui/edges.py)."""
+    head_events: pa.Table | None = None
+    """Head's `cuda_events` run table."""
+
+
+def _empty(table: str) -> Callable[[], pl.DataFrame]:
+    return lambda: schema.empty_frame(table)
+
+
+@dataclass(eq=False)  # identity: a comparison's frames have no useful ==
 class Comparison:
-    """Everything `compare` found. DataFrame columns are documented per field."""
+    """Everything `compare` found. DataFrame columns are documented per field (and are
+    tracediff.schema.DIFF_TABLES)."""
 
     base: SideSummary
     head: SideSummary
@@ -76,46 +103,43 @@ class Comparison:
     run), device_id (i32), start_ns, end_ns (i64, GPU span), span_ns, busy_ns, idle_ns (i64),
     wall_ns (i64 | null: host range), critical (bool: this device finished last in this cycle)."""
 
-    events: pl.DataFrame
-    """(May be handed over as a zero-argument callable: built on first access.) GPU operations of every cycle of both sides, for timelines and drill-down. Columns:
-    side, cycle (i64), device_id (i32), stream_id (i64), kind (str), name (str), rel_start_ns,
-    rel_end_ns (i64, relative to the cycle's GPU span start on that device), duration_ns (i64),
-    slot (i64 | null: aligned position in the cycle template; equal slot = matched across sides),
-    contributor_id (str), status (str: matched | added | removed), grid (str), block (str)."""
+    events_builder: Callable[[], pl.DataFrame] = field(default=_empty("events"), repr=False)
+    """Builds `events` on first read: the report never needs it, and at millions of ops it is
+    the largest table of all."""
 
-    across_gpus: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """Multi-GPU runs only (else empty): the attribution summed over GPUs, one row per (kind, name,
+    @cached_property
+    def events(self) -> pl.DataFrame:
+        """GPU operations of every cycle of both sides, for timelines and drill-down, built by
+            `events_builder` on first read, then kept. Columns:
+            side, cycle (i64), device_id (i32), stream_id (i64), kind (str), name (str), rel_start_ns,
+        rel_end_ns (i64, relative to the cycle's GPU span start on that device), duration_ns (i64),
+        slot (i64 | null: aligned position in the cycle template; equal slot = matched across sides),
+        contributor_id (str), status (str: matched | added | removed), grid (str), block (str)."""
+        return self.events_builder()
+
+    across_gpus: pl.DataFrame = field(default_factory=_empty("across_gpus"))
+    """Multi-GPU runs only (else no rows): the attribution summed over GPUs, one row per (kind, name,
     phase), sorted by |delta|: what changed, whichever GPU finished last in each cycle. Columns:
-    kind, name, phase (str), devices (u32: GPUs it has a per-GPU row on), top_device_id (i32: the
+    kind, name, phase (str), devices (i64: GPUs it has a per-GPU row on), top_device_id (i32: the
     GPU whose row changed most), top_device_delta_ms_per_cycle, base_ms_per_cycle,
     head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64), significant (bool), share."""
 
-    host: pl.DataFrame = field(default_factory=pl.DataFrame)
+    host: pl.DataFrame = field(default_factory=_empty("host"))
     """Host-side attribution of range wall time per cycle: phase (str: nested range name or
     "(outside phases)"), base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high,
     significant."""
 
-    collectives: pl.DataFrame = field(default_factory=pl.DataFrame)
+    collectives: pl.DataFrame = field(default_factory=_empty("collectives"))
     """Per collective op/dtype/bytes (multi-GPU: split into wait/skew and transfer). Columns: op, dtype,
     bytes, device_id, base_ms_per_cycle, head_ms_per_cycle, base_wait_ms_per_cycle,
     head_wait_ms_per_cycle, base_transfer_ms_per_cycle, head_transfer_ms_per_cycle, delta_ms_per_cycle."""
 
-    totals: pl.DataFrame = field(default_factory=pl.DataFrame)
+    totals: pl.DataFrame = field(default_factory=_empty("totals"))
     """GPU time over all GPUs and all cycles (not per cycle), per kind and name: kind, name, base_ms,
     head_ms, delta_ms, base_count, head_count. What `nsys stats` totals show, for cross-checks."""
 
     warnings: list[str] = field(default_factory=list)
 
-    def __getattribute__(self, name: str) -> Any:
-        # `events` may be handed over as a zero-argument callable and built on first access: the
-        # report never needs it, and at millions of ops it is the largest table of all.
-        value = object.__getattribute__(self, name)
-        if name == "events" and callable(value):
-            value = value()
-            object.__setattr__(self, name, value)
-        return value
-
-    replay_inputs: dict[str, Any] = field(default_factory=dict, repr=False)
-    """Engine-internal inputs of what-if replay (tracediff.replay): "ops", the aligned ops of both
-    sides with launch times and gaps; "head_api", head's API calls (host syncs). (The replay
-    graph is kept beside the result, in tracediff.replay.cache.) Not a stable contract."""
+    replay_inputs: ReplayInputs = field(default_factory=ReplayInputs, repr=False)
+    """What the replay reads beyond the tables (the replay graph is kept beside the result, in
+    tracediff.replay.cache)."""

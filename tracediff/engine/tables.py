@@ -1,12 +1,88 @@
-"""The comparison's detail tables built from the aligned ops: events, totals, collectives.
+"""The comparison's tables built from the aligned, attributed ops: attribution, cycles, events,
+totals, collectives.
 
-Stage: engine output. Input: the aligned, attributed ops of both sides; output: the
-`Comparison.events` / `totals` / `collectives` frames (engine/result.py documents them).
+Stage: engine output. Input: the aligned, attributed ops of both sides (engine/attribute.py);
+output: the `Comparison` frames of those names, each conformed to tracediff/schema.py's
+DIFF_TABLES as it is built.
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from tracediff.engine import align as al
+from tracediff.engine import attribute as at
+from tracediff.engine import stats as st
+from tracediff.schema import conform_diff, frame_schema
+
+KEYS = ["kind", "name", "phase", "device_id"]
+"""A contributor of the GPU attribution."""
+
+
+def attribution(
+    long: pl.DataFrame, cb: list[int], ch: list[int], delta: float, n_boot: int
+) -> pl.DataFrame:
+    """One row per contributor (`long`: at.contributions), largest |change| first, with ids
+    c0, c1..., counts per cycle and a status. `cb`/`ch`: the cycles of each side; `delta`:
+    the measured change of the cycle time (the shares' denominator)."""
+    stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot)
+    counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
+    for side, col in (("base", "_cb"), ("head", "_ch")):
+        stats = stats.join(
+            counts.filter(pl.col("side") == side).drop("side").rename({"count": col}),
+            on=KEYS,
+            how="left",
+            nulls_equal=True,
+        )
+    att = (
+        stats.sort("_k")
+        .with_columns(
+            (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
+            (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
+        )
+        .with_columns(
+            st.share(delta),
+            pl.when(pl.col("name") == at.GAP_CAUSES["host"])
+            .then(pl.lit("host-side"))
+            .when(pl.col("kind").is_in(["gap", "overlap"]))
+            .then(pl.lit("-"))
+            .when(pl.col("base_count_per_cycle") == 0)
+            .then(pl.lit("added"))
+            .when(pl.col("head_count_per_cycle") == 0)
+            .then(pl.lit("removed"))
+            .when(pl.col("base_count_per_cycle") != pl.col("head_count_per_cycle"))
+            .then(pl.lit("mixed"))
+            .otherwise(pl.lit("matched"))
+            .alias("status"),
+        )
+        .filter((pl.col("base_ms_per_cycle") != 0) | (pl.col("head_ms_per_cycle") != 0))
+        .sort(st.BY_CHANGE)  # ties: key order, so the ids c0, c1... are stable
+        .with_row_index("_r")
+        .with_columns(
+            pl.concat_str([pl.lit("c"), pl.col("_r").cast(pl.String)]).alias("contributor_id")
+        )
+        .drop("_r", "_k", "_cb", "_ch")
+    )
+    return conform_diff("attribution", att)
+
+
+def cycle_table(cyc: pl.DataFrame, ranges_b: pl.DataFrame, ranges_h: pl.DataFrame) -> pl.DataFrame:
+    """`Comparison.cycles`: per side, cycle and device (at.per_device_cycles), with each cycle's
+    host range wall time where both sides were cut at host ranges."""
+    if ranges_b.height and ranges_h.height:
+        wall = pl.concat(
+            [
+                r.group_by("cycle")
+                .agg(pl.col("wall_ns").max())
+                .with_columns(pl.lit(side, al.SIDES).alias("side"))
+                for side, r in (("base", ranges_b), ("head", ranges_h))
+            ]
+        )
+        cyc = cyc.join(wall, on=["side", "cycle"], how="left")
+    else:
+        cyc = cyc.with_columns(pl.lit(None, pl.Int64).alias("wall_ns"))
+    cols = frame_schema("cycles").names()
+    return conform_diff("cycles", cyc.select(cols).with_columns(pl.col("side").cast(pl.String)))
 
 
 def events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
@@ -57,22 +133,25 @@ def events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> p
         .drop("_name", "_wname", "_wid", "_kind", "_phase")
     )
     e = e.join(ids, on=key, how="left", nulls_equal=True)
-    return e.select(
-        pl.col("side").cast(pl.String),
-        "cycle",
-        pl.col("device_id").cast(pl.Int32),
-        "stream_id",
-        pl.col("kind").cast(pl.String),
-        "name",
-        (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
-        (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
-        "duration_ns",
-        "slot",
-        "contributor_id",
-        pl.col("status").cast(pl.String),
-        "grid",
-        "block",
-    ).sort("side", "cycle", "device_id", "rel_start_ns")
+    return conform_diff(
+        "events",
+        e.select(
+            pl.col("side").cast(pl.String),
+            "cycle",
+            pl.col("device_id").cast(pl.Int32),
+            "stream_id",
+            pl.col("kind").cast(pl.String),
+            "name",
+            (pl.col("start_ns") - pl.col("_c0")).alias("rel_start_ns"),
+            (pl.col("end_ns") - pl.col("_c0")).alias("rel_end_ns"),
+            "duration_ns",
+            "slot",
+            "contributor_id",
+            pl.col("status").cast(pl.String),
+            "grid",
+            "block",
+        ).sort("side", "cycle", "device_id", "rel_start_ns"),
+    )
 
 
 def totals(ops: pl.DataFrame) -> pl.DataFrame:
@@ -89,9 +168,10 @@ def totals(ops: pl.DataFrame) -> pl.DataFrame:
         "kind", "name", pl.col("ms").alias("head_ms"), pl.col("n").alias("head_count")
     )
     j = b.join(h, on=["kind", "name"], how="full", coalesce=True).fill_null(0)
-    return j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
+    j = j.with_columns((pl.col("head_ms") - pl.col("base_ms")).alias("delta_ms")).sort(
         pl.col("delta_ms").abs(), "kind", "name", descending=[True, False, False]
     )  # ties (every row of two equal runs) by kind and name: the same order every run
+    return conform_diff("totals", j)
 
 
 def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
@@ -99,7 +179,7 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
         pl.col("kind") == "collective"
     )
     if c.height == 0:
-        return pl.DataFrame()
+        return conform_diff("collectives", pl.DataFrame())
     from tracediff.parse.nccl import decode
 
     names = c.select("name").unique()  # the regex runs once per distinct kernel name
@@ -128,7 +208,7 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     j = b.join(
         h, on=["op", "dtype", "bytes", "device_id"], how="full", coalesce=True, nulls_equal=True
     ).with_columns(pl.col("^.*_ms_per_cycle$").fill_null(0.0))
-    return j.with_columns(
+    j = j.with_columns(
         (pl.col("base_ms_per_cycle") - pl.col("base_wait_ms_per_cycle")).alias(
             "base_transfer_ms_per_cycle"
         ),
@@ -144,3 +224,4 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
         "device_id",
         descending=[True, False, False, False, False],
     )
+    return conform_diff("collectives", j)

@@ -83,8 +83,9 @@ _COLS = (
 
 
 def replay_input(c: Comparison, name: str) -> Any:
-    """One of the engine's inputs for the replay ("ops", "head_events", "head_api"), or None."""
-    return (getattr(c, "replay_inputs", None) or {}).get(name)
+    """One of the engine's inputs for the replay (a field of engine.result.ReplayInputs: "ops",
+    "head_events", "head_api"), None where the comparison carries none."""
+    return getattr(c.replay_inputs, name, None)
 
 
 def _ops(c: Comparison) -> pl.DataFrame:

@@ -35,6 +35,22 @@ import polars as pl
 from tracediff.engine.result import Comparison
 from tracediff.report.jsonout import ci_pair, clean
 
+COLLECTIVE_FIELDS = (
+    "op",
+    "dtype",
+    "bytes",
+    "device_id",
+    "base_ms_per_cycle",
+    "base_wait_ms_per_cycle",
+    "head_ms_per_cycle",
+    "head_wait_ms_per_cycle",
+    "base_transfer_ms_per_cycle",
+    "head_transfer_ms_per_cycle",
+    "delta_ms_per_cycle",
+)
+"""The JSON report's collective fields, in its order (each side's time beside its wait; the
+frame's own order is tracediff.schema.DIFF_TABLES["collectives"])."""
+
 
 def _estimate(r: dict[str, Any]) -> dict[str, Any]:
     """A contributor row's estimate, as both the per-GPU and the summed JSON rows give it."""
@@ -119,7 +135,9 @@ def to_dict(
         ]
         if c.host.height
         else [],
-        "collectives": c.collectives.rename({"device_id": "device"}).to_dicts()
+        "collectives": c.collectives.select(COLLECTIVE_FIELDS)
+        .rename({"device_id": "device"})
+        .to_dicts()
         if c.collectives.height
         else [],
         "warnings": c.warnings,

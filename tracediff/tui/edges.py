@@ -1,8 +1,8 @@
 """Cross-stream CUDA event edges on the timeline: where one stream waited on another's work.
 
 Stage: presentation (headless: no textual). Input: the comparison's aligned ops
-(`replay_inputs["ops"]`, absolute times and launch calls of both sides) and each side's
-`cuda_events` table (`replay_inputs["base_events"]`, `replay_inputs["head_events"]`); output:
+(`replay_inputs.ops`, absolute times and launch calls of both sides) and each side's
+`cuda_events` table (`replay_inputs.base_events`, `replay_inputs.head_events`); output:
 per (side, cycle), the edges placed into the terminal columns of a window.
 
 The edges are exactly what-if's (`replay.events.trace_edges`): a cudaStreamWaitEvent links the
@@ -103,8 +103,8 @@ def _side_edges(
 
 def _edge_frame(c: Comparison, lane_ids: pl.DataFrame, traced: dict[str, bool]) -> pl.DataFrame:
     """Both sides' edges with their lanes, sorted by (side, cycle), then the target's start."""
-    inputs = c.replay_inputs or {}
-    ops = inputs.get("ops")
+    inputs = c.replay_inputs
+    ops = inputs.ops
     if not isinstance(ops, pl.DataFrame) or ops.height == 0:
         return pl.DataFrame()
     starts = c.cycles.select(
@@ -114,7 +114,8 @@ def _edge_frame(c: Comparison, lane_ids: pl.DataFrame, traced: dict[str, bool]) 
     frames = [
         f
         for s in SIDES
-        if traced[s] and (f := _side_edges(ops, s, inputs[f"{s}_events"], starts)) is not None
+        if traced[s]
+        and (f := _side_edges(ops, s, getattr(inputs, f"{s}_events"), starts)) is not None
     ]
     if not frames:
         return pl.DataFrame()
@@ -153,8 +154,7 @@ class EdgeIndex:
     def __init__(self, c: Comparison, lane_ids: pl.DataFrame | None) -> None:
         """`lane_ids`: (device_id, stream_id, _lane) of the timeline's lanes; None: an empty
         index (edges not looked for yet)."""
-        inputs = getattr(c, "replay_inputs", None) or {}
-        self.traced = {s: _has_rows(inputs.get(f"{s}_events")) for s in SIDES}
+        self.traced = {s: _has_rows(getattr(c.replay_inputs, f"{s}_events")) for s in SIDES}
         e = pl.DataFrame()
         if lane_ids is not None and any(self.traced.values()):
             e = _edge_frame(c, lane_ids, self.traced)

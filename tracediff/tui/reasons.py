@@ -84,7 +84,7 @@ def event_api_calls(c: Comparison) -> str:
     """How often head's traced API calls record or wait on CUDA events ("cudaEventRecord 144
     times"; "" when never): a run file without CUDA event records whose run made such calls was
     written before tracediff kept them."""
-    api = (c.replay_inputs or {}).get("head_api")
+    api = c.replay_inputs.head_api
     if api is None or not getattr(api, "num_rows", getattr(api, "height", 0)):
         return ""
     frame = api if isinstance(api, pl.DataFrame) else pl.from_arrow(api.select(["name"]))

@@ -1,0 +1,385 @@
+"""Cycles from host ranges (NVTX ranges, Kineto annotations): which range launched each GPU op.
+
+Stage: engine (segmentation). Input: a `Run` and its GPU ops (engine/ops.py); output: a
+`Segmentation` (engine/segmentation.py), each op tagged by cycle and phase, plus each cycle's
+host range. A cycle's GPU work is what its host range launched: the launch API call lies inside
+the range on the same thread, and the op carries that call's correlation (CUDA-graph node
+kernels carry their cudaGraphLaunch). Host-only runs (no GPU ops) are cut by `host_only`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from tracediff.engine import align as al
+from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
+from tracediff.errors import AnalysisError
+from tracediff.runfile import Run
+
+MIN_COVERAGE = 0.3
+"""An automatically found cycle range must have launched at least this share of the GPU ops."""
+PREFERRED = ("cycle", "verify", "decode", "step", "ProfilerStep", "iteration", "forward")
+"""Range names preferred, in this order, among automatically found candidates."""
+
+
+def read_ranges(run: Run) -> pl.DataFrame:
+    """The run's closed host ranges that can delimit cycles, with `key` (the name without a
+    trailing #N): no marks, no GPU-side annotations, none of NCCL's own ranges."""
+    df = pl.from_arrow(run.table("nvtx_ranges"))
+    assert isinstance(df, pl.DataFrame)
+    return df.filter(
+        (pl.col("range_kind").cast(pl.String) != "mark")
+        & pl.col("end_ns").is_not_null()
+        & (pl.col("domain").cast(pl.String).fill_null("") != "NCCL")
+        & pl.col("device_id").is_null()
+        # NCCL's own ranges (ncclAllReduce, ncclGroupEnd) even where the domain was not resolved
+        & ~pl.col("name").cast(pl.String).fill_null("").str.contains(r"^nccl[A-Z]")
+    ).with_columns(
+        pl.col("domain").cast(pl.String),
+        pl.col("name").cast(pl.String).fill_null("").str.replace(r"#\d+$", "").alias("key"),
+    )
+
+
+def match(ranges: pl.DataFrame, spec: str) -> pl.DataFrame:
+    """Ranges named `spec` (in any domain), else DOMAIN:NAME ("aten::mm" is a name first)."""
+    sel = ranges.filter(pl.col("key") == spec)
+    if sel.height or ":" not in spec:
+        return sel
+    domain, _, name = spec.rpartition(":")
+    return ranges.filter((pl.col("key") == name) & (pl.col("domain") == domain))
+
+
+def exact(ranges: pl.DataFrame, key: RangeKey) -> pl.DataFrame:
+    """Ranges of exactly this (domain, name); domain None: the default domain only."""
+    return ranges.filter((pl.col("key") == key[1]) & pl.col("domain").eq_missing(key[0]))
+
+
+def outermost(sel: pl.DataFrame) -> pl.DataFrame:
+    """Same-named ranges nested in each other (recursion): keep the outermost of each thread."""
+    min_depth = sel.group_by("process_id", "thread_id").agg(pl.col("depth").min().alias("_d"))
+    return (
+        sel.join(min_depth, on=["process_id", "thread_id"])
+        .filter(pl.col("depth") == pl.col("_d"))
+        .drop("_d")
+    )
+
+
+def _latest_started(
+    points: pl.DataFrame, at: str, intervals: pl.DataFrame, start: str, by: list[str]
+) -> pl.DataFrame:
+    """Each row of `points` (sorted by `at`) with the interval of the same `by` keys that started
+    last at or before it (null columns where none): the candidate enclosing interval. Callers
+    check its end, since the intervals of one key do not overlap."""
+    return points.join_asof(
+        intervals, left_on=at, right_on=start, by=by, strategy="backward", check_sortedness=False
+    )
+
+
+def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
+    """Which cycle range launched each op: (_op = row of `ops`, process_id, launch_thread_id,
+    launch_start_ns, cycle, _other_thread); ops in no cycle are absent.
+
+    First on the range's own thread. Ops launched by another thread of the same process while a
+    cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
+    cycle too: they get `_other_thread` = true and are phased "(other thread)". Works on these
+    few columns only: the wide op frame is gathered once, by `_tagged`.
+    """
+    r = cyc.select(
+        "process_id",
+        pl.col("thread_id").alias("launch_thread_id"),
+        pl.col("start_ns").alias("_rs"),
+        pl.col("end_ns").alias("_re"),
+        "cycle",
+    ).sort("_rs")
+    o = (
+        ops.select("process_id", "launch_thread_id", "launch_start_ns")
+        .with_row_index("_op")
+        .filter(pl.col("launch_start_ns").is_not_null())
+        .sort("launch_start_ns")
+    )
+    j = _latest_started(o, "launch_start_ns", r, "_rs", ["process_id", "launch_thread_id"])
+    inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
+    same = j.filter(inside).drop("_rs", "_re").with_columns(pl.lit(False).alias("_other_thread"))
+    placed = np.zeros(ops.height, bool)
+    placed[same["_op"].to_numpy()] = True
+    rest = o.filter(~pl.Series(placed).gather(o["_op"]))
+    if rest.height:
+        rp = r.drop("launch_thread_id")
+        other = _latest_started(rest, "launch_start_ns", rp, "_rs", ["process_id"])
+        other = (
+            other.filter(inside)
+            .drop("_rs", "_re")
+            .with_columns(pl.lit(True).alias("_other_thread"))
+        )
+        if other.height:
+            same = pl.concat([same, other])
+    return same
+
+
+def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
+    """The ops `tags` names, with cycle and phase, in (device, start, end) order: the wide frame
+    is gathered once, dropping ops outside cycles and ordering them for alignment together."""
+    # rows of a run come in start order: by row, then (stably) by device is usually the order
+    # wanted, and far cheaper than a three-key sort
+    tags = tags.select("_op", "cycle", "phase").sort("_op")
+    tags = tags.with_columns(ops.select("device_id", "start_ns", "end_ns")[tags["_op"]])
+    dev = tags["device_id"].to_numpy()
+    if len(dev) and 0 <= dev.min() and dev.max() < 1 << 15:
+        tags = tags[np.argsort(dev.astype(np.int16), kind="stable")]
+    if not al.lex_sorted(*(tags[c].to_numpy() for c in ("device_id", "start_ns", "end_ns"))):
+        tags = tags.sort("device_id", "start_ns", "end_ns", "_op")
+    return ops[tags["_op"]].with_columns(tags["cycle"], tags["phase"])
+
+
+def number(sel: pl.DataFrame) -> pl.DataFrame:
+    """`sel` in start order with `cycle`: 0, 1, ... per process."""
+    return sel.sort("start_ns").with_columns(
+        pl.col("start_ns").rank("ordinal").over("process_id").cast(pl.Int64).sub(1).alias("cycle")
+    )
+
+
+def phases_in(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
+    """Host ranges nested one level inside each cycle range, on the same thread."""
+    depth = cyc.select("process_id", "thread_id", (pl.col("depth") + 1).alias("depth")).unique()
+    inner = ranges.join(depth, on=["process_id", "thread_id", "depth"])
+    if inner.height == 0:
+        return pl.DataFrame(
+            schema={
+                "process_id": pl.Int64,
+                "thread_id": pl.Int64,
+                "cycle": pl.Int64,
+                "phase": pl.String,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+            }
+        )
+    r = cyc.select(
+        "process_id",
+        "thread_id",
+        pl.col("start_ns").alias("_rs"),
+        pl.col("end_ns").alias("_re"),
+        "cycle",
+    ).sort("_rs")
+    j = _latest_started(inner.sort("start_ns"), "start_ns", r, "_rs", ["process_id", "thread_id"])
+    j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
+    return j.select(
+        "process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns"
+    )
+
+
+def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """`tags` (from _assign) with `phase`: the nested host range that launched the op."""
+    other = pl.lit("(other thread)", pl.Categorical)
+    if phases.height == 0:
+        return tags.with_columns(
+            pl.when(pl.col("_other_thread"))
+            .then(other)
+            .otherwise(pl.lit("(cycle)", pl.Categorical))
+            .alias("phase")
+        )
+    p = phases.select(
+        "process_id",
+        pl.col("thread_id").alias("launch_thread_id"),
+        pl.col("start_ns").alias("_ps"),
+        pl.col("end_ns").alias("_pe"),
+        pl.col("phase").cast(pl.Categorical).alias("_ph"),
+    ).sort("_ps")
+    j = _latest_started(
+        tags.sort("launch_start_ns"),
+        "launch_start_ns",
+        p,
+        "_ps",
+        ["process_id", "launch_thread_id"],
+    )
+    inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
+    return j.with_columns(
+        pl.when(pl.col("_other_thread"))
+        .then(other)
+        .when(inside)
+        .then(pl.col("_ph"))
+        .otherwise(pl.lit("(between phases)", pl.Categorical))
+        .alias("phase")
+    ).drop("_ps", "_pe", "_ph")
+
+
+def _present(ranges: pl.DataFrame) -> str:
+    """The hint of a missing range: the most frequent names, ties by name."""
+    names = (
+        ranges.group_by("key")
+        .len()
+        .sort("len", "key", descending=[True, False])
+        .head(8)["key"]
+        .to_list()
+    )
+    return f"ranges present: {', '.join(names)}"
+
+
+def _named(
+    ranges: pl.DataFrame, rule: CycleRule, src: str, *, moved_ok: bool
+) -> tuple[pl.DataFrame, list[str] | None]:
+    """The ranges `rule` names, and the domains they were found in when only the other side's
+    name matched, in another domain (`moved_ok`: a range moved between commits)."""
+    spec = rule.name if rule.key is None else key_label(rule.key)
+    assert spec is not None
+    sel = match(ranges, spec) if rule.key is None else exact(ranges, rule.key)
+    moved = None
+    if sel.height == 0 and rule.key is not None and moved_ok:
+        sel = ranges.filter(pl.col("key") == rule.key[1])
+        moved = sorted({d or "the default domain" for d in sel["domain"].unique().to_list()})
+    if sel.height == 0:
+        raise AnalysisError(f"{src}: no range named {spec!r}", _present(ranges))
+    return sel, moved
+
+
+def _host_ranges(cyc: pl.DataFrame, phases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`Segmentation.ranges` and `.phases` of cycles cut at host ranges."""
+    rng = cyc.select(
+        "process_id",
+        "thread_id",
+        "cycle",
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"),
+    )
+    ph = phases.group_by("process_id", "cycle", "phase").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("duration_ns")
+    )
+    return rng, ph
+
+
+def _best_by_coverage(
+    ranges: pl.DataFrame, ops: pl.DataFrame
+) -> tuple[pl.DataFrame, RangeKey, pl.DataFrame] | None:
+    """The range found automatically: of those repeating 3+ times and launching at least
+    MIN_COVERAGE of the ops, the steadiest, then the most covering, outermost, preferred name.
+    Returns its numbered cycles, its key and the ops' tags; None if none fits."""
+    best = None
+    cands = ranges.group_by("domain", "key").agg(
+        pl.len().alias("n"), pl.col("depth").min().alias("depth")
+    )
+    # in name order: of two ranges with equal scores the first wins, the same one every run
+    cands = cands.filter(pl.col("n") >= 3).sort("domain", "key", nulls_last=False)
+    for row in cands.iter_rows(named=True):
+        sel = ranges.filter(
+            (pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"]))
+        )
+        cyc = number(outermost(sel))
+        tags = _assign(ops, cyc)
+        covered = tags.height
+        if covered < MIN_COVERAGE * ops.height:
+            continue
+        starts = cyc.filter(pl.col("process_id") == cyc["process_id"][0])["start_ns"].to_numpy()
+        periods = np.diff(np.sort(starts))
+        steady = len(periods) == 0 or (periods.std() <= periods.mean())
+        pref = next(
+            (i for i, p in enumerate(PREFERRED) if row["key"].lower() == p.lower()),
+            len(PREFERRED),
+        )
+        score = (steady, covered, -row["depth"], -pref)
+        if best is None or score > best[0]:
+            best = (score, cyc, (row["domain"], row["key"]), tags)
+        del tags
+    if best is None:
+        return None
+    return best[1], best[2], best[3]
+
+
+def by_ranges(run: Run, ops: pl.DataFrame, rule: CycleRule | None) -> Segmentation | None:
+    """Cycles at the host ranges `rule` names (kind "range"); rule None: find a range. None if
+    none was asked for and none fits."""
+    ranges = read_ranges(run)
+    if ranges.height == 0:
+        if rule is not None:
+            raise AnalysisError(
+                f"{run.path}: no NVTX ranges or annotations to cut cycles at",
+                "drop --cycle to cut cycles from the kernel sequence",
+            )
+        return None
+    moved = None  # the other side's range found only in another domain
+    if rule is not None:
+        sel, moved = _named(ranges, rule, run.path, moved_ok=True)
+        cyc = number(outermost(sel))
+        assigned = _assign(ops, cyc)
+    else:
+        found = _best_by_coverage(ranges, ops)
+        if found is None:
+            return None
+        cyc, key, assigned = found
+        del found
+        rule = CycleRule.range_at(key)
+    chosen = rule.label[len("nvtx:") :]
+    phases = phases_in(ranges, cyc)
+    tags = _tag_phase(assigned, phases)
+    del assigned
+    warnings = []
+    if moved:
+        assert rule.key is not None
+        warnings.append(
+            f"no {chosen!r} range in the other side's domain: cut at {rule.key[1]!r} in "
+            f"{', '.join(moved)}"
+        )
+    n_other = int(tags["_other_thread"].sum())
+    tagged = _tagged(ops, tags)
+    del tags
+    if n_other:
+        warnings.append(
+            f"{n_other} GPU ops launched by other threads while a {chosen!r} range was open are "
+            "included, phase '(other thread)'"
+        )
+    outside = ops.height - tagged.height
+    if tagged.height == 0:
+        raise AnalysisError(
+            f"{run.path}: the {chosen!r} ranges launched no GPU work",
+            "pick another range with --cycle, or none to cut cycles from the kernel sequence",
+        )
+    if outside:
+        warnings.append(
+            f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared"
+        )
+    rng, ph = _host_ranges(cyc, phases)
+    return Segmentation(ops=tagged, ranges=rng, phases=ph, rule=rule, warnings=warnings)
+
+
+def _best_by_name(ranges: pl.DataFrame, src: str) -> RangeKey:
+    """Host-only runs: the range repeating 3+ times with the most preferred name, outermost,
+    most frequent (ties by domain and name)."""
+    cands = ranges.group_by("domain", "key").agg(
+        pl.len().alias("n"), pl.col("depth").min().alias("depth")
+    )
+    cands = cands.filter(pl.col("n") >= 3)
+    if cands.height == 0:
+        raise AnalysisError(
+            f"{src}: no GPU operations and no range repeats 3 or more times",
+            "pass --cycle NAME",
+        )
+    pref = {p.lower(): i for i, p in enumerate(PREFERRED)}
+    cands = cands.with_columns(
+        pl.col("key")
+        .str.to_lowercase()
+        .replace_strict(pref, default=len(pref), return_dtype=pl.Int64)
+        .alias("_p")
+    ).sort(  # ties by name: the same range every run
+        ["_p", "depth", "n", "domain", "key"],
+        descending=[False, False, True, False, False],
+        nulls_last=False,
+    )
+    row = cands.row(0, named=True)
+    return (row["domain"], row["key"])
+
+
+def host_only(run: Run, rule: CycleRule | None) -> Segmentation:
+    """Cycles of a run without GPU ops: at the host ranges `rule` names, or found (by name, as
+    there is no GPU work to cover). Its `ops` are empty."""
+    ranges = read_ranges(run)
+    if ranges.height == 0:
+        raise AnalysisError(
+            f"{run.path}: the run has no GPU operations and no NVTX ranges",
+            "profile with CUDA tracing on (nsys -t cuda,nvtx) or mark cycles with NVTX ranges",
+        )
+    if rule is None:
+        rule = CycleRule.range_at(_best_by_name(ranges, run.path))
+    sel, _ = _named(ranges, rule, run.path, moved_ok=False)
+    cyc = number(outermost(sel))
+    rng, ph = _host_ranges(cyc, phases_in(ranges, cyc))
+    return Segmentation(ops=pl.DataFrame(), ranges=rng, phases=ph, rule=rule)
