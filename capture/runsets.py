@@ -19,6 +19,11 @@ rest, in the same order. A run set whose index names another commit or another w
 (command, preset, nsys options, PYTHONPATH, shim, env) is refused with one line, never mixed;
 `--force` starts such a set over. A lock file (OUTDIR/.capture.lock) keeps two calls apart.
 The first failed or interrupted run stops the call (exit 1 or 130); what finished is kept.
+
+Library use (bisect): `capture_runsets(spec, [sha, ...], n)` with spec.outdir = a folder per step
+or one for all; calling it again with a larger n adds runs to the same run sets (the finished
+ones are reused); `RunSetsResult.sets[i].folder` is each run set, `tracediff.runset.list_runs()`
+its run files. A ref given as a sha names its folder by the sha's first 12 digits.
 """
 
 from __future__ import annotations

@@ -357,3 +357,16 @@ def test_uncommitted_edits_are_announced_once_per_call(
     # before the first run and again at the end: not once per run
     assert len(warned) == 2 and "NOT profiled" in warned[-1], r.stderr
     assert warned[0].startswith("tracediff: [1/2] b run 1/2")
+
+
+def test_a_larger_repeat_adds_runs_to_the_run_set(repo: Path, nsys: str, tmp_path: Path) -> None:
+    out, counter = tmp_path / "set", tmp_path / "counter.txt"
+    r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "2"), COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    first = {p: p.stat().st_mtime_ns for p in out.rglob("run.arrow")}
+    r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "3"), COUNTER=str(counter))
+    assert r.returncode == 0, r.stderr
+    assert "(1 captured, 2 reused)" in r.stderr and "[1/1] a run 3/3" in r.stderr
+    assert len(counted(counter)) == 3 and rs.read_index(out)["repeat"] == 3
+    assert all(p.stat().st_mtime_ns == t for p, t in first.items())
+    assert [p.parent.name for p in rs.list_runs(out)] == ["run-01", "run-02", "run-03"]
