@@ -22,6 +22,7 @@ NAMED = [
     "tracediff.commands.info",
     "tracediff.commands.parse",
     "tracediff.tui.model",  # the TUI's view model is headless too: timeable and testable alone
+    "tracediff.tui.reasons",  # what keys say when they cannot act: headless as well
 ]
 
 
