@@ -5,10 +5,9 @@ replay with its own durations, each computed on first use. The TUI's what-if, `t
 and `compare --whatif` (whatif.predict / recover_top) all come through here, so a session that
 asks several questions of one comparison builds its graph once.
 
-Keyed by the comparison's identity (a `Comparison` is a mutable dataclass: not hashable, so not a
-`WeakKeyDictionary` key) and dropped when the comparison is garbage-collected (weakref.finalize
-runs before its id can be reused). The graph holds no reference back to the comparison. A copy
-(`dataclasses.replace`) is another comparison and gets its own graph.
+A `WeakKeyDictionary` keyed by the comparison (whose equality is identity), so an entry goes with
+its comparison; the graph holds no reference back to it. A copy (`dataclasses.replace`) is
+another comparison and gets its own graph.
 """
 
 from __future__ import annotations
@@ -31,23 +30,19 @@ class _Entry:
     own: Replayed | None = None  # HEAD replayed with its own durations: one per graph
 
 
-_ENTRIES: dict[int, _Entry] = {}
+_ENTRIES: weakref.WeakKeyDictionary[Comparison, _Entry] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()  # the TUI predicts in worker threads
 
 
 def _entry(c: Comparison) -> _Entry:
-    key = id(c)
     with _LOCK:
-        e = _ENTRIES.get(key)
+        e = _ENTRIES.get(c)
     if e is not None:
         return e
     g = build(c)  # outside the lock: a long build does not hold up other comparisons
     with _LOCK:
-        e = _ENTRIES.get(key)
-        if e is None:  # another thread may have built it meanwhile: keep the first
-            e = _ENTRIES[key] = _Entry(g)
-            weakref.finalize(c, _ENTRIES.pop, key, None)
-    return e
+        # another thread may have built it meanwhile: keep the first
+        return _ENTRIES.setdefault(c, _Entry(g))
 
 
 def graph_of(c: Comparison) -> ReplayGraph:
