@@ -356,9 +356,13 @@ def _one_run(
     _record(p.folder, index, entry)
     if code == 0:
         return problem, 0  # a finished run; a problem here is a report left unparsed
-    where = p.folder / name / "capture.log"
-    log = f" (log: {where})" if where.is_file() else ""
-    return f"{p.name or p.ref} run {i}/{repeat}: {problem}{log}", code
+    what = f"{p.name or p.ref} run {i}/{repeat}"
+    if code == 130:
+        kept = p.folder / name
+        where = f"; its partial capture is in {kept}, not counted" if kept.is_dir() else ""
+        return f"{what} was interrupted{where}", code
+    log = p.folder / name / "capture.log"
+    return f"{what}: {problem}" + (f" (log: {log})" if log.is_file() else ""), code
 
 
 def _write_group(outdir: Path, plans: list[SetPlan], order: list[tuple[int, int]], n: int) -> None:

@@ -209,7 +209,10 @@ def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
     argv = cmd(repo, out, nsys, "--commit", "a", "--repeat", "3")
     rc, err = _stop_when_hung(argv, signal.SIGINT, COUNTER=str(counter), HANG_AT="2")
     assert rc == 130, err
-    assert "run the same command again to resume" in err.strip().splitlines()[-1]
+    assert err.strip().splitlines()[-1] == (
+        f"tracediff: error: a run 2/3 was interrupted; its partial capture is in {out / 'run-02'}, "
+        "not counted; 1 finished run kept: run the same command again to resume"
+    )
     index = rs.read_index(out)
     assert [(x["name"], x["status"]) for x in index["runs"]] == [
         ("run-01", "ok"),

@@ -254,9 +254,10 @@ def _run_sets(spec: Any, args: argparse.Namespace, variants: list[str] | None) -
     for w in r.warnings:
         _say(f"warning: {w}")
     if r.exit_code:
+        n = r.captured + r.reused
         _say(
-            f"{'error' if r.exit_code != 130 else 'interrupted'}: {r.problem}; "
-            f"{r.captured + r.reused} finished runs kept: run the same command again to resume"
+            f"error: {r.problem}; {n} finished "
+            f"run{'s' if n != 1 else ''} kept: run the same command again to resume"
         )
         return r.exit_code
     _say(
