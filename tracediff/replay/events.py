@@ -235,9 +235,10 @@ def cross_edges(
 
     `trace`: trace_edges' edges. One explains its target's start where the gap is within the
     wait tolerance, or where nothing else explains the start (`_ux`) and the gap is within
-    EVENT_WAIT_TOL_NS (or what the timeline inference accepts); its lag is then the gap. Otherwise something else held the
-    target and the lag is the device's typical event-wait latency (median gap of the edges that
-    explain a start), so the edge binds in a replay only once its source ends later than it did.
+    EVENT_WAIT_TOL_NS (or what the timeline inference accepts); its lag is then the gap.
+    Otherwise something else held the target and the lag is the device's typical event-wait
+    latency (median gap of the edges that explain a start), so the edge binds in a replay only
+    once its source ends later than it did.
 
     The timeline inference (order.wait_edges) is kept for ops the trace says nothing about:
     processes with no stream wait in the trace (the report lacks the synchronization records, or

@@ -116,8 +116,9 @@ def build(c: Comparison) -> ReplayGraph:
     (`_chains`: cycles, streams, times relative to the cycle, stream predecessor); host-bound
     ops and the launch-to-start floors (`_host_bound`); the cross-stream edges the trace records
     and each device's typical dispatch gap (`_dispatch_gaps`); releases, lags and the edges
-    inferred from the timeline (`_releases`); BASE's values of each op (contributors.op_base_values); the
-    arrays assembled with host order, syncs and missing slots (`_assemble`)."""
+    inferred from the timeline (`_releases`); BASE's values of each op
+    (contributors.op_base_values); the arrays assembled with host order, syncs and missing slots
+    (`_assemble`)."""
     ops = _ops(c)
     bv = base_values(ops.filter(pl.col("side") == "base"), c.attribution)
     h = _head_ops(ops)

@@ -107,7 +107,8 @@ def predict(comparison: Comparison, selector: str | list[str], *, top: int = 10)
     """Predict HEAD's mean cycle time with the selected contributors' durations taken from BASE.
 
     `selector`: one selector or a list (`all`, a kind, an id such as "c3", "name:REGEX", a
-    pattern). Cheap to call repeatedly: the graph and HEAD's own replay are built once per comparison (cache.py).
+    pattern). Cheap to call repeatedly: the graph and HEAD's own replay are built once per
+    comparison (cache.py).
     """
     sels = [selector] if isinstance(selector, str) else list(selector)
     chosen_df = select(comparison, sels)
