@@ -69,7 +69,7 @@ def compare(
     t = _cycle_times(cyc)
     v = vd.verdict(t.base_ms, t.head_ms, n_boot)
     long = at.contributions(ops, cyc)
-    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, v.delta_ms_per_cycle, n_boot)
+    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot)
     if len(t.base_ms) < 2 or len(t.head_ms) < 2:
         warnings.append(vd.FEW_CYCLES)
     return _assemble(
@@ -121,9 +121,7 @@ def _assemble(
     """The `Comparison`: the verdict, both sides' summaries and every table. `devices`: each
     side's GPUs (the segmentations have given their ops up to `ops`)."""
     across = (
-        st.across_gpus(
-            long, attribution, t.base_cycles, t.head_cycles, n_boot, v.delta_ms_per_cycle
-        )
+        st.across_gpus(long, attribution, t.base_cycles, t.head_cycles, n_boot)
         if max(len(devices["base"]), len(devices["head"])) > 1
         else pl.DataFrame()
     )

@@ -16,7 +16,7 @@ from tracediff.engine.env import env_diffs
 from tracediff.engine.ranges import host_only
 from tracediff.engine.result import Comparison
 from tracediff.engine.segmentation import CycleRule, Segmentation
-from tracediff.engine.stats import ESTIMATE
+from tracediff.engine.stats import ESTIMATE, share
 from tracediff.runfile import Run
 
 WARNING = (
@@ -35,7 +35,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
     assert wb is not None and wh is not None  # host_only cuts at ranges or refuses
     v = vd.verdict(wb, wh, n_boot)
     host = vd.host_phases(seg_b, seg_h, n_boot)
-    attribution = _phase_attribution(host, v.delta_ms_per_cycle)
+    attribution = _phase_attribution(host)
     resid = v.delta_ms_per_cycle - (
         float(attribution["delta_ms_per_cycle"].sum()) if attribution.height else 0.0
     )
@@ -57,7 +57,7 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
     )
 
 
-def _phase_attribution(host: pl.DataFrame, delta: float) -> pl.DataFrame:
+def _phase_attribution(host: pl.DataFrame) -> pl.DataFrame:
     """The host phases as contributors: kind "host", ids h0, h1..."""
     if host.height == 0:
         return schema.empty_frame("attribution")
@@ -69,10 +69,8 @@ def _phase_attribution(host: pl.DataFrame, delta: float) -> pl.DataFrame:
             pl.col("phase").alias("name"),
             "phase",
             pl.lit(None, pl.Int32).alias("device_id"),
-            *ESTIMATE[:-1],  # all but the share, computed here
-            (pl.col("delta_ms_per_cycle") / delta if delta else pl.lit(None, pl.Float64)).alias(
-                "share"
-            ),
+            *ESTIMATE[:-1],  # all but the share, computed here over these rows
+            share(),
             pl.lit(1.0).alias("base_count_per_cycle"),
             pl.lit(1.0).alias("head_count_per_cycle"),
             pl.lit("-").alias("status"),

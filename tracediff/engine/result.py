@@ -94,7 +94,7 @@ class Comparison:
     `old → new` for an op renamed in the same place), phase (str: the host range nested in the cycle
     that launched it, "(cycle)" without phases, "(between phases)"), device_id (i32, null = host),
     base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64, NaN with
-    fewer than 2 cycles a side), significant (bool), share (f64, delta / total delta),
+    fewer than 2 cycles a side), significant (bool), share (f64, delta / sum of every row's abs(delta)),
     base_count_per_cycle, head_count_per_cycle (f64), status (str: matched | added | removed | mixed
     for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases)."""
 

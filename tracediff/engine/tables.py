@@ -19,12 +19,10 @@ KEYS = ["kind", "name", "phase", "device_id"]
 """A contributor of the GPU attribution."""
 
 
-def attribution(
-    long: pl.DataFrame, cb: list[int], ch: list[int], delta: float, n_boot: int
-) -> pl.DataFrame:
+def attribution(long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
-    c0, c1..., counts per cycle and a status. `cb`/`ch`: the cycles of each side; `delta`:
-    the measured change of the cycle time (the shares' denominator)."""
+    c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
+    of each side."""
     stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
     for side, col in (("base", "_cb"), ("head", "_ch")):
@@ -41,7 +39,7 @@ def attribution(
             (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
         )
         .with_columns(
-            st.share(delta),
+            st.share(),
             pl.when(pl.col("name") == at.GAP_CAUSES["host"])
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))

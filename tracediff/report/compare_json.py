@@ -9,9 +9,15 @@ JSON schema (stable; `format_version` bumps on incompatible change):
                    "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices"},
    "delta_ms_per_cycle": {"mean", "ci95": [lo, hi], "pct", "significant"},
    "noise_floor_ms", "residual_ms_per_cycle", "critical_device",
+   "gpu_work_delta_ms_per_cycle", "host_bound_idle_delta_ms_per_cycle",   # the change split by
+   "unknown_idle_delta_ms_per_cycle",                                     # part (engine/split.py);
+   "what_moved": "gpu_work" | "host_bound_idle" | "both" | null,          # null: host-only or no
+                                                                          # change (parts: null)
    "environment": [{"key", "base", "head"}],
    "attribution": [{"id", "kind", "name", "phase", "device", "base_ms_per_cycle", "head_ms_per_cycle",
-                    "delta_ms_per_cycle", "ci95": [lo, hi], "significant", "share", "status",
+                    "delta_ms_per_cycle", "ci95": [lo, hi], "significant",
+                    "share",            # delta over the sum of every row's |delta|
+                    "status",           # matched | mixed | added | removed | renamed | host-side | -
                     "base_count_per_cycle", "head_count_per_cycle"}],   # sorted by |delta|
    "across_gpus": [{"kind", "name", "phase", "devices", "top_device",      # multi-GPU only, else []:
                     "top_device_delta_ms_per_cycle", "base_ms_per_cycle",  # attribution summed
@@ -33,6 +39,7 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.result import Comparison
+from tracediff.engine.split import change_split
 from tracediff.report.jsonout import ci_pair, clean
 
 COLLECTIVE_FIELDS = (
@@ -61,6 +68,16 @@ def _estimate(r: dict[str, Any]) -> dict[str, Any]:
         "ci95": ci_pair(r["ci95_low"], r["ci95_high"]),
         "significant": r["significant"],
         "share": clean(r["share"]),
+    }
+
+
+def _split(c: Comparison) -> dict[str, Any]:
+    sp = change_split(c.attribution)
+    return {
+        "gpu_work_delta_ms_per_cycle": sp and sp.gpu_work_delta_ms_per_cycle,
+        "host_bound_idle_delta_ms_per_cycle": sp and sp.host_bound_idle_delta_ms_per_cycle,
+        "unknown_idle_delta_ms_per_cycle": sp and sp.unknown_idle_delta_ms_per_cycle,
+        "what_moved": sp and sp.moved,
     }
 
 
@@ -94,6 +111,7 @@ def to_dict(
         "noise_floor_ms": c.noise_floor_ms,
         "residual_ms_per_cycle": c.residual_ms_per_cycle,
         "critical_device": c.critical_device,
+        **_split(c),
         "environment": [{"key": d.key, "base": d.base, "head": d.head} for d in c.env_diffs],
         "attribution": [
             {

@@ -31,6 +31,15 @@ NOISE_FLOOR = (
     "noise floor: how much the cycle time varies from cycle to cycle within one run (pooled std);"
     " a change far below it is hard to tell from chance"
 )
+PARTS = (
+    "GPU work = kernels, copies, memsets, collectives, stream overlap and idle waiting on a"
+    " dependency; host-bound idle = GPU idle because the CPU launched late (host-bound and"
+    " launch-latency gaps)"
+)
+SHARE = (
+    "share: the row's change over the sum of every row's |change| (rows that grew and rows that"
+    " shrank do not cancel: the sizes of all shares add up to 100%)"
+)
 LEGEND_WIDTH = 100
 
 
@@ -38,7 +47,7 @@ def legend(mark: str = "* significant") -> list[str]:
     """The words of the report, one definition per item (the table wraps them); `mark`: how
     the report marks a significant row."""
     status = "status: " + "; ".join(f"{k} = {v}" for k, v in STATUSES.items())
-    return [f"{mark}: {SIGNIFICANT}", status, NOISE_FLOOR]
+    return [f"{mark}: {SIGNIFICANT}", PARTS, SHARE, status, NOISE_FLOOR]
 
 
 def _wrapped(items: list[str]) -> list[str]:

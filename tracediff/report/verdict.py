@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracediff.engine.result import Comparison
-from tracediff.report.text import plural
+from tracediff.engine.split import ChangeSplit, change_split
+from tracediff.report.text import plural, short
 
 State = Literal["significant", "noise", "undecided"]
 
@@ -52,15 +53,68 @@ def verdict_words(c: Comparison) -> VerdictWords:
     )
 
 
+MOVED = {
+    "gpu_work": "mostly GPU work",
+    "host_bound_idle": "mostly host-bound idle",
+    "both": "GPU work and host-bound idle both",
+}
+HOST_BOUND_CAVEAT = (
+    "the GPU waiting for the CPU to launch: it follows CPU launch speed, which swings between"
+    " runs; repeat the capture before blaming the code"
+)
+
+
+def split_lines(c: Comparison, split: ChangeSplit) -> list[str]:
+    """What moved, in words: GPU work first (what the code asks the GPU to do), then
+    host-bound idle (what CPU launch timing did)."""
+    state = verdict_words(c).state
+    base = split.gpu_work_base_ms_per_cycle
+    gpu = split.gpu_work_delta_ms_per_cycle
+    pct = f" ({100 * gpu / base:+.1f} %)" if base > 0 else ""
+    top = split.top_gpu_work
+    if top is None:
+        what = "no op changed"
+    else:
+        name = (
+            top["name"] if top["status"] in ("matched", "-") else f"{top['name']} ({top['status']})"
+        )
+        where = f"{top['delta_ms_per_cycle']:+.3f} ms/cycle in {top['phase']}"
+        if len(c.head.devices) > 1 and top["device_id"] is not None:
+            where += f" on GPU {top['device_id']}"
+        if state == "undecided":
+            what = f"largest change: {short(str(name), 60)} {where} (no CI with one cycle)"
+        elif top["significant"]:
+            n = split.gpu_work_significant
+            what = f"{plural(n, 'significant change')}, largest: {short(str(name), 60)} {where}"
+        else:
+            what = f"no significant change (largest: {short(str(name), 60)} {where})"
+    host = split.host_bound_idle_delta_ms_per_cycle
+    host_line = f"host-bound idle: {host:+.3f} ms/cycle"
+    if split.moved in ("host_bound_idle", "both"):
+        host_line += f" ({HOST_BOUND_CAVEAT})"
+    if split.unknown_idle_delta_ms_per_cycle:
+        host_line += (
+            f"; idle of unknown cause (no launch record): "
+            f"{split.unknown_idle_delta_ms_per_cycle:+.3f} ms/cycle"
+        )
+    return [f"GPU work: {gpu:+.3f} ms/cycle{pct}; {what}", host_line]
+
+
 def verdict_lines(c: Comparison) -> list[str]:
-    """The verdict as the table and markdown reports open with it."""
+    """The verdict as the table and markdown reports open with it: for a GPU comparison, what
+    moved (GPU work, host-bound idle) first, then the cycle time and the two sides."""
     b, h = c.base, c.head
     v = verdict_words(c)
-    lines = [
+    split = change_split(c.attribution)
+    sig = v.significance
+    if split is not None and split.moved is not None and v.state == "significant":
+        sig += f", {MOVED[split.moved]}"
+    lines = [] if split is None else split_lines(c, split)
+    lines += [
+        f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {sig}; "
+        f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
         f"base  {b.label}: {plural(b.cycles, 'cycle')} ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
         f"head  {h.label}: {plural(h.cycles, 'cycle')} ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
-        f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {v.significance}; "
-        f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
     ]
     if c.critical_device is not None and len(h.devices) > 1:
         lines.append(f"critical GPU (finishes last in most head cycles): {c.critical_device}")
