@@ -204,19 +204,21 @@ class Timeline(Widget):
         self.show(t0=max(0, int(t0 + frac * (t1 - t0))), window=t1 - t0 if self.window else None)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        if self.model is not None and not self.model.lanes:
-            return 2  # the reason there is nothing to draw
+        if self.model is not None and not self.model.lanes:  # the reason there is nothing to draw
+            return len(self._no_events().wrap(self.app.console, max(width, 1)))
         lanes = len(self.model.lanes) if self.model else 1
         return 2 + 2 * lanes
+
+    def _no_events(self) -> Text:
+        return Text(
+            self.no_events_reason or "no GPU events in these runs: nothing to draw", style="italic"
+        )
 
     def render(self) -> Text:
         if self.model is None:
             return Text("indexing events…", style="italic")
         if not self.model.lanes:
-            return Text(
-                self.no_events_reason or "no GPU events in these runs: nothing to draw",
-                style="italic",
-            )
+            return self._no_events()
         width = max(self.content_size.width, LABEL + 10)
         t0, t1 = self.span()
         view = (self.cycle, t0, t1, width, self.selected, self.align, self.edges)
