@@ -202,6 +202,10 @@ def test_keys_that_cannot_act_say_why(comparison: Comparison) -> None:
         assert pilot.app.screen is s
         assert "first of 12" in await press_and_hear(pilot, s, "left")
         assert "whole cycle is shown" in await press_and_hear(pilot, s, "minus")
+        assert "whole cycle is shown" in await press_and_hear(pilot, s, "0")
+        s.last_note = None
+        await pilot.press("plus", "0")  # zoomed in, 0 fits again: it acts, nothing said
+        assert s.timeline.window is None and s.last_note is None
         assert "cycle's start" in await press_and_hear(pilot, s, "left_square_bracket")
         await pilot.press("slash", *"no such kernel", "enter")
         assert s.table.ids == []

@@ -312,6 +312,9 @@ class MainScreen(Screen[None]):
     def action_fit(self) -> None:
         if self.no_timeline("fit"):
             return
+        if self.timeline.window is None:
+            self.say("fit: the whole cycle is shown already")
+            return
         self.timeline.show(window=None, t0=0)
 
     def action_align(self) -> None:
