@@ -27,7 +27,11 @@ def summarize(run: Run) -> dict[str, Any]:
     k = _frame(run, "kernels")
     per_dev = (
         k.group_by("device_id")
-        .agg(pl.len().alias("kernels"), pl.col("duration_ns").sum().alias("kernel_time_ns"))
+        .agg(
+            pl.len().alias("kernels"),
+            # a kernel ending before it starts is a damaged record (warned at load): no time
+            pl.col("duration_ns").clip(lower_bound=0).sum().alias("kernel_time_ns"),
+        )
         .sort("device_id")
     )
     devs = _frame(run, "devices")
@@ -64,7 +68,10 @@ def summarize(run: Run) -> dict[str, Any]:
             pl.col("kernels").fill_null(0),
             pl.col("kernel_time_ns").fill_null(0),
         ).to_dicts(),
-        "kernels": {"count": k.height, "total_time_ns": int(k["duration_ns"].sum() or 0)},
+        "kernels": {
+            "count": k.height,
+            "total_time_ns": int(k["duration_ns"].clip(lower_bound=0).sum() or 0),
+        },
         "run_file_checksums": run.checksums,  # every table was read above: all verified
         "warnings": run.warnings,
     }

@@ -163,7 +163,7 @@ def test_parse_refuses_to_write_over_its_input(tmp_path: Path) -> None:
     rep = tmp_path / "g.sqlite"
     rep.write_bytes(G_GOOD.read_bytes())
     r = td("parse", rep, "-o", rep, "--force")
-    assert_one_error(r, 1, "is the input report")
+    assert_one_error(r, 1, "would overwrite the input")
     assert rep.read_bytes() == G_GOOD.read_bytes()
 
 

@@ -224,6 +224,21 @@ def _nsys(out: Path) -> None:
 
     _nsys_containers(out)
 
+    # issue 17, damage that reads as data: every kernel twice, all 0 ns, all / some negative,
+    # one kernel 11 days long, one copy 3 days long
+    day = 86400 * 10**9
+    for name, sql in [
+        ("kernels_duplicated", f'INSERT INTO "{KERNEL}" SELECT * FROM "{KERNEL}"'),
+        ("kernels_zero", f'UPDATE "{KERNEL}" SET "end" = start'),
+        ("kernels_all_negative", f'UPDATE "{KERNEL}" SET "end" = start - 5000'),
+        ("kernel_11_days", f'UPDATE "{KERNEL}" SET "end" = start + {11 * day} WHERE rowid = 100'),
+        (
+            "memcpy_3_days",
+            f'UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET "end" = start + {3 * day} WHERE rowid = 7',
+        ),
+    ]:
+        _sqlite_copy(out, f"nsys_{name}.sqlite", sql)
+
     # a value of the wrong type in an INTEGER column (SQLite does not enforce column types)
     _sqlite_copy(
         out, "nsys_wrong_type.sqlite", f"UPDATE \"{KERNEL}\" SET start = 'soon' WHERE rowid = 5"
@@ -310,6 +325,25 @@ def _kineto(out: Path) -> None:
     # every runtime call twice with the same correlation id (two tracers attached)
     dup = events + [{**e, "ts": e["ts"] + 0.5} for e in events if e.get("cat") == "cuda_runtime"]
     write("kineto_duplicate_correlation.json", {**doc, "traceEvents": dup})
+
+    # issue 17: every kernel event twice; every kernel 0 us; one kernel 2 days long
+    write(
+        "kineto_kernels_duplicated.json",
+        {**doc, "traceEvents": events + [e for e in events if e.get("cat") == "kernel"]},
+    )
+    zero = [{**e, "dur": 0} if e.get("cat") == "kernel" else e for e in events]
+    write("kineto_kernels_zero.json", {**doc, "traceEvents": zero})
+    long = [dict(e) for e in events]
+    next(e for e in long if e.get("cat") == "kernel")["dur"] = 2 * 86400 * 10**6
+    write("kineto_kernel_2_days.json", {**doc, "traceEvents": long})
+
+    # a CUPTI range-profiler trace: a metric range per kernel, no kernel or copy activity
+    ranged = [
+        {**e, "cat": "cuda_profiler_range"} if e.get("cat") == "kernel" else e
+        for e in events
+        if e.get("cat") not in ("gpu_memcpy", "gpu_memset")
+    ]
+    write("kineto_range_profiler.json", {**doc, "traceEvents": ranged})
 
     # a kernel's ts as a string, and absurd magnitudes
     strts = [dict(e) for e in events]
@@ -459,8 +493,15 @@ def _checked_runfiles(out: Path) -> None:
 
 
 def derived_runs(out: Path) -> None:
-    """Run files for compare: one GPU vs two, and a run whose cycle ranges are named differently."""
+    """Run files for compare: one GPU vs two, and a run whose cycle ranges are named differently;
+    tracediff's own Perfetto output of the bundled pair (gzip and plain), which is not a profile."""
+    from tracediff.engine.compare import compare
+    from tracediff.export.perfetto import write_perfetto
     from tracediff.runfile import Run, read_run, write_run
+
+    pair = compare(read_run(RUN), read_run(RUN_BAD), n_boot=10)
+    for name in ("tracediff_perfetto.json.gz", "tracediff_perfetto.json"):
+        write_perfetto(pair, out / name)
 
     bad = read_run(RUN_BAD)
     tables = {n: bad.table(n) for n in bad.tables.keys()}

@@ -111,6 +111,17 @@ PARSE_ERRORS = [
     ("sqlite_not_nsys.sqlite", "not an Nsight Systems export"),
     ("nsys_strings_only.sqlite", "an nsys export without events"),
     ("nsys_wal_damaged.sqlite", "write-ahead log nsys_wal_damaged.sqlite-wal holds changes"),
+    ("nsys_kernels_duplicated.sqlite", "1764 of 3528 kernel records are exact duplicates"),
+    ("nsys_kernels_zero.sqlite", "all 1764 kernels last 0 ns"),
+    ("nsys_kernels_all_negative.sqlite", "all 1764 kernel records end before they start"),
+    ("nsys_kernel_11_days.sqlite", "1 kernel record(s) last longer than an hour (the longest 11.0"),
+    ("nsys_memcpy_3_days.sqlite", "1 copy/memset record(s) last longer than an hour"),
+    ("kineto_kernels_duplicated.json", "2940 of 5880 kernel records are exact duplicates"),
+    ("kineto_kernels_zero.json", "all 2940 kernels last 0 ns"),
+    ("kineto_kernel_2_days.json", "the longest 2.0 days"),
+    ("kineto_range_profiler.json", "CUPTI range-profiler trace"),
+    ("tracediff_perfetto.json.gz", "a tracediff Perfetto trace"),
+    ("tracediff_perfetto.json", "a tracediff Perfetto trace"),
     ("kineto_truncated_gz_10.json.gz", "gzip data is truncated or corrupt"),
     ("kineto_truncated_gz_half.json.gz", "gzip data is truncated or corrupt"),
     ("kineto_truncated_gz_trailer.json.gz", "gzip data is truncated or corrupt"),
@@ -402,6 +413,46 @@ def test_compare_without_api_calls_is_one_line(corpus: Path) -> None:
     assert d["head"]["cycle_method"] == "whole-run"
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["nsys_kernels_duplicated.sqlite", "nsys_kernel_11_days.sqlite", "kineto_kernels_zero.json"],
+)
+def test_info_and_compare_refuse_damage_that_reads_as_data(corpus: Path, name: str) -> None:
+    """Issue 17: info summed the damage (a doubled or 11-day total) and compare reported it as
+    a change ('+1.5e9 %, not significant'); both refuse alike now."""
+    base = make_corpus.KINETO if name.startswith("kineto") else GOOD_NSYS
+    line = assert_error(cli("info", corpus / name), corpus / name)
+    assert (
+        assert_error(cli("compare", base, corpus / name, "--format", "json"), corpus / name) == line
+    )
+
+
+def test_negative_durations_are_not_summed(corpus: Path) -> None:
+    """1 kernel in 10 ends before it starts: info's total counts only the others (it summed the
+    negative durations) and says so."""
+    path = corpus / "nsys_kernel_end_before_start.sqlite"
+    r = cli("info", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert any("176 kernel records end before they start" in w for w in info["warnings"])
+    r = cli("info", GOOD_NSYS, "--format", "json")
+    good = json.loads(r.stdout)["kernels"]["total_time_ns"]
+    assert 0 < info["kernels"]["total_time_ns"] < good
+    assert info["kernels"]["total_time_ns"] == info["devices"][0]["kernel_time_ns"]
+
+
+def test_a_side_without_kernels_against_thousands_is_refused(corpus: Path) -> None:
+    head = corpus / "nsys_no_CUPTI_ACTIVITY_KIND_KERNEL.sqlite"  # copies and memsets remain
+    for cmd in (
+        ["compare", GOOD_NSYS, head, "--format", "json"],
+        ["whatif", GOOD_NSYS, head, "--take", "c0"],
+    ):
+        assert_error(cli(*cmd), head, "has no kernels while the other has 1764", "-t cuda")
+    assert_error(
+        cli("compare", head, GOOD_NSYS, "--format", "json"), head, "the base run has no kernels"
+    )
+
+
 def test_wal_export_is_read_with_its_log_applied(corpus: Path) -> None:
     """The last commit (every second kernel deleted) is only in the -wal file: both readers
     read it (they read the main file alone, 1764 kernels, before); the user's files stay
@@ -530,7 +581,8 @@ def test_kineto_without_gpu_events(corpus: Path, outdir: Path, name: str) -> Non
     assert_error(
         cli("compare", make_corpus.KINETO, corpus / name, "--format", "json"),
         corpus / name,
-        "has no GPU operations",
+        "has no kernels while the other has 2940",  # issue 17: says what to do (was: no GPU ops)
+        "ProfilerActivity.CUDA",
     )
 
 

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
     from tracediff.parse import load
+    from tracediff.parse.sanity import check_pair
 
     if args.top < 1 or args.bootstrap < 10:
         raise UsageError("--top must be >= 1 and --bootstrap >= 10")
@@ -123,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     base = load(args.base)
     say(f"reading {args.head}")
     head = load(args.head)
+    check_pair(base, head)
     base.metadata["label"], head.metadata["label"] = distinct_labels(
         args.base, args.head, base.label, head.label
     )

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
     from tracediff.parse import load
+    from tracediff.parse.sanity import check_pair
     from tracediff.replay import predict
     from tracediff.report.whatif import render
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     base = load(args.base)
     say(f"reading {args.head}")
     head = load(args.head)
+    check_pair(base, head)
     result = compare(base, head, cycle=args.cycle, n_boot=200, progress=say)
     say("replaying")
     sys.stdout.write(render(predict(result, args.take, top=args.top), args.format))

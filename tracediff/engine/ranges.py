@@ -204,7 +204,8 @@ def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
 
 
 def _present(ranges: pl.DataFrame) -> str:
-    """The hint of a missing range: the most frequent names, ties by name."""
+    """The hint of a missing range: the most frequent names, ties by name, and the ways out (a
+    run with NVTX cycles against a Kineto trace without markers said nothing more, #17)."""
     names = (
         ranges.group_by("key")
         .len()
@@ -212,7 +213,11 @@ def _present(ranges: pl.DataFrame) -> str:
         .head(8)["key"]
         .to_list()
     )
-    return f"ranges present: {', '.join(names)}"
+    return (
+        f"ranges present: {', '.join(names) or 'none'}; pass --cycle NAME of a range both runs "
+        "have, or --cycle whole (a Kineto trace has ranges where the workload calls "
+        "torch.profiler.record_function)"
+    )
 
 
 def _named(

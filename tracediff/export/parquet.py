@@ -15,7 +15,8 @@ or, for `compare --export`:
     DIR/attribution/part-0.parquet                          attribution, across_gpus, host, collectives, totals
 
 Partition columns live in the path only (the hive convention); a null device is the partition
-`__HIVE_DEFAULT_PARTITION__`, which pyarrow, polars and DuckDB read back as null. A table with no
+`__HIVE_DEFAULT_PARTITION__`, which polars and DuckDB read back as null (pyarrow needs the
+partitioning schema where no row has a device: docs/parquet-schema.md). A table with no
 rows is still written, as one zero-row file, so its schema is always there to read.
 
 Memory: tables are written one at a time. A run file is memory-mapped and loads each table on

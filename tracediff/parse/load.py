@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import InputError
+from tracediff.parse.sanity import check_run
 from tracediff.runfile import MAGIC as RUN_MAGIC
 from tracediff.runfile import Run, read_run
 
@@ -57,14 +58,39 @@ def detect(path: Path) -> str:
         return "nsys-rep"
     if name.endswith(".qdstrm"):
         return "qdstrm"
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        return "kineto"
-    if name.endswith((".json", ".json.gz")):
+    if (
+        head[:2] == b"\x1f\x8b"
+        or head.lstrip()[:1] in (b"{", b"[")
+        or name.endswith((".json", ".json.gz"))
+    ):
+        _refuse_own_trace(path, head)
         return "kineto"
     raise InputError(
         f"{path}: unrecognised file type",
         "give a .nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz] or tracediff .arrow",
     )
+
+
+OWN_TRACE_MARK = b'"tracediff_version"'
+"""In the first bytes of every `compare --perfetto` trace (its otherData comes first)."""
+
+
+def _refuse_own_trace(path: Path, head: bytes) -> None:
+    """tracediff's own Perfetto output is Chrome JSON as Kineto's is, and read as a (meaningless)
+    profile before (#17): it holds both runs, cycle-aligned, not one capture."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") if head[:2] == b"\x1f\x8b" else open(path, "rb") as f:
+            start = f.read(256)
+    except (OSError, EOFError, zlib.error):
+        return  # unreadable: the Kineto reader says why
+    if OWN_TRACE_MARK in start:
+        raise InputError(
+            f"{path}: a tracediff Perfetto trace (written by `compare --perfetto`), not a profile",
+            "compare the runs it was made from; open this file in ui.perfetto.dev",
+        )
 
 
 def load(path: Path, *, progress: bool = False) -> Run:
@@ -77,8 +103,11 @@ def load(path: Path, *, progress: bool = False) -> Run:
     path = Path(path)
     kind = detect(path)
     if kind == "run":
-        return read_run(path)
+        run = read_run(path)
+        check_run(run, str(path))
+        return run
     run = _read_report(path, kind)
+    check_run(run, str(path))
     if "manifest" not in run.metadata:
         manifest = _manifest_beside(path)
         if manifest is not None:

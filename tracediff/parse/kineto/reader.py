@@ -102,6 +102,7 @@ def _build(path: Path, exact: bool) -> Run:
     if roles.no_ts:
         warnings.append(f"{path}: {roles.no_ts} events have no ts and were skipped")
     if not (frames["kernel"].height or frames["memcpy"].height or frames["memset"].height):
+        refuse_range_profile(path)
         warnings.append(
             f"{path}: no GPU kernels, copies or memsets in the trace "
             "(profile with ProfilerActivity.CUDA to record them)"
@@ -218,3 +219,35 @@ def _metadata(path: Path, doc: Any, first_ts_ns: int | None) -> dict[str, Any]:
         "time_base": "kineto clock: ts (µs) × 1000, exact; Unix ns = time_origin_utc_ns + *_ns "
         "(time_origin_utc_ns = baseTimeNanoseconds; 0 when ts is Unix µs; null if unknown)",
     }
+
+
+RANGE_PROFILE_MARK = b'"cuda_profiler_range"'
+
+
+def refuse_range_profile(path: Path) -> None:
+    """A trace with no kernel but CUPTI range-profiler events: torch.profiler ran with the range
+    profiler (experimental_config's profiler_metrics), which records a metric range per kernel
+    and no kernel activity. The generic hint (ProfilerActivity.CUDA) is wrong for it (#17).
+    Searched in the raw text (only for a trace with no GPU event, so rarely read twice)."""
+    import gzip
+    import zlib
+
+    tail = b""
+    try:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                if RANGE_PROFILE_MARK in tail + chunk:
+                    break
+                tail = chunk[-len(RANGE_PROFILE_MARK) :]
+            else:
+                return
+    except (OSError, EOFError, zlib.error):
+        return
+    raise InputError(
+        f"{path}: a CUPTI range-profiler trace: kernels appear only as cuda_profiler_range "
+        "metric ranges, with no kernel timings",
+        "profile without the range profiler (no experimental_config profiler_metrics), with "
+        "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+    )
