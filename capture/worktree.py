@@ -93,7 +93,10 @@ def dirty_warning(git: dict[str, Any], sha: str, included: bool) -> str | None:
         return None
     files = f"{n} file{'s' if n != 1 else ''} with uncommitted changes in {git['repo']}"
     if included:
-        return f"{files}: applied to the worktree at {sha[:12]} (--include-uncommitted)"
+        u = git.get("untracked_files") or 0
+        # untracked files stay out: OUTDIR itself is often an untracked folder of the checkout
+        left = f"; {u} untracked file{'s' if u != 1 else ''} not copied (git add them)" if u else ""
+        return f"{files}: applied to the worktree at {sha[:12]} (--include-uncommitted){left}"
     return (
         f"{files}: the worktree at {sha[:12]} does not contain them, so they are NOT profiled "
         "(commit them, or pass --include-uncommitted when profiling HEAD)"

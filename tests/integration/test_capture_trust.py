@@ -148,6 +148,8 @@ def test_include_uncommitted_profiles_the_edit(dirty_repo: Path, nsys: str, tmp_
     assert ranges(tmp_path / "c" / "run.arrow", "verify")["duration_ns"].median() > 50e6
     m = json.loads((tmp_path / "c" / "manifest.json").read_text())
     assert m["git"]["uncommitted_included"] is True and m["git"]["dirty_files"] == 1
+    said = [ln for ln in r.stderr.splitlines() if "applied to the worktree" in ln]
+    assert said and "1 untracked file not copied" in said[-1], r.stderr
     # the user's checkout is untouched
     assert "0.06" in (dirty_repo / "work.py").read_text()
     assert _git(dirty_repo, "worktree", "list").count("\n") == 0
