@@ -26,6 +26,7 @@ from tracediff.engine import verdict as vd
 from tracediff.engine.env import env_diffs
 from tracediff.engine.host import compare_host
 from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.period import RuleMismatch
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.segmentation import Segmentation
 from tracediff.errors import AnalysisError
@@ -56,7 +57,7 @@ def compare(
     del ops_b
     ops_h, drop_h = gpu_ops_counted(head)
     head.release()
-    seg_h = _cut_head(head, ops_h, seg_b)
+    seg_b, seg_h = _cut_head(base, head, ops_h, seg_b)
     del ops_h
     warnings = _warnings(base, head, seg_b, seg_h, {"base": drop_b, "head": drop_h})
     devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in _sides(seg_b, seg_h)}
@@ -158,10 +159,23 @@ def _sides(seg_b: Segmentation, seg_h: Segmentation) -> tuple[tuple[str, Segment
     return (("base", seg_b), ("head", seg_h))
 
 
-def _cut_head(head: Run, ops: pl.DataFrame, seg_b: Segmentation) -> Segmentation:
-    """Head cut by base's rule; its refusal says how base was cut."""
+def _cut_head(
+    base: Run, head: Run, ops: pl.DataFrame, seg_b: Segmentation
+) -> tuple[Segmentation, Segmentation]:
+    """Both sides' cycles: head cut by base's rule (a refusal says how base was cut). Where
+    base's kernel period does not fit head's ops, both runs are compared whole, with the reason:
+    never a per-cycle verdict from two different cuts."""
     try:
-        return cycles.cut(head, ops, seg_b.rule)
+        return seg_b, cycles.cut(head, ops, seg_b.rule)
+    except RuleMismatch as e:
+        seg_h = cycles.whole(ops)
+        seg_h.warnings.append(
+            f"not cut as base is ({seg_b.rule.label}): {e.message}; compared the whole runs as "
+            "one cycle each (pass --cycle NAME with an NVTX range both runs have)"
+        )
+        ops_b, _ = gpu_ops_counted(base)
+        base.release()
+        return cycles.whole(ops_b), seg_h
     except AnalysisError as e:
         raise AnalysisError(
             f"head {e.message}", f"base cycles are {seg_b.rule.label}; {e.hint or ''}".strip()

@@ -74,7 +74,7 @@ def cut(run: Run, ops: pl.DataFrame, rule: CycleRule) -> Segmentation:
     if rule.kind == "whole":
         return whole(ops)
     if rule.kind == "kernel-period":
-        return by_kernel_period(ops, run.path)
+        return by_kernel_period(ops, run.path, rule)
     seg = by_ranges(run, ops, rule)
     assert seg is not None  # a named range is found or refused, never skipped
     return seg

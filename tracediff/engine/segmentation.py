@@ -23,6 +23,16 @@ def key_label(key: RangeKey) -> str:
 
 
 @dataclass(frozen=True)
+class DeviceCut:
+    """How one GPU's op sequence is cut (kernel period): every `period` ops, at `anchor` (an op
+    of the repeating body occurring once per period: the cycle's first op)."""
+
+    device_id: int
+    anchor: str
+    period: int
+
+
+@dataclass(frozen=True)
 class CycleRule:
     """Which boundaries delimit a cycle.
 
@@ -30,7 +40,8 @@ class CycleRule:
       (a range found automatically: the other side is cut at the same one, not at a name that is
       also another domain's); else `name` = the user's `--cycle` (NAME in any domain, else
       DOMAIN:NAME).
-    - kind "kernel-period": the repeating op sequence of each GPU, cut before `anchor`.
+    - kind "kernel-period": the repeating op sequence of each GPU, cut as `cuts` say (per GPU:
+      the anchor op and the period, found on base; head is cut by the same).
     - kind "whole": the whole run is one cycle.
 
     `label` is for display only: "nvtx:NAME" | "nvtx:DOMAIN:NAME" | "kernel-period:ANCHOR" |
@@ -41,7 +52,7 @@ class CycleRule:
     label: str
     key: RangeKey | None = None
     name: str | None = None
-    anchor: str | None = None
+    cuts: tuple[DeviceCut, ...] = ()
 
     @staticmethod
     def whole() -> CycleRule:
@@ -56,8 +67,8 @@ class CycleRule:
         return CycleRule("range", f"nvtx:{name}", name=name)
 
     @staticmethod
-    def kernel_period(anchor: str) -> CycleRule:
-        return CycleRule("kernel-period", f"kernel-period:{anchor}", anchor=anchor)
+    def kernel_period(cuts: tuple[DeviceCut, ...], anchor_label: str) -> CycleRule:
+        return CycleRule("kernel-period", f"kernel-period:{anchor_label}", cuts=cuts)
 
 
 @dataclass
