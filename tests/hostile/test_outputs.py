@@ -55,6 +55,19 @@ def test_export_folder_holding_an_input_is_refused(tmp_path: Path, pair: tuple[P
     assert base.exists() and head.exists()
 
 
+def test_export_never_replaces_a_folder_holding_its_input(pair: tuple[Path, Path]) -> None:
+    """An earlier export folder that now also holds a run file: `export RUN --parquet DIR
+    --force` replaced the folder, deleting the run it was reading."""
+    base, _ = pair
+    d = base.parent / "D"
+    cli("export", base, "--parquet", d).check_returncode()
+    inside = d / "B.arrow"
+    shutil.copyfile(base, inside)
+    r = cli("export", inside, "--parquet", d, "--force")
+    assert_error(r, d, "would overwrite the input")
+    assert _digest(inside) == _digest(base)
+
+
 def test_parse_never_writes_over_its_input(pair: tuple[Path, Path]) -> None:
     base, _ = pair
     before = _digest(base)

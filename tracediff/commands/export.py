@@ -31,6 +31,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.export.parquet import export_runs
+    from tracediff.outputs import refuse_inputs
+
+    refuse_inputs(args.parquet, args.runs, "--parquet folder")  # replacing it would delete them
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():
