@@ -74,6 +74,8 @@ def _phase_attribution(host: pl.DataFrame) -> pl.DataFrame:
             pl.lit(1.0).alias("base_count_per_cycle"),
             pl.lit(1.0).alias("head_count_per_cycle"),
             pl.lit("-").alias("status"),
+            pl.lit(None, pl.String).alias("base_name"),
+            pl.lit(None, pl.String).alias("head_name"),
         ),
     )
 

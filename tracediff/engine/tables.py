@@ -19,10 +19,13 @@ KEYS = ["kind", "name", "phase", "device_id"]
 """A contributor of the GPU attribution."""
 
 
-def attribution(long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int) -> pl.DataFrame:
+def attribution(
+    long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int, renamed: pl.DataFrame
+) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
     c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
-    of each side."""
+    of each side; `renamed`: align.renames (its rows get status "renamed" and their two
+    names as base_name / head_name, null elsewhere)."""
     stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
     for side, col in (("base", "_cb"), ("head", "_ch")):
@@ -32,8 +35,13 @@ def attribution(long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int) -
             how="left",
             nulls_equal=True,
         )
+    ops_only = ~pl.col("kind").is_in(["gap", "overlap"])
     att = (
-        stats.sort("_k")
+        stats.join(renamed, on="name", how="left")
+        .with_columns(
+            pl.when(ops_only).then(pl.col(c)).alias(c) for c in ("base_name", "head_name")
+        )
+        .sort("_k")
         .with_columns(
             (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
             (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
@@ -44,6 +52,8 @@ def attribution(long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int) -
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))
             .then(pl.lit("-"))
+            .when(pl.col("base_name").is_not_null())
+            .then(pl.lit("renamed"))
             .when(pl.col("base_count_per_cycle") == 0)
             .then(pl.lit("added"))
             .when(pl.col("head_count_per_cycle") == 0)
