@@ -19,7 +19,7 @@ nsys:
 	@command -v nsys >/dev/null 2>&1 || [ -x "$(NSYS_PREFIX)/bin/nsys" ] || bash tools/install-nsys.sh "$(NSYS_PREFIX)"
 
 demo: setup
-	$(BIN)/tracediff compare samples/g_good.arrow samples/g_bad.arrow
+	$(BIN)/tracediff compare samples/runs/good samples/runs/bad
 
 test: setup nsys
 	$(BIN)/pytest -q -p no:cacheprovider tests

@@ -1,17 +1,21 @@
 """`tracediff compare BASE HEAD`: the TUI on a terminal, a report otherwise.
 
-Exit codes: 0 ok; 1 error; 2 usage; 3 `--fail-above PCT` tripped (a significant regression above PCT).
+Exit codes: 0 ok; 1 error; 2 usage; 3 `--fail-above PCT` tripped (a significant regression above
+PCT); 4 `--fail-above` cannot decide (the rule: tracediff/engine/gate.py, README "CI gate").
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 FAIL_EXIT = 3
+UNDECIDED_EXIT = 4
+"""`--fail-above`: the gate cannot decide (no CI, too few runs, nothing finite to judge)."""
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -36,7 +40,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         "--fail-above",
         type=float,
         metavar="PCT",
-        help=f"exit {FAIL_EXIT} when the mean cycle time grew significantly by more than PCT percent",
+        help=f"CI gate: exit {FAIL_EXIT} when GPU work (or, with run sets, the cycle time) grew "
+        f"significantly by more than PCT percent of base's cycle time; exit {UNDECIDED_EXIT} "
+        "when it cannot decide (README: CI gate)",
     )
     p.add_argument(
         "--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)"
@@ -65,6 +71,13 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace",
     )
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
+    p.add_argument(
+        "--layout",
+        choices=["auto", "runs", "ranks"],
+        default="auto",
+        help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
+        "files (ranks); default: told apart by the file names (README: run sets)",
+    )
 
 
 def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) -> tuple[str, str]:
@@ -82,14 +95,48 @@ def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) ->
     return base_label, head_label  # pragma: no cover (differing folders differ in some tail)
 
 
+def load_sides(
+    base: Path, head: Path, layout: str, say: Callable[[str], None]
+) -> tuple[list[Any], list[Any], tuple[str | None, str | None]]:
+    """Each side's runs (one, or a run set's: parse/sides.py), read and checked; the sides'
+    labels where a side is a run set (its folder's name, told apart from the other's)."""
+    from tracediff.parse import load
+    from tracediff.parse.sanity import check_pair
+    from tracediff.parse.sides import resolve
+
+    sb, sh = resolve(base, layout), resolve(head, layout)  # type: ignore[arg-type]
+    runs: dict[str, list[Any]] = {}
+    for name, side in (("base", sb), ("head", sh)):
+        runs[name] = []
+        for i, path in enumerate(side.runs):
+            say(
+                f"reading {path}"
+                + (f" ({name} run {i + 1}/{len(side.runs)})" if side.is_run_set else "")
+            )
+            runs[name].append(load(path))
+    bases, heads = runs["base"], runs["head"]
+    for b in bases:
+        for h in heads:
+            check_pair(b, h)
+    if not sb.is_run_set and not sh.is_run_set:
+        bases[0].metadata["label"], heads[0].metadata["label"] = distinct_labels(
+            base, head, bases[0].label, heads[0].label
+        )
+        return bases, heads, (None, None)
+    name_b, name_h = (p.resolve().name if p.is_dir() else bases[0].label for p in (base, head))
+    return bases, heads, distinct_labels(base, head, name_b, name_h)
+
+
 def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
-    from tracediff.parse import load
-    from tracediff.parse.sanity import check_pair
 
     if args.top < 1 or args.bootstrap < 10:
         raise UsageError("--top must be >= 1 and --bootstrap >= 10")
+    if args.fail_above is not None and not (
+        math.isfinite(args.fail_above) and args.fail_above >= 0
+    ):
+        raise UsageError(f"--fail-above {args.fail_above}: give a percentage >= 0")
     if args.whatif is not None and args.whatif < 1:
         raise UsageError(f"--whatif {args.whatif}: give a number of contributors >= 1 (or none: 5)")
     tty = sys.stdout.isatty() and sys.stdin.isatty()
@@ -120,15 +167,15 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
-    say(f"reading {args.base}")
-    base = load(args.base)
-    say(f"reading {args.head}")
-    head = load(args.head)
-    check_pair(base, head)
-    base.metadata["label"], head.metadata["label"] = distinct_labels(
-        args.base, args.head, base.label, head.label
+    bases, heads, labels = load_sides(args.base, args.head, args.layout, say)
+    if args.whatif and (len(bases) > 1 or len(heads) > 1):
+        raise UsageError(
+            "--whatif replays one run's timeline: give one run per side (a run set's run file, "
+            "e.g. RUNSET/run-01/run.arrow), or leave --whatif out"
+        )
+    result = compare(
+        bases, heads, cycle=args.cycle, n_boot=args.bootstrap, progress=say, labels=labels
     )
-    result = compare(base, head, cycle=args.cycle, n_boot=args.bootstrap, progress=say)
     whatif = None
     if args.whatif:
         from tracediff.replay import recover_top
@@ -174,10 +221,10 @@ def _outputs_and_report(
             for w in result.warnings:
                 print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         sys.stdout.write(render(result, fmt, args.top, whatif=whatif))
-    if args.fail_above is not None and result.significant and result.delta_pct > args.fail_above:
-        print(
-            f"tracediff: cycle time grew {result.delta_pct:.1f} % (> {args.fail_above} %), significant",
-            file=sys.stderr,
-        )
-        return FAIL_EXIT
+    if args.fail_above is not None:
+        from tracediff.engine.gate import gate
+
+        g = gate(result, args.fail_above)
+        print(f"tracediff: gate: {g.decision}: {safe(g.reason)}", file=sys.stderr)
+        return {"fail": FAIL_EXIT, "undecided": UNDECIDED_EXIT}.get(g.decision, 0)
     return 0

@@ -49,10 +49,19 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
+    from tracediff.parse.sides import resolve
+
+    for given in (args.base, args.head):
+        side = resolve(given)
+        if side.is_run_set:
+            raise UsageError(
+                f"{given}: is a run set ({len(side.runs)} runs); what-if replays one run's "
+                f"timeline: give one of its runs, e.g. {side.runs[0]}"
+            )
     say(f"reading {args.base}")
-    base = load(args.base)
+    base = load(resolve(args.base).runs[0])
     say(f"reading {args.head}")
-    head = load(args.head)
+    head = load(resolve(args.head).runs[0])
     check_pair(base, head)
     result = compare(base, head, cycle=args.cycle, n_boot=200, progress=say)
     say("replaying")

@@ -9,7 +9,7 @@ detail tables (engine/tables.py). Runs without GPU operations go to engine/host.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -19,7 +19,7 @@ import polars as pl
 from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
-from tracediff.engine import cycles
+from tracediff.engine import cycles, runsets
 from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
 from tracediff.engine import verdict as vd
@@ -36,47 +36,109 @@ __all__ = ["compare", "env_diffs"]
 
 
 def compare(
-    base: Run,
-    head: Run,
+    base: Run | Sequence[Run],
+    head: Run | Sequence[Run],
     *,
     cycle: str | None = None,
     n_boot: int = 1000,
     progress: Callable[[str], None] | None = None,
+    labels: tuple[str | None, str | None] = (None, None),
 ) -> Comparison:
-    """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared."""
+    """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared.
+
+    Either side may be a run set: several runs of one workload (engine/runsets.py). Every run is
+    cut by base's first run's rule, the runs' cycles are aligned together, and with >= 2 runs a
+    side each run's mean is one sample of the statistics. `labels`: the sides' names for run
+    sets (the user's folder names)."""
     say = progress or (lambda _msg: None)
+    bases = [base] if isinstance(base, Run) else list(base)
+    heads = [head] if isinstance(head, Run) else list(head)
     say("collecting GPU operations")
-    # one side at a time, each side's untagged ops freed once it is cut into cycles: at most
-    # one untagged and one tagged copy of a side's ops are alive at once
-    ops_b, drop_b = gpu_ops_counted(base)
-    base.release()  # the run file's pages of the kernel table: read, no longer needed
-    if ops_b.height == 0 and gpu_ops_counted(head)[0].height == 0:
-        return compare_host(base, head, cycle, n_boot)  # host-only runs (NVTX, no CUDA trace)
+    # one run at a time, each run's untagged ops freed once it is cut into cycles: at most
+    # one untagged and one tagged copy of a run's ops are alive at once
+    ops_b, drop_b = gpu_ops_counted(bases[0])
+    bases[0].release()  # the run file's pages of the kernel table: read, no longer needed
+    if ops_b.height == 0 and gpu_ops_counted(heads[0])[0].height == 0:
+        one = len(bases) == 1 and len(heads) == 1  # host-only runs (NVTX, no CUDA trace)
+        return compare_host(
+            bases[0] if one else bases, heads[0] if one else heads, cycle, n_boot, labels
+        )
     say("finding cycles")
-    seg_b = cycles.find(base, ops_b, cycle)
+    first = cycles.find(bases[0], ops_b, cycle)
     del ops_b
-    ops_h, drop_h = gpu_ops_counted(head)
-    head.release()
-    seg_b, seg_h = _cut_head(base, head, ops_h, seg_b)
-    del ops_h
-    warnings = _warnings(base, head, seg_b, seg_h, {"base": drop_b, "head": drop_h})
+    dropped = {"base": drop_b, "head": 0}
+    segs_b, segs_h = _cut_all(bases, heads, first, dropped)
+    seg_b, run_b = runsets.merge(segs_b)
+    seg_h, run_h = runsets.merge(segs_h)
+    runs = runsets.RunIndex(run_b, run_h, len(bases), len(heads))
+    warnings = _warnings(bases, heads, seg_b, seg_h, dropped) + vd.run_set_warnings(runs)
     devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in _sides(seg_b, seg_h)}
     ops = _both_sides(seg_b, seg_h)
     say(f"aligning {ops.height} operations")
     ops, _ = al.align(ops)
-    renamed = al.renames(ops)
     say("attributing")
     ops, cyc = at.per_device_cycles(ops)
     ops = at.collective_split(ops)
     t = _cycle_times(cyc)
-    v = vd.verdict(t.base_ms, t.head_ms, n_boot)
+    v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     long = at.contributions(ops, cyc)
-    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, renamed)
+    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, runs)
     if len(t.base_ms) < 2 or len(t.head_ms) < 2:
         warnings.append(vd.FEW_CYCLES)
     return _assemble(
-        base, head, seg_b, seg_h, v, t, ops, cyc, long, attribution, warnings, devices, n_boot
+        (bases, heads),
+        (seg_b, seg_h),
+        v,
+        t,
+        ops,
+        cyc,
+        long,
+        attribution,
+        warnings,
+        devices,
+        n_boot,
+        runs,
+        labels,
     )
+
+
+def _cut_all(
+    bases: list[Run], heads: list[Run], first: Segmentation, dropped: dict[str, int]
+) -> tuple[list[Segmentation], list[Segmentation]]:
+    """Every run but base's first cut by its rule, one run at a time (each run's ops freed once
+    cut). Where base's kernel period does not fit a run, every run is compared whole, with the
+    reason: never a per-cycle verdict from two different cuts."""
+    try:
+        segs_b = [first] + [_cut_one("base", r, first, dropped) for r in bases[1:]]
+        segs_h = [_cut_one("head", r, first, dropped) for r in heads]
+        return segs_b, segs_h
+    except RuleMismatch as e:
+        wholes = [cycles.whole(gpu_ops_counted(r)[0]) for r in bases + heads]
+        for r in bases + heads:
+            r.release()
+        segs_b, segs_h = wholes[: len(bases)], wholes[len(bases) :]
+        segs_h[0].warnings.append(
+            f"not cut as base is ({first.rule.label}): {e.message}; compared the whole runs as "
+            "one cycle each (pass --cycle NAME with an NVTX range both runs have)"
+        )
+        return segs_b, segs_h
+
+
+def _cut_one(side: str, run: Run, first: Segmentation, dropped: dict[str, int]) -> Segmentation:
+    """One run cut by base's first run's rule (a refusal says how that run was cut)."""
+    ops, n = gpu_ops_counted(run)
+    run.release()
+    dropped[side] += n
+    try:
+        return cycles.cut(run, ops, first.rule)
+    except RuleMismatch:
+        raise
+    except AnalysisError as e:
+        also = "" if side == "head" else "every run of a run set is cut the same way; "
+        raise AnalysisError(
+            f"{side} {e.message}",
+            f"base cycles are {first.rule.label}; {also}{e.hint or ''}".strip(),
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -106,10 +168,8 @@ def _cycle_times(cyc: pl.DataFrame) -> _CycleTimes:
 
 
 def _assemble(
-    base: Run,
-    head: Run,
-    seg_b: Segmentation,
-    seg_h: Segmentation,
+    runs_of: tuple[list[Run], list[Run]],
+    segs: tuple[Segmentation, Segmentation],
     v: vd.Verdict,
     t: _CycleTimes,
     ops: pl.DataFrame,
@@ -119,18 +179,24 @@ def _assemble(
     warnings: list[str],
     devices: dict[str, list[int]],
     n_boot: int,
+    runs: runsets.RunIndex,
+    labels: tuple[str | None, str | None],
 ) -> Comparison:
     """The `Comparison`: the verdict, both sides' summaries and every table. `devices`: each
     side's GPUs (the segmentations have given their ops up to `ops`)."""
+    (bases, heads), (seg_b, seg_h) = runs_of, segs
+    base, head = bases[0], heads[0]
     across = (
-        st.across_gpus(long, attribution, t.base_cycles, t.head_cycles, n_boot)
+        st.across_gpus(long, attribution, t.base_cycles, t.head_cycles, n_boot, runs)
         if max(len(devices["base"]), len(devices["head"])) > 1
         else pl.DataFrame()
     )
     nb, nh = len(t.base_cycles), len(t.head_cycles)
+    set_b = vd.run_set_of(runs, "base", t.base_ms, t.base_cycles, bases, labels[0])
+    set_h = vd.run_set_of(runs, "head", t.head_ms, t.head_cycles, heads, labels[1])
     return Comparison(
-        base=vd.side_summary(base, seg_b, t.base_ms, vd.host_walls(seg_b), devices["base"]),
-        head=vd.side_summary(head, seg_h, t.head_ms, vd.host_walls(seg_h), devices["head"]),
+        base=vd.side_summary(base, seg_b, t.base_ms, vd.host_walls(seg_b), devices["base"], set_b),
+        head=vd.side_summary(head, seg_h, t.head_ms, vd.host_walls(seg_h), devices["head"], set_h),
         delta_ms_per_cycle=v.delta_ms_per_cycle,
         delta_ci95=v.delta_ci95,
         delta_pct=v.delta_pct,
@@ -142,7 +208,7 @@ def _assemble(
         attribution=attribution,
         cycles=tb.cycle_table(cyc, seg_b.ranges, seg_h.ranges),
         events_builder=partial(tb.events, ops, cyc, attribution),
-        host=schema.conform_diff("host", vd.host_phases(seg_b, seg_h, n_boot)),
+        host=schema.conform_diff("host", vd.host_phases(seg_b, seg_h, n_boot, runs)),
         across_gpus=schema.conform_diff("across_gpus", across),
         collectives=tb.collectives(ops, nb, nh),
         totals=tb.totals(ops),
@@ -152,7 +218,11 @@ def _assemble(
             head_api=head.table("api_calls"),
             base_events=base.table("cuda_events"),
             head_events=head.table("cuda_events"),
-        ),
+        )
+        if len(bases) == 1 and len(heads) == 1
+        else ReplayInputs(),  # the replay models one run's timeline: not a run set's
+        noise_unit=v.noise_unit,
+        p_value=v.p_value,
     )
 
 
@@ -160,35 +230,22 @@ def _sides(seg_b: Segmentation, seg_h: Segmentation) -> tuple[tuple[str, Segment
     return (("base", seg_b), ("head", seg_h))
 
 
-def _cut_head(
-    base: Run, head: Run, ops: pl.DataFrame, seg_b: Segmentation
-) -> tuple[Segmentation, Segmentation]:
-    """Both sides' cycles: head cut by base's rule (a refusal says how base was cut). Where
-    base's kernel period does not fit head's ops, both runs are compared whole, with the reason:
-    never a per-cycle verdict from two different cuts."""
-    try:
-        return seg_b, cycles.cut(head, ops, seg_b.rule)
-    except RuleMismatch as e:
-        seg_h = cycles.whole(ops)
-        seg_h.warnings.append(
-            f"not cut as base is ({seg_b.rule.label}): {e.message}; compared the whole runs as "
-            "one cycle each (pass --cycle NAME with an NVTX range both runs have)"
-        )
-        ops_b, _ = gpu_ops_counted(base)
-        base.release()
-        return cycles.whole(ops_b), seg_h
-    except AnalysisError as e:
-        raise AnalysisError(
-            f"head {e.message}", f"base cycles are {seg_b.rule.label}; {e.hint or ''}".strip()
-        ) from None
-
-
 def _warnings(
-    base: Run, head: Run, seg_b: Segmentation, seg_h: Segmentation, dropped: dict[str, int]
+    bases: list[Run],
+    heads: list[Run],
+    seg_b: Segmentation,
+    seg_h: Segmentation,
+    dropped: dict[str, int],
 ) -> list[str]:
     """The segmentations' and readers' warnings, each side's, then what the comparison skips."""
-    warnings = [f"base: {w}" for w in seg_b.warnings + base.warnings] + [
-        f"head: {w}" for w in seg_h.warnings + head.warnings
+
+    def readers(runs: list[Run]) -> list[str]:
+        if len(runs) == 1:
+            return list(runs[0].warnings)
+        return [f"run {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]
+
+    warnings = [f"base: {w}" for w in seg_b.warnings + readers(bases)] + [
+        f"head: {w}" for w in seg_h.warnings + readers(heads)
     ]
     warnings += [  # gpu_ops drops ops that end before they start
         f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff import schema
+from tracediff.engine import runsets
 from tracediff.engine import verdict as vd
 from tracediff.engine.env import env_diffs
 from tracediff.engine.ranges import host_only
@@ -25,23 +26,44 @@ WARNING = (
 )
 
 
-def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Comparison:
-    """Compare two runs without GPU operations at their host ranges (`--cycle`, or found on
-    base and taken exactly on head)."""
+def compare_host(
+    base: Run | list[Run],
+    head: Run | list[Run],
+    cycle: str | None,
+    n_boot: int,
+    labels: tuple[str | None, str | None] = (None, None),
+) -> Comparison:
+    """Compare runs without GPU operations at their host ranges (`--cycle`, or found on base's
+    first run and taken exactly on every other). Either side may be a run set (a list of runs;
+    engine/runsets.py): then the statistics take each run's mean as one sample."""
+    bases = base if isinstance(base, list) else [base]
+    heads = head if isinstance(head, list) else [head]
     # a host-only run has no GPU work to cut otherwise: even 'whole' names a range here
-    seg_b = host_only(base, CycleRule.range_named(cycle) if cycle else None)
-    seg_h = host_only(head, seg_b.rule)
+    first = host_only(bases[0], CycleRule.range_named(cycle) if cycle else None)
+    seg_b, run_b = runsets.merge([first] + [host_only(r, first.rule) for r in bases[1:]])
+    seg_h, run_h = runsets.merge([host_only(r, first.rule) for r in heads])
+    runs = runsets.RunIndex(run_b, run_h, len(bases), len(heads))
     wb, wh = vd.host_walls(seg_b), vd.host_walls(seg_h)
     assert wb is not None and wh is not None  # host_only cuts at ranges or refuses
-    v = vd.verdict(wb, wh, n_boot)
-    host = vd.host_phases(seg_b, seg_h, n_boot)
+    cyc_b = sorted(seg_b.ranges["cycle"].unique().to_list())
+    cyc_h = sorted(seg_h.ranges["cycle"].unique().to_list())
+    v = vd.verdict(wb, wh, n_boot, runs, (cyc_b, cyc_h))
+    host = vd.host_phases(seg_b, seg_h, n_boot, runs, per_run=True)
     attribution = _phase_attribution(host)
+    host = host.drop("base_runs", "head_runs", "consistent")
     resid = v.delta_ms_per_cycle - (
         float(attribution["delta_ms_per_cycle"].sum()) if attribution.height else 0.0
     )
+    side = {
+        s: vd.run_set_of(runs, s, w, cyc, rs_, lab)
+        for s, w, cyc, rs_, lab in (
+            ("base", wb, cyc_b, bases, labels[0]),
+            ("head", wh, cyc_h, heads, labels[1]),
+        )
+    }
     return Comparison(
-        base=vd.side_summary(base, seg_b, wb, wb, []),
-        head=vd.side_summary(head, seg_h, wh, wh, []),
+        base=vd.side_summary(bases[0], seg_b, wb, wb, [], side["base"]),
+        head=vd.side_summary(heads[0], seg_h, wh, wh, [], side["head"]),
         delta_ms_per_cycle=v.delta_ms_per_cycle,
         delta_ci95=v.delta_ci95,
         delta_pct=v.delta_pct,
@@ -49,11 +71,13 @@ def compare_host(base: Run, head: Run, cycle: str | None, n_boot: int) -> Compar
         noise_floor_ms=v.noise_floor_ms,
         residual_ms_per_cycle=resid,
         critical_device=None,
-        env_diffs=env_diffs(base, head),
+        env_diffs=env_diffs(bases[0], heads[0]),
         attribution=attribution,
         cycles=_cycles(seg_b, seg_h),
         host=schema.conform_diff("host", host),
-        warnings=[WARNING],
+        warnings=[WARNING] + vd.run_set_warnings(runs),
+        noise_unit=v.noise_unit,
+        p_value=v.p_value,
     )
 
 
@@ -74,8 +98,9 @@ def _phase_attribution(host: pl.DataFrame) -> pl.DataFrame:
             pl.lit(1.0).alias("base_count_per_cycle"),
             pl.lit(1.0).alias("head_count_per_cycle"),
             pl.lit("-").alias("status"),
-            pl.lit(None, pl.String).alias("base_name"),
-            pl.lit(None, pl.String).alias("head_name"),
+            "base_runs",
+            "head_runs",
+            "consistent",
         ),
     )
 

@@ -42,6 +42,9 @@ class SideSummary:
     std_ms: float
     wall_mean_ms: float | None  # host range wall time per cycle (None without host ranges)
     devices: list[int]
+    runs: int = 1  # runs of this side (a run set: several; engine/runsets.py)
+    run_means_ms: tuple[float, ...] = ()  # each run's mean cycle time, in run order
+    run_labels: tuple[str, ...] = ()  # each run's label (its folder or file name)
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class Comparison:
     delta_ci95: tuple[float, float]
     delta_pct: float
     significant: bool
-    noise_floor_ms: float  # within-run cycle-to-cycle variation (pooled std of per-cycle span)
+    noise_floor_ms: float  # one run a side: within-run cycle-to-cycle variation (pooled std of
+    # per-cycle span); run sets: the between-run std of base's run means (`noise_unit` says which)
     residual_ms_per_cycle: float  # measured delta - sum of attribution (~0 by construction)
     critical_device: int | None  # GPU that finishes last in most head cycles
     env_diffs: list[EnvDiff]
@@ -96,8 +100,10 @@ class Comparison:
     base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64, NaN with
     fewer than 2 cycles a side), significant (bool), share (f64, delta / sum of every row's abs(delta)),
     base_count_per_cycle, head_count_per_cycle (f64), status (str: matched | added | removed | mixed
-    | renamed for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases),
-    base_name, head_name (str: a renamed op's name in base and in head; null otherwise)."""
+    for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases),
+    base_runs, head_runs (u32: runs of each side in which it occurs), consistent (bool: it moved
+    the same way in every run, every head run's mean beyond every base run's; null with one run
+    a side)."""
 
     cycles: pl.DataFrame
     """One row per side × cycle × device. Columns: side ("base"|"head"), cycle (i64, 0-based in its
@@ -140,6 +146,13 @@ class Comparison:
     head_ms, delta_ms, base_count, head_count. What `nsys stats` totals show, for cross-checks."""
 
     warnings: list[str] = field(default_factory=list)
+
+    noise_unit: str = "cycle"
+    """What the CIs and decisions are over: "cycle" (one run a side: cycles of one process, blind
+    to run-to-run variation) or "run" (run sets with >= 2 runs a side: each run's mean is one
+    sample, engine/runstats.py)."""
+    p_value: float | None = None
+    """Run sets: the across-run permutation test's p-value for the cycle time; else None."""
 
     replay_inputs: ReplayInputs = field(default_factory=ReplayInputs, repr=False)
     """What the replay reads beyond the tables (the replay graph is kept beside the result, in

@@ -6,9 +6,12 @@ Used for the GPU attribution (per GPU and summed over GPUs) and the host phases.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tracediff.engine import attribute as at
+from tracediff.engine import runstats as rs
+from tracediff.engine.runsets import RunIndex
 
 ESTIMATE = (
     "base_ms_per_cycle",
@@ -55,11 +58,23 @@ def share() -> pl.Expr:
 
 
 def per_cycle_stats(
-    long: pl.DataFrame, keys: list[str], cycles_b: list[int], cycles_h: list[int], n_boot: int
+    long: pl.DataFrame,
+    keys: list[str],
+    cycles_b: list[int],
+    cycles_h: list[int],
+    n_boot: int,
+    runs: RunIndex | None = None,
 ) -> pl.DataFrame:
     """One row per distinct `keys` of `long` (side, cycle, keys..., value_ns), in key order (`_k`):
-    base/head ms per cycle (absent cycles count 0), their difference, its bootstrap 95 % CI over
-    cycles, and whether it is significant."""
+    base/head ms per cycle (absent cycles count 0), their difference, its 95 % CI, and whether
+    it is significant.
+
+    One run a side (`runs` None or single): the CI is the bootstrap over cycles. Run sets
+    (`runs.across_runs`): each run's mean per cycle is one sample; means are the mean over runs
+    (each run weighs the same), and the CI and decision are engine/runstats.py's across-run test.
+    Also, per side, the number of runs in which the key occurs (`base_runs`, `head_runs`) and
+    whether it moved the same way in every run (`consistent`: every head run's mean beyond every
+    base run's, in the direction of the change; null with one run a side)."""
     key_order = (
         long.select(keys)
         .unique()
@@ -69,15 +84,42 @@ def per_cycle_stats(
     )
     mb = at.matrix(long, "base", keys, cycles_b, key_order)
     mh = at.matrix(long, "head", keys, cycles_h, key_order)
-    lo, hi = at.bootstrap_delta(mb, mh, n_boot)
-    bm, hm = mb.mean(axis=1) / 1e6, mh.mean(axis=1) / 1e6
+    if runs is not None and runs.across_runs:
+        rb = rs.run_means(mb, runs.of("base", cycles_b), runs.runs_base)
+        rh = rs.run_means(mh, runs.of("head", cycles_h), runs.runs_head)
+        rb, rh = rb[:, ~np.isnan(rb).any(axis=0)], rh[:, ~np.isnan(rh).any(axis=0)]
+        t = rs.across_runs(rb, rh)
+        bm, hm, lo, hi = t.base_ms, t.head_ms, t.ci95_low, t.ci95_high
+        up = rh.min(axis=1) > rb.max(axis=1)
+        down = rh.max(axis=1) < rb.min(axis=1)
+        consistent = pl.Series("consistent", np.where(hm >= bm, up, down), pl.Boolean)
+    else:
+        lo, hi = at.bootstrap_delta(mb, mh, n_boot)
+        bm, hm = mb.mean(axis=1), mh.mean(axis=1)
+        consistent = pl.Series("consistent", [None] * key_order.height, pl.Boolean)
+    present_b = _runs_present(mb, runs, "base", cycles_b)
+    present_h = _runs_present(mh, runs, "head", cycles_h)
+    bm, hm = bm / 1e6, hm / 1e6
     return key_order.with_columns(
         pl.Series("base_ms_per_cycle", bm),
         pl.Series("head_ms_per_cycle", hm),
         pl.Series("delta_ms_per_cycle", hm - bm),
         pl.Series("ci95_low", lo / 1e6),
         pl.Series("ci95_high", hi / 1e6),
+        pl.Series("base_runs", present_b, pl.UInt32),
+        pl.Series("head_runs", present_h, pl.UInt32),
+        consistent,
     ).with_columns(_significant())
+
+
+def _runs_present(m: np.ndarray, runs: RunIndex | None, side: str, cycles: list[int]) -> np.ndarray:
+    """Per row of m [keys x cycles]: in how many runs the key has a non-zero value."""
+    if runs is None or runs.runs(side) == 1:
+        once: np.ndarray = (m != 0).any(axis=1).astype(np.uint32)
+        return once
+    per_run = rs.run_means(np.abs(m), runs.of(side, cycles), runs.runs(side))
+    count: np.ndarray = (np.nan_to_num(per_run) != 0).sum(axis=1).astype(np.uint32)
+    return count
 
 
 def across_gpus(
@@ -86,6 +128,7 @@ def across_gpus(
     cycles_b: list[int],
     cycles_h: list[int],
     n_boot: int,
+    runs: RunIndex | None = None,
 ) -> pl.DataFrame:
     """Contributors summed over GPUs: one row per (kind, name, phase).
 
@@ -96,7 +139,7 @@ def across_gpus(
     measured change. `top_device_id` says where most of the change sits.
     """
     keys = ["kind", "name", "phase"]
-    st = per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot)
+    st = per_cycle_stats(long, keys, cycles_b, cycles_h, n_boot, runs)
     where = (
         # ties (two GPUs with the same change): the lower device id
         attribution.sort(pl.col("delta_ms_per_cycle").abs(), "device_id", descending=[True, False])

@@ -13,6 +13,7 @@ import polars as pl
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine import stats as st
+from tracediff.engine.runsets import RunIndex
 from tracediff.schema import conform_diff, frame_schema
 
 KEYS = ["kind", "name", "phase", "device_id"]
@@ -20,13 +21,16 @@ KEYS = ["kind", "name", "phase", "device_id"]
 
 
 def attribution(
-    long: pl.DataFrame, cb: list[int], ch: list[int], n_boot: int, renamed: pl.DataFrame
+    long: pl.DataFrame,
+    cb: list[int],
+    ch: list[int],
+    n_boot: int,
+    runs: RunIndex | None = None,
 ) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
     c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
-    of each side; `renamed`: align.renames (those of its rows that only head has get status
-    "renamed" and their two names as base_name / head_name, null elsewhere)."""
-    stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot)
+    of each side; `runs`: which run each cycle came from (run sets: engine/runsets.py)."""
+    stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
     for side, col in (("base", "_cb"), ("head", "_ch")):
         stats = stats.join(
@@ -35,19 +39,11 @@ def attribution(
             how="left",
             nulls_equal=True,
         )
-    # renamed: an op of head in the place of base's op, which base never has there. A substitution
-    # both runs make (cycles of one run differ among themselves: a run with itself has such
-    # labels on both sides) is not a change between them and keeps its usual status.
-    head_only = ~pl.col("kind").is_in(["gap", "overlap"]) & (pl.col("base_count_per_cycle") == 0)
     att = (
-        stats.join(renamed, on="name", how="left")
-        .sort("_k")
+        stats.sort("_k")
         .with_columns(
             (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
             (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
-        )
-        .with_columns(
-            pl.when(head_only).then(pl.col(c)).alias(c) for c in ("base_name", "head_name")
         )
         .with_columns(
             st.share(),
@@ -55,8 +51,6 @@ def attribution(
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))
             .then(pl.lit("-"))
-            .when(pl.col("base_name").is_not_null())
-            .then(pl.lit("renamed"))
             .when(pl.col("base_count_per_cycle") == 0)
             .then(pl.lit("added"))
             .when(pl.col("head_count_per_cycle") == 0)

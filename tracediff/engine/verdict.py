@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from tracediff.engine import runstats as rs
 from tracediff.engine import stats as st
 from tracediff.engine.attribute import bootstrap_delta
 from tracediff.engine.result import SideSummary
+from tracediff.engine.runsets import RunIndex
 from tracediff.engine.segmentation import Segmentation
 from tracediff.runfile import Run
 
@@ -29,7 +31,10 @@ class Verdict:
     delta_ci95: tuple[float, float]  # bootstrap over cycles; NaN with fewer than 2 a side
     delta_pct: float  # of base's mean; NaN when base's mean is 0
     significant: bool  # the CI excludes 0 and the change is at least stats.MIN_EFFECT_MS
-    noise_floor_ms: float  # pooled within-run std of the per-cycle time (0 with < 2 cycles)
+    noise_floor_ms: float  # pooled within-run std of the per-cycle time (0 with < 2 cycles);
+    # run sets: the between-run std of base's run means
+    noise_unit: str = "cycle"  # "run": CI and decision over runs (engine/runstats.py)
+    p_value: float | None = None  # run sets: the across-run test's p-value
 
 
 def pooled_std(b: np.ndarray, h: np.ndarray) -> float:
@@ -44,8 +49,31 @@ def pooled_std(b: np.ndarray, h: np.ndarray) -> float:
     )
 
 
-def verdict(b: np.ndarray, h: np.ndarray, n_boot: int) -> Verdict:
-    """The verdict on per-cycle times `b` (base) and `h` (head), in ms."""
+def verdict(
+    b: np.ndarray,
+    h: np.ndarray,
+    n_boot: int,
+    runs: RunIndex | None = None,
+    cycles: tuple[list[int], list[int]] | None = None,
+) -> Verdict:
+    """The verdict on per-cycle times `b` (base) and `h` (head), in ms. With run sets (`runs`
+    across runs, and the cycle ids of `b` and `h`), each run's mean cycle time is one sample:
+    the change is of the mean over runs, its CI and decision engine/runstats.py's."""
+    if runs is not None and runs.across_runs and cycles is not None:
+        rb = run_means_ms(b, runs.of("base", cycles[0]), runs.runs_base)
+        rh = run_means_ms(h, runs.of("head", cycles[1]), runs.runs_head)
+        t = rs.across_runs(np.array([rb]), np.array([rh]))
+        d = float(t.delta_ms[0])
+        low, high = float(t.ci95_low[0]), float(t.ci95_high[0])
+        return Verdict(
+            delta_ms_per_cycle=d,
+            delta_ci95=(low, high),
+            delta_pct=100.0 * d / float(t.base_ms[0]) if t.base_ms[0] else float("nan"),
+            significant=bool((low > 0 or high < 0) and abs(d) >= st.MIN_EFFECT_MS),
+            noise_floor_ms=float(t.spread_ms[0]),
+            noise_unit="run",
+            p_value=float(t.p_value[0]),
+        )
     lo, hi = bootstrap_delta(b[None, :], h[None, :], n_boot)
     delta = float(h.mean() - b.mean())
     return Verdict(
@@ -58,21 +86,73 @@ def verdict(b: np.ndarray, h: np.ndarray, n_boot: int) -> Verdict:
     )
 
 
+def run_means_ms(values: np.ndarray, run_of: np.ndarray, n_runs: int) -> list[float]:
+    """Each run's mean of `values` (one per cycle), runs without cycles left out."""
+    m = rs.run_means(values[None, :], run_of, n_runs)[0]
+    return [float(x) for x in m if not np.isnan(x)]
+
+
+def run_set_of(
+    runs: RunIndex,
+    side: str,
+    per_cycle_ms: np.ndarray,
+    cycles: list[int],
+    of: list[Run],
+    label: str | None,
+) -> tuple[str, list[float], list[str]] | None:
+    """`side_summary`'s `run_set` for a side of several runs (None for one run): the side's
+    label (the user's folder name), each run's mean cycle time and label."""
+    n = runs.runs(side)
+    if n == 1:
+        return None
+    means = run_means_ms(per_cycle_ms, runs.of(side, cycles), n)
+    return (label or of[0].label, means, [r.label for r in of])
+
+
+RUN_NOISE_UNMEASURED = (
+    "one run a side: the CIs are over cycles of one process each, and run-to-run variation "
+    "(another process, other autotune picks, clocks, host jitter) is not measured; capture "
+    "several runs a side (tracediff capture --repeat N) and compare the run sets"
+)
+
+
+def run_set_warnings(runs: RunIndex) -> list[str]:
+    """What the run counts leave unmeasured or undecidable."""
+    nb, nh = runs.runs_base, runs.runs_head
+    if nb == 1 and nh == 1:
+        return []
+    if nb < 2 or nh < 2:
+        return [
+            f"base has {nb} run(s), head {nh}: run-to-run variation needs >= 2 runs a side; "
+            "the CIs are over cycles, as for one run a side"
+        ]
+    if rs.min_p(nb, nh) >= rs.ALPHA:
+        return [
+            f"{nb} vs {nh} runs cannot reach 5 % significance across runs (the smallest p-value "
+            f"is {rs.min_p(nb, nh):.2f}): nothing is called significant; capture >= 4 runs a side"
+        ]
+    return []
+
+
 def side_summary(
     run: Run,
     seg: Segmentation,
     spans_ms: np.ndarray,
     wall_ms: np.ndarray | None,
     devices: list[int],
+    run_set: tuple[str, list[float], list[str]] | None = None,
 ) -> SideSummary:
-    """One side's cycle statistics: per-cycle time `spans_ms`, host range wall time `wall_ms`."""
+    """One side's cycle statistics: per-cycle time `spans_ms`, host range wall time `wall_ms`.
+    A run set (`run_set`: its label, each run's mean cycle time and label): the mean is the
+    mean over runs (each run weighs the same, as in the verdict); the percentiles over cycles."""
     q = np.percentile(spans_ms, [50, 90, 99]) if len(spans_ms) else [float("nan")] * 3
+    label, means, labels = run_set if run_set else (run.label, [float(spans_ms.mean())], [])
     return SideSummary(
-        label=run.label,
+        label=label,
         source=str(run.metadata.get("source", "")),
         cycles=len(spans_ms),
         cycle_method=seg.rule.label,
-        mean_ms=float(spans_ms.mean()),
+        mean_ms=float(np.mean(means)) if run_set else float(spans_ms.mean()),
         p50_ms=float(q[0]),
         p90_ms=float(q[1]),
         p99_ms=float(q[2]),
@@ -81,6 +161,9 @@ def side_summary(
         std_ms=float(spans_ms.std(ddof=1)) if len(spans_ms) > 1 else 0.0,
         wall_mean_ms=float(wall_ms.mean()) if wall_ms is not None and len(wall_ms) else None,
         devices=devices,
+        runs=len(means),
+        run_means_ms=tuple(means),
+        run_labels=tuple(labels),
     )
 
 
@@ -109,7 +192,13 @@ def _phases_long(seg: Segmentation, side: str) -> pl.DataFrame:
     )
 
 
-def host_phases(base: Segmentation, head: Segmentation, n_boot: int) -> pl.DataFrame:
+def host_phases(
+    base: Segmentation,
+    head: Segmentation,
+    n_boot: int,
+    runs: RunIndex | None = None,
+    per_run: bool = False,
+) -> pl.DataFrame:
     """Host-side attribution of range wall time per cycle (`Comparison.host`); empty unless
     both sides were cut at host ranges."""
     if base.ranges.height == 0 or head.ranges.height == 0:
@@ -120,7 +209,7 @@ def host_phases(base: Segmentation, head: Segmentation, n_boot: int) -> pl.DataF
     cb = sorted(base.ranges["cycle"].unique().to_list())
     ch = sorted(head.ranges["cycle"].unique().to_list())
     return (
-        st.per_cycle_stats(long, ["phase"], cb, ch, n_boot)
+        st.per_cycle_stats(long, ["phase"], cb, ch, n_boot, runs)
         .sort(st.BY_CHANGE)  # ties (an unchanged phase): phase order, the same every run
-        .drop("_k")
+        .drop("_k", *(() if per_run else ("base_runs", "head_runs", "consistent")))
     )

@@ -91,6 +91,8 @@ _SIDE_TYPES = {
     "float": _f64,
     "float | None": _f64,
     "list[int]": pa.list_(_i32),
+    "tuple[float, ...]": pa.list_(_f64),
+    "tuple[str, ...]": pa.list_(_str),
 }
 SUMMARY = pa.schema(
     [
@@ -101,6 +103,7 @@ SUMMARY = pa.schema(
     + _floats("delta_ms_per_cycle", "delta_ci95_low", "delta_ci95_high", "delta_pct")
     + [("significant", _bool)]
     + _floats("noise_floor_ms", "residual_ms_per_cycle")
+    + [("noise_unit", _str), ("p_value", _f64)]
     + [
         ("critical_device", _i32),
         ("env_diffs", _str),
@@ -387,6 +390,8 @@ def summary_table(result: Comparison) -> pa.Table:
         significant=result.significant,
         noise_floor_ms=result.noise_floor_ms,
         residual_ms_per_cycle=result.residual_ms_per_cycle,
+        noise_unit=result.noise_unit,
+        p_value=result.p_value,
         critical_device=result.critical_device,
         env_diffs=orjson.dumps(
             [dataclasses.asdict(d) for d in result.env_diffs], default=str

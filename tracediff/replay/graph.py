@@ -90,6 +90,12 @@ def replay_input(c: Comparison, name: str) -> Any:
 
 def _ops(c: Comparison) -> pl.DataFrame:
     ops = replay_input(c, "ops")
+    if c.base.runs > 1 or c.head.runs > 1:
+        raise AnalysisError(
+            "what-if replays one run's timeline, and this comparison is of run sets "
+            f"({c.base.runs} vs {c.head.runs} runs)",
+            "compare one run per side (e.g. RUNSET/run-01/run.arrow) to replay it",
+        )
     if not isinstance(ops, pl.DataFrame) or ops.height == 0:
         if (c.attribution["kind"] == "host").any() if "kind" in c.attribution.columns else False:
             raise AnalysisError(

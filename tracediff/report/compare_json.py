@@ -5,10 +5,17 @@ Stage: output. Input: a Comparison and optionally the `recover_top` table; outpu
 
 JSON schema (stable; `format_version` bumps on incompatible change):
   {"format_version": 1,
+   "runs": {"base": N, "head": M},                 # runs per side (run sets: several)
+   "noise_unit": "run" | "cycle",                  # what the CIs and decisions are over: runs
+                                                   # (>= 2 runs a side) or cycles of one run
    "base"/"head": {"label", "source", "cycles", "cycle_method", "mean_ms", "p50_ms", "p90_ms", "p99_ms",
-                   "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices"},
-   "delta_ms_per_cycle": {"mean", "ci95": [lo, hi], "pct", "significant"},
-   "noise_floor_ms", "residual_ms_per_cycle", "critical_device",
+                   "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices",
+                   "runs", "run_means_ms": [each run's mean cycle time], "run_labels": [str]},
+   "delta_ms_per_cycle": {"mean", "ci95": [lo, hi], "pct", "significant",
+                          "p_value"},              # across-run test (run sets), else null
+   "noise_floor_ms",          # cycle: pooled within-run std of the cycle time; run: base's
+                              # between-run std of run means
+   "residual_ms_per_cycle", "critical_device",
    "gpu_work_delta_ms_per_cycle", "host_bound_idle_delta_ms_per_cycle",   # the change split by
    "unknown_idle_delta_ms_per_cycle",                                     # part (engine/split.py);
    "what_moved": "gpu_work" | "host_bound_idle" | "both" | null,          # null: host-only or no
@@ -18,8 +25,10 @@ JSON schema (stable; `format_version` bumps on incompatible change):
                     "delta_ms_per_cycle", "ci95": [lo, hi], "significant",
                     "share",            # delta over the sum of every row's |delta|
                     "status",           # matched | mixed | added | removed | renamed | host-side | -
-                    "base_name", "head_name",   # renamed only (else null): the op in base, in head
-                    "base_count_per_cycle", "head_count_per_cycle"}],   # sorted by |delta|
+                    "base_count_per_cycle", "head_count_per_cycle",
+                    "base_runs", "head_runs",  # runs of each side it occurs in
+                    "consistent"}],     # moved the same way in every run (null: one run a side)
+                                        # sorted by |delta|
    "across_gpus": [{"kind", "name", "phase", "devices", "top_device",      # multi-GPU only, else []:
                     "top_device_delta_ms_per_cycle", "base_ms_per_cycle",  # attribution summed
                     "head_ms_per_cycle", "delta_ms_per_cycle", "ci95",     # over GPUs
@@ -101,6 +110,8 @@ def to_dict(
     across = c.across_gpus if top is None else c.across_gpus.head(top)
     return {
         "format_version": 1,
+        "runs": {"base": c.base.runs, "head": c.head.runs},
+        "noise_unit": c.noise_unit,
         "base": {k: clean(v) for k, v in asdict(c.base).items()},
         "head": {k: clean(v) for k, v in asdict(c.head).items()},
         "delta_ms_per_cycle": {
@@ -108,6 +119,7 @@ def to_dict(
             "ci95": [clean(x) for x in c.delta_ci95],
             "pct": clean(c.delta_pct),
             "significant": c.significant,
+            "p_value": clean(c.p_value),
         },
         "noise_floor_ms": c.noise_floor_ms,
         "residual_ms_per_cycle": c.residual_ms_per_cycle,
@@ -123,10 +135,11 @@ def to_dict(
                 "device": r["device_id"],
                 **_estimate(r),
                 "status": r["status"],
-                "base_name": r.get("base_name"),
-                "head_name": r.get("head_name"),
                 "base_count_per_cycle": r["base_count_per_cycle"],
                 "head_count_per_cycle": r["head_count_per_cycle"],
+                "base_runs": r["base_runs"],
+                "head_runs": r["head_runs"],
+                "consistent": r["consistent"],
             }
             for r in att.iter_rows(named=True)
         ],

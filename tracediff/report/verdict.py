@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from tracediff.engine.result import Comparison
+from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.split import ChangeSplit, change_split
-from tracediff.report.text import op_label, plural
+from tracediff.report.text import plural, short
 
 State = Literal["significant", "noise", "undecided"]
 
@@ -37,17 +37,25 @@ class VerdictWords:
     worse: bool  # head is slower
 
 
+RUNS_UNDECIDED = "undecided: too few runs to reach 5 % across runs (capture >= 4 runs a side)"
+
+
 def verdict_words(c: Comparison) -> VerdictWords:
     lo, hi = c.delta_ci95
-    undecided = math.isnan(lo) or math.isnan(hi)
+    few_runs = c.noise_unit == "run" and (math.isinf(lo) or math.isinf(hi))
+    undecided = math.isnan(lo) or math.isnan(hi) or few_runs
     state: State = "undecided" if undecided else "significant" if c.significant else "noise"
+    words = RUNS_UNDECIDED if few_runs else SIGNIFICANCE[state]
+    if c.noise_unit == "run" and c.p_value is not None and not few_runs:
+        across = "across runs" if state == "significant" else "across runs (within noise)"
+        words = f"{'significant' if state == 'significant' else 'not significant'} {across}, p={c.p_value:.3f}"
     pct = c.delta_pct
     return VerdictWords(
         change=f"{c.delta_ms_per_cycle:+.3f}",
         pct="n/a" if math.isnan(pct) or math.isinf(pct) else f"{pct:+.1f} %",
         ci="-" if undecided else f"[{lo:+.3f}, {hi:+.3f}]",
         state=state,
-        significance=SIGNIFICANCE[state],
+        significance=words,
         noise_floor=f"{c.noise_floor_ms:.3f}",
         worse=c.delta_ms_per_cycle > 0,
     )
@@ -64,6 +72,12 @@ HOST_BOUND_CAVEAT = (
 )
 
 
+HOST_BOUND_RUNS = (
+    "the GPU waiting for the CPU to launch: it follows CPU launch speed, which swings between"
+    " runs; each row's CI below is across the runs"
+)
+
+
 def split_lines(c: Comparison, split: ChangeSplit) -> list[str]:
     """What moved, in words: GPU work first (what the code asks the GPU to do), then
     host-bound idle (what CPU launch timing did)."""
@@ -75,27 +89,55 @@ def split_lines(c: Comparison, split: ChangeSplit) -> list[str]:
     if top is None:
         what = "no op changed"
     else:
-        name = op_label(top, 60)
+        name = (
+            top["name"] if top["status"] in ("matched", "-") else f"{top['name']} ({top['status']})"
+        )
         where = f"{top['delta_ms_per_cycle']:+.3f} ms/cycle in {top['phase']}"
         if len(c.head.devices) > 1 and top["device_id"] is not None:
             where += f" on GPU {top['device_id']}"
         if state == "undecided":
-            what = f"largest change: {name} {where} (no CI with one cycle)"
+            what = f"largest change: {short(str(name), 60)} {where} (no CI with one cycle)"
         elif top["significant"]:
             n = split.gpu_work_significant
-            what = f"{plural(n, 'significant change')}, largest: {name} {where}"
+            what = f"{plural(n, 'significant change')}, largest: {short(str(name), 60)} {where}"
         else:
-            what = f"no significant change (largest: {name} {where})"
+            what = f"no significant change (largest: {short(str(name), 60)} {where})"
     host = split.host_bound_idle_delta_ms_per_cycle
     host_line = f"host-bound idle: {host:+.3f} ms/cycle"
     if split.moved in ("host_bound_idle", "both"):
-        host_line += f" ({HOST_BOUND_CAVEAT})"
+        host_line += f" ({HOST_BOUND_CAVEAT if c.noise_unit == 'cycle' else HOST_BOUND_RUNS})"
     if split.unknown_idle_delta_ms_per_cycle:
         host_line += (
             f"; idle of unknown cause (no launch record): "
             f"{split.unknown_idle_delta_ms_per_cycle:+.3f} ms/cycle"
         )
     return [f"GPU work: {gpu:+.3f} ms/cycle{pct}; {what}", host_line]
+
+
+ONE_RUN = (
+    "one run a side: the CIs are over cycles of one process each; run-to-run noise (another "
+    "process, autotune picks, clocks, host jitter) is not measured: capture several runs a side "
+    "(tracediff capture --repeat N) and compare the run sets"
+)
+
+
+def runs_lines(c: Comparison) -> list[str]:
+    """How many runs each side holds and what the statistics are over, in words."""
+    b, h = c.base, c.head
+    if b.runs == 1 and h.runs == 1:
+        return [ONE_RUN]
+
+    def means(s: str, side: SideSummary) -> str:
+        vals = " ".join(f"{m:.3f}" for m in side.run_means_ms)
+        return f"{s} {plural(side.runs, 'run')} [{vals}]"
+
+    unit = (
+        "each run's mean is one sample (exact permutation test over runs); noise floor = "
+        "between-run std of base's run means"
+        if c.noise_unit == "run"
+        else "fewer than 2 runs on a side: the CIs are over cycles"
+    )
+    return [f"runs (mean ms per cycle of each): {means('base', b)}, {means('head', h)}; {unit}"]
 
 
 def verdict_lines(c: Comparison) -> list[str]:
@@ -114,6 +156,7 @@ def verdict_lines(c: Comparison) -> list[str]:
         f"base  {b.label}: {plural(b.cycles, 'cycle')} ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
         f"head  {h.label}: {plural(h.cycles, 'cycle')} ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
     ]
+    lines += runs_lines(c)
     if c.critical_device is not None and len(h.devices) > 1:
         lines.append(f"critical GPU (finishes last in most head cycles): {c.critical_device}")
     if b.wall_mean_ms is not None and h.wall_mean_ms is not None and h.devices:

@@ -80,8 +80,9 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
         pl.col("base_count_per_cycle").sum(),
         pl.col("head_count_per_cycle").sum(),
         pl.col("status").unique().sort().str.join("/").alias("status"),
-        # a renamed op's two names (one pair per label: the label holds both)
-        *(pl.col(n).first() for n in ("base_name", "head_name") if n in att.columns),
+        pl.col("base_runs").max(),
+        pl.col("head_runs").max(),
+        pl.col("consistent").all(),
     )
     top = att.select(*keys, pl.col("device_id").alias("top_device_id"), "contributor_id")
     view = (
