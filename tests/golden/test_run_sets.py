@@ -42,7 +42,9 @@ def test_the_added_copy_is_real_and_the_draft_swing_is_noise(good_bad) -> None: 
     assert c.p_value is not None and c.p_value > 0.05 and not c.significant
     assert max(c.base.run_means_ms) - min(c.base.run_means_ms) > 1.0  # the swing is there
     att = c.attribution
-    copy = att.filter((att["name"] == "Memcpy DtoD") & (att["phase"] == "verify")).row(0, named=True)
+    copy = att.filter((att["name"] == "Memcpy DtoD") & (att["phase"] == "verify")).row(
+        0, named=True
+    )
     assert copy["significant"] and copy["consistent"] and copy["delta_ms_per_cycle"] > 0.02
     assert copy["base_runs"] == 4 and copy["head_runs"] == 4
     draft = att.filter(
