@@ -113,6 +113,15 @@ def test_verdict_shows_environment_differences_and_warnings(comparison: Comparis
     assert "head: 2 cycles cut" in plain and "1 more warnings: press w" in plain
 
 
+def test_verdict_says_what_moved_as_the_report_does(comparison: Comparison) -> None:
+    """The demo pair's change is mostly host-bound idle: the TUI's change line says so in the
+    report's words (the report's first rows detail GPU work and host-bound idle)."""
+    tui = verdict_text(comparison).plain
+    report = "\n".join(verdict_lines(comparison))
+    assert "SIGNIFICANT  mostly host-bound idle" in tui
+    assert "significant, mostly host-bound idle" in report
+
+
 def test_verdict_words_are_the_reports_in_the_tui_too(comparison: Comparison) -> None:
     """One wording: without a CI (one cycle a side) the TUI says what the text report says, not
     "CI [+nan, +nan] not significant"; with one, the same CI and change."""

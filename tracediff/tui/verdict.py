@@ -9,8 +9,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
+from tracediff.engine.split import change_split
 from tracediff.report.text import safe
-from tracediff.report.verdict import verdict_words
+from tracediff.report.verdict import MOVED, verdict_words
 
 MAX_WARNING_LINES = 2
 
@@ -36,6 +37,9 @@ def verdict_text(c: Comparison) -> Text:
     t.append(f" CI {v.ci} ")
     if v.state == "significant":
         t.append(f" {v.significance.upper()} ", "bold reverse")
+        split = change_split(c.attribution)
+        if split is not None and split.moved is not None:  # the report's words for what moved
+            t.append(f" {MOVED[split.moved]}", "bold")
     else:
         t.append(v.significance, "italic")
     t.append(f" · noise {v.noise_floor} ms", "#8a8a8a")
