@@ -22,7 +22,7 @@ checked when it is first read (crc32 runs at ~4 GB/s here, a fraction of the lz4
 Every table is also fully validated by Arrow on read (offsets, dictionary indices, UTF-8), so
 no file, damaged or crafted, reaches polars with buffers that can crash it. Files written before
 checksums existed still read; for them a change inside a value cannot be detected, and
-`Run.checksums` is False (`info` says so).
+`Run.checksums` is False (`info` says so). The footer's strict reading: tracediff/runfooter.py.
 """
 
 from __future__ import annotations
@@ -43,17 +43,20 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from tracediff import outputs, schema
-from tracediff.errors import InputError, OutputError, UnsupportedVersionError
+from tracediff.errors import InputError, OutputError
+from tracediff.runfooter import (
+    CHECKSUM_KEY,
+    CORRUPT_HINT,
+    FOOTER_KEYS,
+    CrcWriter,
+    check_version,
+    footer_checksums,
+    table_offsets,
+)
 
 MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
 END_MAGIC = b"TDRUNEND"
 _TAIL = struct.Struct("<Q")
-CHECKSUM_KEY = b',"checksums":'
-"""The footer's last key: its CRC covers the footer's bytes before it (then a closing brace)."""
-LEGACY_OPTIONAL = frozenset({"cuda_events"})
-"""Tables added to format 1 after its first files were written: a file without checksums (the
-bundled samples) may lack them and reads them as empty. Any other missing table is damage."""
-_CORRUPT_HINT = "copy the file again, or parse the report again"
 
 
 @dataclass
@@ -150,29 +153,6 @@ def _umask() -> int:
     return mask
 
 
-class _CrcWriter:
-    """A file that keeps the CRC-32 of what is written through it (Arrow's IPC writer calls
-    write/tell/flush/closed on a Python file)."""
-
-    def __init__(self, f: Any) -> None:
-        self._f = f
-        self.crc = 0
-
-    def write(self, data: Any) -> int:
-        self.crc = zlib.crc32(data, self.crc)
-        return int(self._f.write(data))
-
-    def tell(self) -> int:
-        return int(self._f.tell())
-
-    def flush(self) -> None:
-        self._f.flush()
-
-    @property
-    def closed(self) -> bool:
-        return bool(self._f.closed)
-
-
 def _write(run: Run, f: Any) -> None:
     f.write(MAGIC)
     offsets: dict[str, list[int]] = {}
@@ -183,7 +163,7 @@ def _write(run: Run, f: Any) -> None:
         # from several parts) are remapped onto one
         table = schema.conform(name, run.table(name)).unify_dictionaries()
         start = f.tell()
-        sink = _CrcWriter(f)
+        sink = CrcWriter(f)
         with ipc.new_file(sink, table.schema, options=options) as w:
             w.write_table(table, max_chunksize=1 << 20)
         offsets[name] = [start, f.tell() - start]
@@ -242,7 +222,7 @@ class _LazyTables(dict[str, pa.Table]):
         if crc != self._crcs[name]:
             raise InputError(
                 f"{self._source}: table {name!r} is damaged (its checksum does not match)",
-                _CORRUPT_HINT,
+                CORRUPT_HINT,
             )
         self._verified.add(name)
 
@@ -265,7 +245,7 @@ class _LazyTables(dict[str, pa.Table]):
         except (pa.ArrowException, OSError, ValueError, IndexError, OverflowError) as e:
             detail = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
             raise InputError(
-                f"{self._source}: table {name!r} is corrupt ({detail})", _CORRUPT_HINT
+                f"{self._source}: table {name!r} is corrupt ({detail})", CORRUPT_HINT
             ) from None
         if columns is not None:
             return table.select(columns)
@@ -327,23 +307,28 @@ def read_run(path: Path) -> Run:
     (flen,) = _TAIL.unpack(buf[-len(END_MAGIC) - _TAIL.size : -len(END_MAGIC)])
     fstart = size - len(END_MAGIC) - _TAIL.size - flen
     if flen <= 0 or fstart < len(MAGIC):
-        raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT)
+        raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
     raw = bytes(buf[fstart : fstart + flen])
     try:
         footer = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT) from None
+        raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT) from None
     if not isinstance(footer, dict):
-        raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT)
-    _check_version(footer.get("format_version"), src)
-    crcs = _footer_checksums(footer, raw, src)
-    offsets = _table_offsets(footer.get("tables"), fstart, src, legacy=crcs is None)
+        raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
+    check_version(footer.get("format_version"), src)
+    unknown = sorted(set(footer) - FOOTER_KEYS)
+    if unknown:  # a flipped bit in "checksums" would otherwise read as an older, unchecked file
+        raise InputError(
+            f"{src}: run file footer is corrupt (unknown key {unknown[0]!r})", CORRUPT_HINT
+        )
+    crcs = footer_checksums(footer, raw, src)
+    offsets = table_offsets(footer.get("tables"), fstart, src, legacy=crcs is None)
     if crcs is not None and set(crcs) != set(offsets):
-        raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT)
+        raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
     tables = _LazyTables(buf, offsets, src, crcs)
     metadata, warnings = footer.get("metadata", {}), footer.get("warnings", [])
     if not isinstance(metadata, dict) or not isinstance(warnings, list):
-        raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT)
+        raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
     metadata = dict(metadata)
     metadata.setdefault("run_file", src)
     return Run(
@@ -359,72 +344,3 @@ def footer_span(data: Any) -> tuple[int, int]:
     (flen,) = _TAIL.unpack(data[-len(END_MAGIC) - _TAIL.size : -len(END_MAGIC)])
     end = len(data) - len(END_MAGIC) - _TAIL.size
     return end - flen, end
-
-
-def _check_version(version: Any, src: str) -> None:
-    """Strict: a whole number (not "1", 1.0 or true), 1 up to the version this tool writes."""
-    if type(version) is not int or version < 1:
-        raise InputError(
-            f"{src}: run file footer is corrupt (format_version {version!r})", _CORRUPT_HINT
-        )
-    if version > schema.FORMAT_VERSION:
-        raise UnsupportedVersionError(
-            f"{src}: run file format {version} is newer than this tracediff reads ({schema.FORMAT_VERSION})",
-            "upgrade tracediff, or parse the report again with this version",
-        )
-
-
-def _footer_checksums(footer: dict[str, Any], raw: bytes, src: str) -> dict[str, int] | None:
-    """The tables' CRCs once the footer's own CRC matches; None for a file written without them."""
-    if "checksums" not in footer:
-        return None
-    checks = footer.pop("checksums")
-    cut = raw.rfind(CHECKSUM_KEY)
-    ok = (
-        isinstance(checks, dict)
-        and checks.get("algorithm") == "crc32"
-        and type(checks.get("footer")) is int
-        and isinstance(checks.get("tables"), dict)
-        and all(type(v) is int for v in checks["tables"].values())
-        and cut > 0
-        and zlib.crc32(raw[:cut] + b"}") == checks["footer"]
-    )
-    if not ok:
-        raise InputError(
-            f"{src}: run file footer is damaged (its checksum does not match)", _CORRUPT_HINT
-        )
-    return {str(k): int(v) for k, v in checks["tables"].items()}
-
-
-def _table_offsets(tables: Any, fstart: int, src: str, *, legacy: bool) -> dict[str, list[int]]:
-    """[offset, length] per table, each inside the file; every table of the format present (a
-    file without checksums may lack the LEGACY_OPTIONAL ones)."""
-    if not isinstance(tables, dict):
-        raise InputError(f"{src}: run file footer is corrupt (no table list)", _CORRUPT_HINT)
-    offsets: dict[str, list[int]] = {}
-    for name, span in tables.items():
-        if name not in schema.TABLES:
-            raise InputError(
-                f"{src}: run file footer is corrupt (unknown table {name!r})", _CORRUPT_HINT
-            )
-        if (
-            not isinstance(span, list)
-            or len(span) != 2
-            or not all(type(v) is int and v >= 0 for v in span)
-        ):
-            raise InputError(f"{src}: run file footer is corrupt", _CORRUPT_HINT)
-        off, length = span
-        if off < len(MAGIC) or off + length > fstart:
-            raise InputError(f"{src}: table {name!r} lies outside the file", _CORRUPT_HINT)
-        offsets[name] = [off, length]
-    missing = [t for t in schema.TABLES if t not in offsets]
-    if legacy:
-        missing = [t for t in missing if t not in LEGACY_OPTIONAL]
-    if missing:
-        raise InputError(
-            f"{src}: run file has no {', '.join(map(repr, missing))} table"
-            f"{'s' if len(missing) > 1 else ''} "
-            "(the footer is damaged or the file was not written by tracediff)",
-            _CORRUPT_HINT,
-        )
-    return offsets

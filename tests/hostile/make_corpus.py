@@ -473,6 +473,8 @@ def _checked_runfiles(out: Path) -> None:
     at = data.index(b"g_good.sqlite", start)  # 'g' -> 'f': still valid JSON
     (out / "run_checked_footer_bitflip.arrow").write_bytes(_flip(data, at * 8))
     (out / "run_legacy.arrow").write_bytes(strip_checksums(data))
+    at = data.index(b'"checksums"', start) + 2  # "checksums" -> "cxecksums": not an older file
+    (out / "run_checked_checksums_key_bitflip.arrow").write_bytes(_flip(data, at * 8 + 4))
     _, footer = _footer(RUN.read_bytes())
     legacy = RUN.read_bytes()
     no_kernels = {k: v for k, v in footer["tables"].items() if k != "kernels"}  # type: ignore[union-attr]

@@ -153,6 +153,7 @@ PARSE_ERRORS = [
     ("run_checked_kernels_bitflip.arrow", "table 'kernels' is damaged (its checksum"),
     ("run_checked_footer_bitflip.arrow", "footer is damaged (its checksum"),
     ("run_checked_no_kernels_table.arrow", "footer is damaged (its checksum"),
+    ("run_checked_checksums_key_bitflip.arrow", "unknown key 'cxecksums'"),
     ("run_no_kernels_table.arrow", "run file has no 'kernels' table"),
     ("run_tables_empty.arrow", "run file has no 'kernels', 'memops'"),
     ("run_unknown_table.arrow", "unknown table 'kernelz'"),
