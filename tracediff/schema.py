@@ -222,7 +222,7 @@ DIFF_TABLES: dict[str, pa.Schema] = {
         + _ESTIMATE
         + _floats("base_count_per_cycle", "head_count_per_cycle")
         + [("status", _str), ("base_runs", pa.uint32()), ("head_runs", pa.uint32())]
-        + [("consistent", _bool)]
+        + [("consistent", _bool), ("base_name", _str), ("head_name", _str)]
     ),
     "cycles": pa.schema(
         [("side", _str), ("cycle", _i64), ("device_id", _i32)]

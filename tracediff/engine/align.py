@@ -282,6 +282,37 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     return ops.drop("_slot", "_differs", "_renamed"), templates
 
 
+RENAMED = " → "
+"""Between the two names of a contributor renamed in place: `base name → head name`."""
+
+
+def renames(ops: pl.DataFrame) -> pl.DataFrame:
+    """The contributors renamed in place by `align` (a renamed or re-tuned op in the template
+    slot of another): name (the contributor label, `base → head`), base_name (the template's
+    op), head_name (the op's own name). One row per label; computed on the distinct (label,
+    name) pairs, so it costs a unique over the ops' dictionary codes, not a string per op."""
+    pairs = (
+        ops.select("contributor", "name")
+        .unique()
+        .select(
+            pl.col("contributor").cast(pl.String).alias("label"),
+            pl.col("name").cast(pl.String).alias("head_name"),
+        )
+        .filter(pl.col("label") != pl.col("head_name"))
+    )
+    cut = pl.col("label").str.len_chars() - len(RENAMED) - pl.col("head_name").str.len_chars()
+    return (
+        pairs.filter(pl.col("label").str.ends_with(pl.lit(RENAMED) + pl.col("head_name")))
+        .select(
+            pl.col("label").alias("name"),
+            pl.col("label").str.slice(0, cut).alias("base_name"),
+            "head_name",
+        )
+        .sort("name", "base_name")
+        .unique("name", keep="first", maintain_order=True)
+    )
+
+
 def _status(matched: np.ndarray) -> pl.Series:
     lookup = pl.Series("status", ["added", "matched"], dtype=STATUS)
     return lookup.gather(matched.astype(np.uint32))
@@ -307,6 +338,8 @@ def _renamed(
         at = np.flatnonzero(np.isin(codes, np.fromiter(need, np.int64)))
         for r in at.tolist():
             text.setdefault(int(codes[r]), names[r])
-    labels = [f"{text[int(tcode[r])]} → {text[int(codes[r])]}" for r in rows[first_at].tolist()]
+    labels = [
+        f"{text[int(tcode[r])]}{RENAMED}{text[int(codes[r])]}" for r in rows[first_at].tolist()
+    ]
     out[rows] = inv.ravel().astype(np.uint32)
     return pl.Series("_renamed", labels, dtype=pl.Categorical).gather(out)

@@ -76,13 +76,14 @@ def compare(
     ops = _both_sides(seg_b, seg_h)
     say(f"aligning {ops.height} operations")
     ops, _ = al.align(ops)
+    renamed = al.renames(ops)
     say("attributing")
     ops, cyc = at.per_device_cycles(ops)
     ops = at.collective_split(ops)
     t = _cycle_times(cyc)
     v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     long = at.contributions(ops, cyc)
-    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, runs)
+    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, renamed, runs)
     if len(t.base_ms) < 2 or len(t.head_ms) < 2:
         warnings.append(vd.FEW_CYCLES)
     return _assemble(

@@ -101,6 +101,8 @@ def _phase_attribution(host: pl.DataFrame) -> pl.DataFrame:
             "base_runs",
             "head_runs",
             "consistent",
+            pl.lit(None, pl.String).alias("base_name"),
+            pl.lit(None, pl.String).alias("head_name"),
         ),
     )
 

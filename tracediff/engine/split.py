@@ -43,7 +43,7 @@ class ChangeSplit:
     gpu_work_significant: int  # GPU-work rows whose change is significant
     top_gpu_work: dict[str, object] | None  # the GPU-work row with the largest significant
     # |change| (else the largest change): its contributor_id, kind, name, phase, device_id,
-    # delta_ms_per_cycle, significant, status
+    # delta_ms_per_cycle, significant, status, base_name, head_name
 
 
 def part_of() -> pl.Expr:
@@ -100,6 +100,8 @@ def change_split(attribution: pl.DataFrame) -> ChangeSplit | None:
             "delta_ms_per_cycle",
             "significant",
             "status",
+            "base_name",
+            "head_name",
         ).row(0, named=True)
     return ChangeSplit(
         gpu_work_delta_ms_per_cycle=gpu,

@@ -25,11 +25,14 @@ def attribution(
     cb: list[int],
     ch: list[int],
     n_boot: int,
+    renamed: pl.DataFrame,
     runs: RunIndex | None = None,
 ) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
     c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
-    of each side; `runs`: which run each cycle came from (run sets: engine/runsets.py)."""
+    of each side; `renamed`: align.renames (its rows get status "renamed" and their two
+    names as base_name / head_name, null elsewhere); `runs`: which run each cycle came from
+    (run sets: engine/runsets.py)."""
     stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
     for side, col in (("base", "_cb"), ("head", "_ch")):
@@ -39,8 +42,13 @@ def attribution(
             how="left",
             nulls_equal=True,
         )
+    ops_only = ~pl.col("kind").is_in(["gap", "overlap"])
     att = (
-        stats.sort("_k")
+        stats.join(renamed, on="name", how="left")
+        .with_columns(
+            pl.when(ops_only).then(pl.col(c)).alias(c) for c in ("base_name", "head_name")
+        )
+        .sort("_k")
         .with_columns(
             (pl.col("_cb").fill_null(0) / len(cb)).alias("base_count_per_cycle"),
             (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
@@ -51,6 +59,8 @@ def attribution(
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))
             .then(pl.lit("-"))
+            .when(pl.col("base_name").is_not_null())
+            .then(pl.lit("renamed"))
             .when(pl.col("base_count_per_cycle") == 0)
             .then(pl.lit("added"))
             .when(pl.col("head_count_per_cycle") == 0)

@@ -25,6 +25,7 @@ JSON schema (stable; `format_version` bumps on incompatible change):
                     "delta_ms_per_cycle", "ci95": [lo, hi], "significant",
                     "share",            # delta over the sum of every row's |delta|
                     "status",           # matched | mixed | added | removed | renamed | host-side | -
+                    "base_name", "head_name",   # renamed only (else null): the op in base, in head
                     "base_count_per_cycle", "head_count_per_cycle",
                     "base_runs", "head_runs",  # runs of each side it occurs in
                     "consistent"}],     # moved the same way in every run (null: one run a side)
@@ -135,6 +136,8 @@ def to_dict(
                 "device": r["device_id"],
                 **_estimate(r),
                 "status": r["status"],
+                "base_name": r.get("base_name"),
+                "head_name": r.get("head_name"),
                 "base_count_per_cycle": r["base_count_per_cycle"],
                 "head_count_per_cycle": r["head_count_per_cycle"],
                 "base_runs": r["base_runs"],

@@ -13,7 +13,7 @@ import polars as pl
 
 from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup
-from tracediff.report.text import ci_cell, plural, safe, safe_lines, short
+from tracediff.report.text import ci_cell, op_label, plural, safe, safe_lines, short
 from tracediff.report.verdict import verdict_lines
 
 SIGNIFICANT = "95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
@@ -60,6 +60,18 @@ def _wrapped(items: list[str]) -> list[str]:
     ]
 
 
+def renamed_names(c: Comparison) -> dict[str, dict[str, str]]:
+    """label -> {base_name, head_name} of the renamed contributors (for the summed-over-GPU
+    rows, which carry the label only)."""
+    if "base_name" not in c.attribution.columns:
+        return {}
+    r = c.attribution.filter(pl.col("base_name").is_not_null())
+    return {
+        row["name"]: {"base_name": row["base_name"], "head_name": row["head_name"]}
+        for row in r.select("name", "base_name", "head_name").unique("name").iter_rows(named=True)
+    }
+
+
 def _across_table(c: Comparison, top: int) -> list[str]:
     """Multi-GPU: the contributors summed over GPUs, before the per-GPU rows."""
     a = c.across_gpus
@@ -71,6 +83,7 @@ def _across_table(c: Comparison, top: int) -> list[str]:
         f"{'kind':<10} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} "
         f"{'most on':>12}  name",
     ]
+    two = renamed_names(c)
     for r in a.head(top).iter_rows(named=True):
         mark = "*" if r["significant"] else " "
         ci = ci_cell(r["ci95_low"], r["ci95_high"])
@@ -78,7 +91,7 @@ def _across_table(c: Comparison, top: int) -> list[str]:
         out.append(
             f"{r['kind']:<10} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} "
             f"{r['head_ms_per_cycle']:9.3f} {r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} "
-            f"{most:>12}  {short(r['name'], 60)}"
+            f"{most:>12}  {op_label({**r, **two.get(r['name'], {})}, 60, status=False)}"
         )
     out += ["", "per GPU:"]
     return out
@@ -117,14 +130,9 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
         share = f"{100 * r['share']:5.0f}%" if r["share"] is not None else "     -"
         ci = ci_cell(r["ci95_low"], r["ci95_high"])
         dev = "-" if r["device_id"] is None else str(r["device_id"])
-        name = (
-            r["name"]
-            if r["status"] in ("matched", "-", "host-side")
-            else f"{r['name']} ({r['status']})"
-        )
         out.append(
             f"{r['kind']:<10} {dev:>3} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
-            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {short(name, 70)}"
+            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {op_label(r, 70)}"
         )
     if c.attribution.height > top:
         rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
@@ -180,15 +188,16 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
             "| kind | phase | base ms | head ms | change ms | 95% CI | sig | most on GPU | name |",
             "|---|---|---:|---:|---:|---|---|---|---|",
         ]
+        two = renamed_names(c)
         for r in c.across_gpus.head(min(top, 10)).iter_rows(named=True):
-            name = r["name"].replace("|", "\\|")
+            name = op_label({**r, **two.get(r["name"], {})}, 90, status=False).replace("|", "\\|")
             out.append(
                 f"| {r['kind']} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
                 f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | "
                 f"[{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
                 f"{'yes' if r['significant'] else 'no'} | "
                 f"{r['top_device_id']} ({r['top_device_delta_ms_per_cycle']:+.3f}) | "
-                f"`{short(name, 90)}` |"
+                f"`{name}` |"
             )
         out += ["", "Per GPU:", ""]
     out += [
@@ -197,11 +206,11 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
     ]
     for r in c.attribution.head(top).iter_rows(named=True):
         share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
-        name = r["name"].replace("|", "\\|")
+        name = op_label(r, 90, status=False).replace("|", "\\|")
         out.append(
             f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
             f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
-            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{short(name, 90)}` |"
+            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{name}` |"
         )
     out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
     out += [f"> warning: {w}" for w in c.warnings]

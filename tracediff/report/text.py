@@ -30,3 +30,30 @@ def ci_cell(lo: float, hi: float) -> str:
 def plural(n: int | float, word: str) -> str:
     """`1 cycle`, `12 cycles`, `0 contributors`."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+RENAMED_FROM = " (renamed from {})"
+
+
+def renamed(base: str, head: str, width: int) -> str:
+    """A renamed op as `head (renamed from base)` in `width` characters: the head name first
+    (what runs now), each name shortened only as far as both need, the head name keeping at
+    least two thirds of the room."""
+    room = width - len(RENAMED_FROM.format(""))
+    if len(head) + len(base) > room:
+        head_w = max(room - len(base), (2 * room) // 3)
+        head = short(head, head_w)
+        base = short(base, room - len(head))
+    return head + RENAMED_FROM.format(base)
+
+
+def op_label(row: dict[str, object], width: int, *, status: bool = True) -> str:
+    """An attribution row's name for a text column: renamed ops by both names (`renamed`),
+    others by their name, followed by " (status)" for added / removed / mixed when `status`."""
+    base, head = row.get("base_name"), row.get("head_name")
+    if isinstance(base, str) and isinstance(head, str):
+        return renamed(base, head, width)
+    name = str(row["name"])
+    if status and row.get("status") not in (None, "matched", "-", "host-side"):
+        name = f"{name} ({row['status']})"
+    return short(name, width)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.split import ChangeSplit, change_split
-from tracediff.report.text import plural, short
+from tracediff.report.text import op_label, plural
 
 State = Literal["significant", "noise", "undecided"]
 
@@ -89,19 +89,17 @@ def split_lines(c: Comparison, split: ChangeSplit) -> list[str]:
     if top is None:
         what = "no op changed"
     else:
-        name = (
-            top["name"] if top["status"] in ("matched", "-") else f"{top['name']} ({top['status']})"
-        )
+        name = op_label(top, 60)
         where = f"{top['delta_ms_per_cycle']:+.3f} ms/cycle in {top['phase']}"
         if len(c.head.devices) > 1 and top["device_id"] is not None:
             where += f" on GPU {top['device_id']}"
         if state == "undecided":
-            what = f"largest change: {short(str(name), 60)} {where} (no CI with one cycle)"
+            what = f"largest change: {name} {where} (no CI with one cycle)"
         elif top["significant"]:
             n = split.gpu_work_significant
-            what = f"{plural(n, 'significant change')}, largest: {short(str(name), 60)} {where}"
+            what = f"{plural(n, 'significant change')}, largest: {name} {where}"
         else:
-            what = f"no significant change (largest: {short(str(name), 60)} {where})"
+            what = f"no significant change (largest: {name} {where})"
     host = split.host_bound_idle_delta_ms_per_cycle
     host_line = f"host-bound idle: {host:+.3f} ms/cycle"
     if split.moved in ("host_bound_idle", "both"):

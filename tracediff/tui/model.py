@@ -83,6 +83,8 @@ def summed_rows(c: Comparison) -> tuple[pl.DataFrame, dict[str, list[str]]]:
         pl.col("base_runs").max(),
         pl.col("head_runs").max(),
         pl.col("consistent").all(),
+        # a renamed op's two names (one pair per label: the label holds both)
+        *(pl.col(n).first() for n in ("base_name", "head_name") if n in att.columns),
     )
     top = att.select(*keys, pl.col("device_id").alias("top_device_id"), "contributor_id")
     view = (

@@ -1,0 +1,88 @@
+"""A kernel renamed in place (issue 17, "Renamed ops are shown under the old name").
+
+Head is the demo pair's g_bad with its split-K GEMM renamed to a longer, re-tuned name in every
+instance (same time, same place in the cycle). The aligner files it as `old → new`; the report
+must say `renamed`, show the new name first (both names shortened only as far as needed) and give
+scripts the two names apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from tracediff import schema
+from tracediff.cli import main
+from tracediff.parse import load
+from tracediff.report.text import renamed
+from tracediff.runfile import Run, write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "samples" / "g_good.arrow"
+OLD = "nvjet_sm90_tst_128x8_64x12_2x1_v_bz_splitK_TNT"
+NEW = "nvjet_sm90_tst_256x16_64x12_2x1_v_bz_splitK_TNT_retuned_for_the_new_cublas_heuristics_v2"
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = load(ROOT / "samples" / "g_bad.arrow")
+    tables = {n: run.table(n) for n in schema.TABLES}
+    k = tables["kernels"]
+    names = k["name"].cast(pa.string())
+    assert pc.sum(pc.equal(names, OLD)).as_py() > 0
+    k = k.set_column(
+        k.schema.get_field_index("name"), "name", pc.if_else(pc.equal(names, OLD), NEW, names)
+    )
+    tables["kernels"] = schema.conform("kernels", k)
+    path = tmp_path_factory.mktemp("renamed") / "g_bad_renamed.arrow"
+    write_run(Run(tables=tables, metadata=dict(run.metadata)), path)
+    return path
+
+
+def _out(*argv: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main([*argv, "--bootstrap", "100"]) == 0
+    return out.getvalue()
+
+
+def test_json_says_renamed_with_both_names(head: Path) -> None:
+    d = json.loads(_out("compare", str(BASE), str(head), "--format", "json"))
+    rows = [r for r in d["attribution"] if r["head_name"] == NEW]
+    assert len(rows) == 2  # the draft and the verify phase
+    for r in rows:
+        assert r["status"] == "renamed" and r["base_name"] == OLD
+        assert r["kind"] == "kernel" and r["head_ms_per_cycle"] > 0.09
+    assert not [r for r in d["attribution"] if r["status"] == "added"]
+    others = [r for r in d["attribution"] if r["status"] != "renamed"]
+    assert all(r["base_name"] is None and r["head_name"] is None for r in others)
+
+
+def test_table_and_markdown_show_the_new_name_first(head: Path) -> None:
+    table = _out("compare", str(BASE), str(head), "--format", "table", "--top", "40")
+    rows = [line for line in table.splitlines() if "(renamed from " in line]
+    assert len(rows) == 2
+    for row in rows:
+        name = row.split("%  ", 1)[1]
+        assert name.startswith("nvjet_sm90_tst_256x16") and len(name) <= 70
+        assert name.split("(renamed from ")[1].startswith("nvjet_sm90_tst_12")
+    md = _out("compare", str(BASE), str(head), "--format", "markdown", "--top", "40")
+    md_rows = [line for line in md.splitlines() if "| renamed |" in line]
+    assert len(md_rows) == 2 and all("`nvjet_sm90_tst_256x16" in r for r in md_rows)
+    csv = _out("compare", str(BASE), str(head), "--format", "csv")
+    assert csv.splitlines()[0].endswith(",status,base_name,head_name")
+
+
+def test_two_names_in_a_column() -> None:
+    assert renamed("old_k", "new_k", 70) == "new_k (renamed from old_k)"  # room: both whole
+    got = renamed(OLD, NEW, 70)
+    assert len(got) == 70 and got.startswith("nvjet_sm90_tst_256x16") and "…" in got
+    head, base = got.removesuffix(")").split(" (renamed from ")
+    assert len(head) >= len(base)  # the name that runs now keeps the larger part
+    assert renamed("a" * 10, NEW, 70).endswith("(renamed from aaaaaaaaaa)")  # short base whole
