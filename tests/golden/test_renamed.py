@@ -86,3 +86,13 @@ def test_two_names_in_a_column() -> None:
     head, base = got.removesuffix(")").split(" (renamed from ")
     assert len(head) >= len(base)  # the name that runs now keeps the larger part
     assert renamed("a" * 10, NEW, 70).endswith("(renamed from aaaaaaaaaa)")  # short base whole
+
+
+def test_a_run_with_itself_renames_nothing() -> None:
+    """Cycles of one run may put different kernels in one template slot (the SGLang decode trace
+    has such `a → b` labels); with itself on both sides that is no change: no row is renamed."""
+    one = str(ROOT / "tests" / "data" / "kineto" / "sglang_Qwen3-8B_decode.json.gz")
+    d = json.loads(_out("compare", one, one, "--format", "json"))
+    labels = [r for r in d["attribution"] if " → " in r["name"]]
+    assert labels and all(r["status"] == "matched" for r in labels)
+    assert all(r["base_name"] is None for r in d["attribution"])
