@@ -76,7 +76,7 @@ def test_table_and_markdown_show_the_new_name_first(head: Path) -> None:
     md_rows = [line for line in md.splitlines() if "| renamed |" in line]
     assert len(md_rows) == 2 and all("`nvjet_sm90_tst_256x16" in r for r in md_rows)
     csv = _out("compare", str(BASE), str(head), "--format", "csv")
-    assert csv.splitlines()[0].endswith(",status,base_name,head_name")
+    assert csv.splitlines()[0].endswith(",base_name,head_name")
 
 
 def test_two_names_in_a_column() -> None:
