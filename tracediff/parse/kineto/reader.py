@@ -25,7 +25,7 @@ from tracediff import schema
 from tracediff.errors import InputError
 from tracediff.runfile import Run
 
-from . import events, segments, tables
+from . import agents, events, segments, tables
 from .clock import Clock, NeedExact
 from .roles import Roles
 from .source import Source, read_json_bytes
@@ -107,6 +107,12 @@ def _build(path: Path, exact: bool) -> Run:
             f"{path}: no GPU kernels, copies or memsets in the trace "
             "(profile with ProfilerActivity.CUDA to record them)"
         )
+    mapping, unmatched = agents.agent_map(
+        agents.recorded_ids(frames), agents.listed_ids(doc.deviceProperties)
+    )
+    frames = agents.remap(frames, mapping)
+    if unmatched:
+        warnings.append(f"{path}: {unmatched}")
     api = tables.api_calls(frames["runtime"], frames["driver"])
     main_pid = _main_pid(api, frames["comms"] if frames["comms"].height else frames["annotation"])
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
@@ -135,6 +141,8 @@ def _build(path: Path, exact: bool) -> Run:
     ]
     meta = _metadata(path, doc, min(starts) if starts else None)
     meta["event_count"] = roles.n_events
+    if mapping:  # recorded for the reader of the run file: ids differ from the trace's
+        meta["device_id_map"] = {str(a): d for a, d in mapping.items()}
     return Run(tables=out, metadata=meta, warnings=warnings)
 
 
