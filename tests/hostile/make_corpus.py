@@ -268,6 +268,26 @@ def _nsys_containers(out: Path) -> None:
     for p in out.glob(".wal_source.sqlite*"):
         p.unlink()
 
+    # a writer stopped inside a transaction: its hot journal beside an export whose pages hold
+    # half the change (a tiny page cache makes SQLite write them before the commit)
+    src = out / ".journal_source.sqlite"
+    shutil.copyfile(NSYS, src)
+    con = sqlite3.connect(src, isolation_level=None)
+    try:
+        con.execute("PRAGMA cache_size=1")
+        con.execute("BEGIN")
+        con.execute(f'DELETE FROM "{KERNEL}" WHERE rowid % 2 = 0')
+        con.execute(f'UPDATE "{RUNTIME}" SET start = start + 1')
+        shutil.copyfile(src, out / "nsys_hot_journal.sqlite")
+        shutil.copyfile(
+            src.with_name(src.name + "-journal"), out / "nsys_hot_journal.sqlite-journal"
+        )
+        con.execute("ROLLBACK")
+    finally:
+        con.close()
+    for p in out.glob(".journal_source.sqlite*"):
+        p.unlink()
+
     def strings_only(con: sqlite3.Connection) -> None:
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         for t in tables:

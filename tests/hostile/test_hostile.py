@@ -471,6 +471,24 @@ def test_wal_export_is_read_with_its_log_applied(corpus: Path) -> None:
     assert {p.name: p.read_bytes() for p in corpus.glob("nsys_wal.sqlite*")} == files
 
 
+def test_hot_journal_export_is_read_as_last_committed(corpus: Path) -> None:
+    """A writer stopped inside a transaction (every second kernel being deleted): the export's
+    pages hold half that change, its -journal the way back. Read as committed, by both readers
+    (882 kernels before), the user's files untouched."""
+    path = corpus / "nsys_hot_journal.sqlite"
+    files = {p.name: p.read_bytes() for p in corpus.glob("nsys_hot_journal.sqlite*")}
+    assert set(files) == {"nsys_hot_journal.sqlite", "nsys_hot_journal.sqlite-journal"}
+    good = json.loads(cli("info", GOOD_NSYS, "--format", "json").stdout)
+    for pages in ("1", "0"):
+        r = cli(
+            "info", path, "--format", "json", env={**os.environ, "TRACEDIFF_SQLITE_PAGES": pages}
+        )
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert {**got, "source": None} == {**good, "source": None}
+    assert {p.name: p.read_bytes() for p in corpus.glob("nsys_hot_journal.sqlite*")} == files
+
+
 def test_renamed_nsys_rep_is_read_as_a_report(corpus: Path) -> None:
     r = cli("info", corpus / "nsys_rep_renamed.sqlite", "--format", "json")
     assert r.returncode == 0, r.stderr
