@@ -166,6 +166,7 @@ def run_nsys(
             start_new_session=True,
         )
         assert proc.stdout is not None
+        wt.add_owner(cwd, proc.pid)  # if we are killed, the worktree stays while nsys runs
         pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo, rename), daemon=True)
         pump.start()
         signals = 0

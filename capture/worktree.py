@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.errors import ToolError, UsageError
+
+WT_PREFIX = "tracediff-wt-"
+OWNER = "owner.pid"  # beside the worktree, in its temp parent: the capturing process
 
 
 def _git(
@@ -110,8 +114,14 @@ def uncommitted_diff(repo: Path) -> bytes:
 
 @contextlib.contextmanager
 def worktree(repo: Path, sha: str, patch: bytes | None = None) -> Iterator[Path]:
-    """A detached worktree of `sha` in a temp folder (with `patch` applied), removed on exit."""
-    parent = Path(tempfile.mkdtemp(prefix="tracediff-wt-"))
+    """A detached worktree of `sha` in a temp folder (with `patch` applied), removed on exit.
+
+    The temp folder names its owners (OWNER: our pid, then nsys's, see `add_owner`), so a later
+    capture can remove the worktree of a capture that was killed (SIGKILL, a timeout) once none
+    of them runs, instead of leaving it registered in .git/worktrees and checked out in /tmp."""
+    remove_stale(repo)
+    parent = Path(tempfile.mkdtemp(prefix=WT_PREFIX))
+    (parent / OWNER).write_text(str(os.getpid()))
     path = parent / sha[:12]
     try:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
@@ -124,3 +134,47 @@ def worktree(repo: Path, sha: str, patch: bytes | None = None) -> Iterator[Path]
         _git(repo, "worktree", "remove", "--force", str(path), check=False)
         shutil.rmtree(parent, ignore_errors=True)
         _git(repo, "worktree", "prune", check=False)
+
+
+def remove_stale(repo: Path) -> list[Path]:
+    """Remove the worktrees of `repo` left by dead tracediff captures; the ones removed."""
+    listed = _git(repo, "worktree", "list", "--porcelain", check=False).stdout.decode()
+    gone = []
+    for line in listed.splitlines():
+        path = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
+        if path is None or not path.parent.name.startswith(WT_PREFIX):
+            continue
+        try:
+            pids = [int(p) for p in (path.parent / OWNER).read_text().split()]
+        except (OSError, ValueError):
+            continue  # not made by this version, or being made right now: not ours to judge
+        if not pids or any(_alive(p) for p in pids):  # an orphaned nsys may still run in it
+            continue
+        _git(repo, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(path.parent, ignore_errors=True)
+        gone.append(path)
+    if gone:
+        _git(repo, "worktree", "prune", check=False)
+    return gone
+
+
+def add_owner(tree: Path, pid: int) -> None:
+    """Record another process (nsys) working in the worktree `tree` (one made by `worktree`)."""
+    owner = tree.parent / OWNER
+    if owner.is_file():
+        with contextlib.suppress(OSError), open(owner, "a") as f:
+            f.write(f" {pid}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    try:  # a zombie (an orphaned nsys whose parent never reaped it) answers kill(0) too
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" not in status

@@ -243,18 +243,32 @@ def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
     rc, err = _stop_when_hung(argv, signal.SIGKILL, **env)
     assert rc == -signal.SIGKILL, err
     # nsys runs on in its own session: end the workload, let nsys write into the staging folder
-    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    workload = int(pidfile.read_text())
+    tree = Path(os.readlink(f"/proc/{workload}/cwd"))  # the killed call's worktree
+    owners = [int(p) for p in (tree.parent / "owner.pid").read_text().split()]
+    os.kill(workload, signal.SIGKILL)
     deadline = time.monotonic() + 90
-    while not list(out.glob(".run-01.capture-*/report.nsys-rep")):
+    while not list(out.glob(".run-01.capture-*/report.nsys-rep")) or any(
+        Path(f"/proc/{p}").exists() and "zombie" not in _state(p) for p in owners
+    ):
         assert time.monotonic() < deadline, list(out.iterdir())
         time.sleep(0.5)
-    time.sleep(1)
     assert [x["status"] for x in rs.read_index(out)["runs"]] == ["running"]
+    assert str(tree) in _git(repo, "worktree", "list")  # left registered by the killed call
     r = run(argv, COUNTER=str(counter))
     assert r.returncode == 0, r.stderr
     assert [x["status"] for x in rs.read_index(out)["runs"]] == ["ok", "ok"]
     assert not list(out.glob(".run-*")), list(out.iterdir())
     assert len(rs.list_runs(out)) == 2 and len(counted(counter)) == 3
+    # the dead call's worktree is removed by the next capture in the repo
+    assert not tree.parent.exists() and str(tree) not in _git(repo, "worktree", "list")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0]
+    except (OSError, IndexError):
+        return "zombie"
 
 
 def test_variants_are_run_sets_of_one_commit_interleaved(
