@@ -88,6 +88,17 @@ def test_older_run_files_still_read_and_say_unverified(corpus: Path) -> None:
         assert "an older run file without checksums" in cli("info", path).stderr
 
 
+def test_parse_of_an_older_run_file_says_it_was_unchecked(tmp_path: Path) -> None:
+    out = tmp_path / "copy.arrow"
+    r = cli("parse", make_corpus.RUN, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert (
+        f"an older run file without checksums: damage to it cannot be detected, and {out}"
+        in r.stderr
+    )
+    assert read_run(out).checksums is True
+
+
 def test_checked_run_file_round_trips_and_says_verified(checked: Path) -> None:
     run, ref = read_run(checked), read_run(make_corpus.RUN)
     assert run.checksums is True
