@@ -3,7 +3,8 @@
 Stage: the only place that prints to the terminal and chooses exit codes. Each subcommand lives
 in `tracediff/commands/<name>.py` with `add_parser(subparsers)` and `run(args) -> int`; modules
 are imported only when their subcommand runs, so `--help` and `info` never load textual.
-Exit codes: 0 ok, 1 runtime error (bad input, failed tool), 2 usage; `compare --fail-above` uses 3.
+Exit codes: 0 ok, 1 runtime error (bad input, failed tool), 2 usage; `compare --fail-above` uses 3 and 4;
+`bisect` uses 5 (nothing to bisect).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whatif": ("tracediff.commands.whatif", "replay HEAD with chosen durations taken from BASE"),
     "export": ("tracediff.commands.export", "write run tables as a Parquet dataset"),
     "capture": ("tracediff.commands.capture", "profile a workload at a git commit under nsys"),
+    "bisect": (
+        "tracediff.commands.bisect",
+        "find the commit(s) that made a workload slower, with what they moved",
+    ),
 }
 
 

@@ -83,7 +83,8 @@ def merge(segs: list[Segmentation]) -> tuple[Segmentation, np.ndarray]:
     for i, seg in enumerate(segs):
         n = max(_top(seg.ops), _top(seg.ranges)) + 1
         shift = pl.col("cycle") + offset
-        ops.append(seg.ops.with_columns(shift))
+        # host-only runs (NVTX, no CUDA trace) have an ops frame without columns
+        ops.append(seg.ops.with_columns(shift) if "cycle" in seg.ops.columns else seg.ops)
         ranges.append(_dense_pid(seg.ranges).with_columns(shift))
         phases.append(_dense_pid(seg.phases).with_columns(shift))
         run_of.append(np.full(n, i, dtype=np.int64))

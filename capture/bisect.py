@@ -1,0 +1,300 @@
+"""`tracediff bisect`: which first-parent commit between GOOD and BAD made the workload slower.
+
+Stage: capture (outside the profiled process; drives capture/runsets.py and the engine). Input: a
+`CaptureSpec` template, GOOD, BAD, N; output: one run set per commit under OUTDIR (every capture
+made by `capture_runsets`, as `tracediff capture --repeat` makes them), OUTDIR/bisect.json (state,
+step log, result) and the result dict that `tracediff/commands/bisect.py` renders.
+
+Algorithm (after Chromium Pinpoint):
+
+1. Capture GOOD and BAD interleaved, N runs each (one `capture_runsets` call: A B B A ...).
+   Compare them as run sets (engine `compare` on lists of runs: each run's mean is one sample,
+   exact permutation test, engine/runstats.py). What to follow: `--contributor REGEX` when given
+   (the attribution rows whose name matches), else the cycle time when it is significant across
+   runs, else the contributors that are (GPU work as in engine/gate.py; host phases for NVTX-only
+   runs). Nothing significant: "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
+2. Binary search over `git rev-list --first-parent GOOD..BAD`. At a commit X: capture N runs,
+   compare GOOD->X and X->BAD. Per followed quantity, with D the GOOD->BAD change:
+   - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
+   - differs from BAD and not from GOOD: like good;
+   - differs from both (X sits between the ends: two culprits): like bad when X has moved at
+     least half of D (the change X->GOOD is >= D/2), else like good;
+   - differs from neither: undecided -> 2 more runs at X, up to --max-runs; still undecided at the
+     cap: decided by which end X is closer to, and flagged (`by: "closeness"`) in the log.
+   Several followed contributors: like bad when any is, like good when all are.
+   A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
+   neighbours nearest the middle are tried instead. When only skipped commits remain between the
+   last like-good and first like-bad commit, the culprit is that range (reported as such).
+3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D.
+   Below 60 %, the ranges on both sides (GOOD..parent and culprit..BAD) are searched the same way
+   (each only when its ends differ significantly), so up to MAX_CULPRITS culprits are reported,
+   largest first, each with its share.
+
+Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
+plus the extra runs of undecided steps and the runs of skipped commits.
+
+Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
+recomputed from the captures (the run-level test is exact, so the same runs give the same
+decisions); skipped commits are remembered in bisect.json and not retried. Ctrl-C between or
+during runs leaves that state: the same command again continues.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from capture import worktree as wt
+from capture.runner import CaptureSpec
+from capture.runsets import capture_runsets
+from tracediff import runset as rs
+from tracediff.engine.compare import compare
+from tracediff.engine.split import part_of
+from tracediff.errors import OutputError, TracediffError, UsageError
+
+STATE = "bisect.json"
+KIND = "tracediff.bisect"
+SHARE_TO_CONTINUE = 0.6
+MAX_CULPRITS = 4
+RUNS_PER_EXTRA = 2
+
+
+class NothingToBisect(TracediffError):
+    """GOOD and BAD are not significantly different across runs (exit 5)."""
+
+    exit_code = 5
+
+
+class BisectInterrupted(TracediffError):
+    """A capture was interrupted; the state is kept for the same command to resume (exit 130)."""
+
+    exit_code = 130
+
+
+@dataclass
+class BisectSpec:
+    capture: CaptureSpec  # template: repo, command, nsys options; outdir = OUTDIR
+    good: str
+    bad: str
+    repeat: int = 4
+    max_runs: int | None = None  # default 2 * repeat
+    contributor: str | None = None
+    cycle: str | None = None
+
+
+@dataclass
+class Q:
+    """One followed quantity at one comparison: its change and whether it is significant."""
+
+    name: str
+    delta: float
+    significant: bool
+    p: float | None
+    ci: tuple[float, float]
+
+
+@dataclass
+class Bisection:
+    spec: BisectSpec
+    say: Callable[[str], None]
+    outdir: Path = field(init=False)
+    commits: list[str] = field(init=False)  # [good, c1, ..., bad]
+    state: dict[str, Any] = field(init=False)
+    captured: int = 0
+    reused: int = 0
+
+    def __post_init__(self) -> None:
+        s = self.spec
+        if s.repeat < 2:
+            raise UsageError(f"--repeat {s.repeat}: bisect needs >= 2 runs a commit (4: 5 %)")
+        self.max_runs = s.max_runs or 2 * s.repeat
+        if self.max_runs < s.repeat:
+            raise UsageError(f"--max-runs {self.max_runs} is below --repeat {s.repeat}")
+        if s.contributor is not None:
+            try:
+                re.compile(s.contributor)
+            except re.error as e:
+                raise UsageError(f"--contributor {s.contributor!r}: not a regex ({e})") from None
+        self.repo = wt.toplevel(s.capture.repo)
+        good, bad = wt.resolve(self.repo, s.good), wt.resolve(self.repo, s.bad)
+        if good == bad:
+            raise UsageError("--good and --bad are the same commit")
+        if _git(self.repo, "merge-base", "--is-ancestor", good, bad, check=False) is None:
+            raise UsageError(
+                f"--good {s.good} is not an ancestor of --bad {s.bad}",
+                "bisect walks first-parent history from GOOD to BAD; swap them?",
+            )
+        mids = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}") or ""
+        self.commits = [good] + mids.split()
+        self.outdir = Path(s.capture.outdir)
+
+    # ---- state -----------------------------------------------------------------------------
+
+    def _key(self) -> dict[str, Any]:
+        s = self.spec
+        return {
+            "good": self.commits[0],
+            "bad": self.commits[-1],
+            "repeat": s.repeat,
+            "max_runs": self.max_runs,
+            "contributor": s.contributor,
+            "cycle": s.cycle,
+        }
+
+    def load_state(self) -> None:
+        f = self.outdir / STATE
+        fresh = {"format_version": 1, "kind": KIND, **self._key(), "skipped": {}, "log": []}
+        if not f.is_file():
+            self.state = fresh
+            return
+        import json
+
+        try:
+            old = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            raise OutputError(
+                f"{f}: not a readable bisect state ({e})", "choose another -o"
+            ) from None
+        differs = [k for k, v in self._key().items() if old.get(k) != v]
+        if old.get("kind") != KIND or differs:
+            raise OutputError(
+                f"{f}: holds a bisection with other settings ({', '.join(differs) or 'kind'})",
+                "run it with the same --good/--bad/--repeat/--max-runs/--contributor, or choose another -o",
+            )
+        self.state = {**fresh, "skipped": old.get("skipped", {})}
+
+    def save(self) -> None:
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        rs.write_json_atomic(self.outdir / STATE, self.state)
+
+    def log(self, entry: dict[str, Any]) -> None:
+        self.state["log"].append(entry)
+        self.save()
+
+    # ---- captures and comparisons ----------------------------------------------------------
+
+    def folder(self, sha: str) -> Path:
+        return self.outdir / sha[:12]
+
+    def _count(self, r: Any) -> None:
+        self.captured += r.captured
+        self.reused += r.reused
+        if r.exit_code == 130:
+            self.save()
+            raise BisectInterrupted(
+                f"interrupted: {r.problem}", "run the same command again to resume"
+            )
+
+    def capture_ends(self, n: int) -> None:
+        good, bad = self.commits[0], self.commits[-1]
+        self.say(f"capturing the ends: good {good[:12]} and bad {bad[:12]}, {n} runs each")
+        spec = replace(self.spec.capture, outdir=self.outdir, force=False)
+        r = capture_runsets(spec, [good, bad], n, None, None, self._progress)
+        self._count(r)
+        if r.exit_code:
+            raise TracediffError(
+                f"an end of the range does not run: {r.problem}",
+                "bisect needs GOOD and BAD to run; fix the command, or pick other ends",
+            )
+
+    def runs_at(self, sha: str, n: int) -> bool:
+        """Capture up to n runs at sha; False (and recorded) when its workload fails: skip."""
+        if sha in self.state["skipped"]:
+            return False
+        spec = replace(self.spec.capture, outdir=self.folder(sha), force=False)
+        r = capture_runsets(spec, [sha], n, None, None, self._progress)
+        self._count(r)
+        if r.exit_code:
+            self.state["skipped"][sha] = r.problem
+            self.save()
+            self.say(f"{sha[:12]}: skipped (does not run): {r.problem}")
+            return False
+        return True
+
+    def n_runs(self, sha: str) -> int:
+        return len(rs.list_runs(self.folder(sha)))
+
+    def _progress(self, msg: str) -> None:
+        m = re.search(r"run (\d+/\d+) \(([0-9a-f]{12})\): profiling", msg)
+        if m:
+            self.say(f"  {m.group(2)} run {m.group(1)}")
+        elif msg.startswith("resuming"):
+            self.say(f"  {msg}")
+
+    def compare(self, a: str, b: str) -> Any:
+        from tracediff.parse import load
+
+        sides = [[load(p) for p in rs.list_runs(self.folder(x))] for x in (a, b)]
+        return compare(sides[0], sides[1], cycle=self.spec.cycle, labels=(a[:12], b[:12]))
+
+    # ---- what is followed ------------------------------------------------------------------
+
+    def follow(self, c: Any) -> dict[str, Any] | None:
+        """What the ends' comparison found to have moved (None: nothing significant)."""
+        att = c.attribution
+        if self.spec.contributor is not None:
+            rows = att.filter(pl.col("name").str.contains(self.spec.contributor))
+            rows = rows.filter(pl.col("significant"))
+            if rows.height == 0:
+                return None
+            return {"what": "contributors", "rows": _rows(rows)}
+        if c.significant:
+            return {"what": "cycle time", "rows": []}
+        host = att.height > 0 and bool((att["kind"] == "host").all())
+        rows = att if host else att.with_columns(part_of()).filter(pl.col("part") == "gpu_work")
+        rows = rows.filter(pl.col("significant"))
+        if rows.height == 0:
+            return None
+        return {"what": "contributors", "rows": _rows(rows)}
+
+    def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
+        if follow["what"] == "cycle time":
+            return [
+                Q("cycle time", c.delta_ms_per_cycle, bool(c.significant), c.p_value, c.delta_ci95)
+            ]
+        out = []
+        for kind, name in follow["rows"]:
+            row = c.attribution.filter((pl.col("kind") == kind) & (pl.col("name") == name))
+            if row.height == 0:
+                out.append(Q(name, 0.0, False, None, (math.nan, math.nan)))
+                continue
+            r = row.row(0, named=True)
+            out.append(
+                Q(
+                    name,
+                    float(r["delta_ms_per_cycle"]),
+                    bool(r["significant"]),
+                    None,
+                    (float(r["ci95_low"]), float(r["ci95_high"])),
+                )
+            )
+        return out
+
+
+def _rows(rows: pl.DataFrame) -> list[list[str]]:
+    return [[k, n] for k, n in zip(rows["kind"].to_list(), rows["name"].to_list(), strict=True)]
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> str | None:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        if check:
+            raise TracediffError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
+        return None
+    return proc.stdout.strip()
+
+
+def commit_info(repo: Path, sha: str) -> dict[str, Any]:
+    fmt = _git(repo, "show", "-s", "--format=%s%x00%an <%ae>%x00%aI", sha) or ""
+    subject, author, date = (fmt.split("\x00") + ["", "", ""])[:3]
+    files = _git(
+        repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", sha
+    )
+    return {"subject": subject, "author": author, "date": date, "files": (files or "").split()}

@@ -1,0 +1,303 @@
+"""`tracediff bisect`'s search: the ends' check, the binary search, culprits and their shares.
+
+Stage: capture (drives capture/bisect.py's `Bisection`: captures, comparisons, state). Input: a
+`BisectSpec`; output: the result dict (the JSON of `tracediff bisect --format json`). The
+algorithm and the decision rule are described in capture/bisect.py's docstring.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import time
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from capture.bisect import (
+    MAX_CULPRITS,
+    RUNS_PER_EXTRA,
+    SHARE_TO_CONTINUE,
+    Bisection,
+    BisectSpec,
+    NothingToBisect,
+    Q,
+    commit_info,
+)
+from tracediff import runset as rs
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+def decide(vs_good: Q, vs_bad: Q, total: Q) -> str | None:
+    """like "bad" / "good" / None (undecided) for one quantity (capture/bisect.py: the rule).
+    vs_good: GOOD -> X; vs_bad: X -> BAD; total: GOOD -> BAD."""
+    s = _sign(total.delta)
+    moved_g = vs_good.significant and _sign(vs_good.delta) == s
+    moved_b = vs_bad.significant and _sign(vs_bad.delta) == s
+    if moved_g and not moved_b:
+        return "bad"
+    if moved_b and not moved_g:
+        return "good"
+    if moved_g and moved_b:
+        return "bad" if vs_good.delta / total.delta >= 0.5 else "good"
+    return None
+
+
+def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
+    """The whole bisection; raises NothingToBisect, BisectInterrupted or TracediffError."""
+    t0 = time.monotonic()
+    b = Bisection(spec, say)
+    b.load_state()
+    good, bad = b.commits[0], b.commits[-1]
+    n_commits = len(b.commits) - 1
+    say(
+        f"{n_commits} first-parent commit{'s' if n_commits != 1 else ''} in {good[:12]}..{bad[:12]}"
+    )
+    n = spec.repeat
+    while True:  # ends not told apart at N runs: more runs a side, up to the cap
+        b.capture_ends(n)
+        c0 = b.compare(good, bad)
+        follow = b.follow(c0)
+        if follow is not None or n >= b.max_runs:
+            break
+        n = min(n + RUNS_PER_EXTRA, b.max_runs)
+        say(f"the ends are not told apart at {n - RUNS_PER_EXTRA} runs a side: capturing up to {n}")
+    b.state["follow"] = follow
+    b.state["log"] = []
+    b.log(
+        {
+            "step": 0,
+            "commit": bad,
+            "against": good,
+            "runs": [b.n_runs(good), b.n_runs(bad)],
+            "decision": "regression" if follow else "nothing to bisect",
+            "p_value": c0.p_value,
+            "delta_ms_per_cycle": c0.delta_ms_per_cycle,
+            "significant": bool(c0.significant),
+            "wall_s": round(time.monotonic() - t0, 1),
+        }
+    )
+    if follow is None:
+        p = "n/a" if c0.p_value is None else f"{c0.p_value:.3f}"
+        raise NothingToBisect(
+            f"nothing to bisect: {good[:12]} and {bad[:12]} are not significantly different across "
+            f"runs (cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p}"
+            + (f"; no contributor matching {spec.contributor!r} moved" if spec.contributor else "")
+            + ")",
+            f"capture more runs (--repeat {2 * spec.repeat}) or check that BAD really is slower",
+        )
+    totals = b.quantities(c0, follow)
+    total = sum(q.delta for q in totals)
+    say(
+        f"following {follow['what']}"
+        + (f" ({', '.join(n for _, n in follow['rows'])})" if follow["rows"] else "")
+        + f": {total:+.3f} ms/cycle from good to bad"
+    )
+    culprits: list[dict[str, Any]] = []
+    searches: list[int] = []
+    todo = [(0, n_commits, totals)]
+    while todo and len(culprits) < MAX_CULPRITS:
+        start, end, ends = todo.pop(0)
+        searches.append(end - start)
+        lo, hi = _search(b, start, end, ends)
+        c = _culprit(b, lo, hi, follow, total)
+        culprits.append(c)
+        range_delta = sum(q.delta for q in ends)
+        if not range_delta or c["delta_ms_per_cycle"] / range_delta >= SHARE_TO_CONTINUE:
+            continue
+        say(
+            f"{c['commit'][:12]} explains {100 * c['share']:.0f} % of the change: searching the rest"
+        )
+        for a, z in ((start, lo), (hi, end)):
+            if z - a < 1:
+                continue
+            cz = b.compare(b.commits[a], b.commits[z])
+            qs = b.quantities(cz, follow)
+            moved = any(q.significant and _sign(q.delta) == _sign(total) for q in qs)
+            b.log(
+                {
+                    "step": len(b.state["log"]),
+                    "commit": b.commits[z],
+                    "against": b.commits[a],
+                    "runs": [b.n_runs(b.commits[a]), b.n_runs(b.commits[z])],
+                    "decision": "regression" if moved else "no further change",
+                    "p_value": cz.p_value,
+                    "delta_ms_per_cycle": sum(q.delta for q in qs),
+                    "significant": moved,
+                }
+            )
+            if moved:
+                todo.append((a, z, qs))
+    return _result(b, follow, total, culprits, searches, t0)
+
+
+def _search(b: Bisection, lo: int, hi: int, ends: list[Q]) -> tuple[int, int]:
+    """Binary search in commits[lo..hi] (lo like good, hi like bad): the last like-good and the
+    first like-bad index, adjacent but for skipped commits between them."""
+    while True:
+        cand = [i for i in range(lo + 1, hi) if b.commits[i] not in b.state["skipped"]]
+        if not cand:
+            return lo, hi
+        middle = (lo + hi) / 2
+        x = min(cand, key=lambda i: (abs(i - middle), i))
+        left = math.ceil(math.log2(len(cand) + 1))
+        info = commit_info(b.repo, b.commits[x])
+        b.say(
+            f"step {len(b.state['log'])}: {b.commits[x][:12]} {info['subject']!r} "
+            f"(at most {left} step{'s' if left != 1 else ''} left here)"
+        )
+        d = _step(b, lo, x, hi, ends)
+        if d == "bad":
+            hi = x
+        elif d == "good":
+            lo = x
+
+
+def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
+    """Capture at commits[x] until decided or at the cap; None: skipped."""
+    t0 = time.monotonic()
+    sha, n = b.commits[x], b.spec.repeat
+    while True:
+        if not b.runs_at(sha, n):
+            b.log(
+                {
+                    "step": len(b.state["log"]),
+                    "commit": sha,
+                    "runs": 0,
+                    "decision": "skipped",
+                    "problem": b.state["skipped"][sha],
+                    "wall_s": round(time.monotonic() - t0, 1),
+                }
+            )
+            return None
+        cg = b.compare(b.commits[lo], sha)
+        cb = b.compare(sha, b.commits[hi])
+        qg, qb = b.quantities(cg, _follow_of(b)), b.quantities(cb, _follow_of(b))
+        each = [decide(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True)]
+        d = "bad" if "bad" in each else "good" if all(e == "good" for e in each) else None
+        runs = b.n_runs(sha)
+        fracs = [g.delta / t.delta for g, t in zip(qg, ends, strict=True) if t.delta]
+        frac = sum(fracs) / len(fracs) if fracs else math.nan
+        by = "test"
+        if d is None and runs >= b.max_runs:
+            d, by = ("bad" if frac >= 0.5 else "good"), "closeness"
+            b.say(f"  {sha[:12]}: undecided at {runs} runs: like {d} by closeness only")
+        if d is not None:
+            b.log(
+                {
+                    "step": len(b.state["log"]),
+                    "commit": sha,
+                    "runs": runs,
+                    "decision": f"like {d}",
+                    "by": by,
+                    "p_value_vs_good": cg.p_value,
+                    "p_value_vs_bad": cb.p_value,
+                    "ci95_vs_good": [list(q.ci) for q in qg],
+                    "fraction_of_change": frac,
+                    "wall_s": round(time.monotonic() - t0, 1),
+                }
+            )
+            b.say(f"  {sha[:12]}: like {d} ({runs} runs, {100 * frac:.0f} % of the change)")
+            return d
+        n = min(runs + RUNS_PER_EXTRA, b.max_runs)
+        b.say(f"  {sha[:12]}: undecided at {runs} runs: capturing up to {n}")
+
+
+def _follow_of(b: Bisection) -> dict[str, Any]:
+    return b.state["follow"]
+
+
+def _culprit(
+    b: Bisection, lo: int, hi: int, follow: dict[str, Any], total: float
+) -> dict[str, Any]:
+    parent, sha = b.commits[lo], b.commits[hi]
+    c = b.compare(parent, sha)
+    delta = sum(q.delta for q in b.quantities(c, follow))
+    att = c.attribution.with_columns(pl.col("delta_ms_per_cycle").abs().alias("_abs"))
+    top = att.sort("_abs", descending=True).head(5)
+    info = commit_info(b.repo, sha)
+    return {
+        "commit": sha,
+        "subject": info["subject"],
+        "parent": parent,
+        "delta_ms_per_cycle": delta,
+        "share": delta / total if total else math.nan,
+        "author": info["author"],
+        "date": info["date"],
+        "files": info["files"],
+        "skipped_between": b.commits[lo + 1 : hi],
+        "p_value": c.p_value,
+        "top_contributors": [
+            {
+                "kind": r["kind"],
+                "name": r["name"],
+                "delta_ms_per_cycle": r["delta_ms_per_cycle"],
+                "significant": r["significant"],
+            }
+            for r in top.iter_rows(named=True)
+        ],
+        "compare_command": "tracediff compare "
+        + " ".join(shlex.quote(str(b.folder(x))) for x in (parent, sha)),
+    }
+
+
+def _result(
+    b: Bisection,
+    follow: dict[str, Any],
+    total: float,
+    culprits: list[dict[str, Any]],
+    searches: list[int],
+    t0: float,
+) -> dict[str, Any]:
+    n = b.spec.repeat
+    touched = {e["commit"] for e in b.state["log"]} | {b.commits[0]}
+    used = sum(b.n_runs(s) for s in touched if s not in b.state["skipped"])
+    failed = 0
+    for s in b.state["skipped"]:
+        if (b.folder(s) / rs.INDEX).is_file():
+            failed += sum(1 for r in rs.read_index(b.folder(s))["runs"] if r["status"] != "ok")
+    ends = b.state["log"][0]["runs"]
+    extra = sum(r - n for r in ends) + sum(
+        e["runs"] - n for e in b.state["log"] if e.get("decision", "").startswith("like ")
+    )
+    uncertain = [e["commit"] for e in b.state["log"] if e.get("by") == "closeness"]
+    bound = 2 * n + sum(math.ceil(math.log2(k)) * n for k in searches if k > 1)
+    first = min(culprits, key=lambda c: b.commits.index(c["commit"]))
+    culprits = sorted(culprits, key=lambda c: -abs(c["delta_ms_per_cycle"]))
+    result = {
+        "good": b.commits[0],
+        "bad": b.commits[-1],
+        "commits": len(b.commits) - 1,
+        "followed": follow["what"],
+        "followed_contributors": [n for _, n in follow["rows"]],
+        "total_delta_ms_per_cycle": total,
+        "first_bad": first["commit"],
+        "culprits": culprits,
+        "skipped": [
+            {"commit": s, "subject": commit_info(b.repo, s)["subject"], "problem": p}
+            for s, p in b.state["skipped"].items()
+        ],
+        "steps": b.state["log"],
+        # steps still undecided at --max-runs, decided by which end they were closer to: the
+        # culprits that depend on them are a best guess, not a significant finding
+        "uncertain_steps": uncertain,
+        "captures": {
+            "used": used + failed,
+            "finished_runs": used,
+            "failed_runs": failed,
+            "extra_runs": extra,
+            "bound": bound,
+            "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra and failed runs",
+            "captured_now": b.captured,
+            "reused": b.reused,
+        },
+        "wall_s": round(time.monotonic() - t0, 1),
+        "outdir": str(b.outdir),
+    }
+    b.state["result"] = result
+    b.save()
+    return result

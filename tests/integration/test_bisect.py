@@ -1,0 +1,184 @@
+"""`tracediff bisect`: the culprit among seven commits, with per-process noise, a red herring and a
+commit that does not run; two culprits in one range; nothing to bisect; resume.
+
+Real git repositories built here and the real nsys (NVTX only, no GPU needed). The workload draws
+a per-process offset for its `verify` phase (uniform in [0, NOISE_MS]), seeded by SEED and the
+count of invocations so a repetition is reproducible; the culprit adds SLOW_MS to every verify,
+comparable to that noise. The workload appends the commit it ran at to a counter file, so the
+number of captures really made is known independently of what bisect reports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_capture import _git
+
+NOISE_MS, SLOW_MS = 6.0, 8.0
+
+WORK = """\
+import os, random, time
+import nvtx
+
+EXTRA_MS = {extra}  # what this commit adds to verify
+FAIL = {fail}
+# {note}
+counter = os.environ.get("COUNTER")
+n = 0
+if counter:
+    with open(counter, "a") as f:
+        f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"] + "\\n")
+    with open(counter) as f:
+        n = len(f.read().splitlines())
+if FAIL:
+    raise SystemExit("this commit does not run")
+rng = random.Random(f"{{os.environ.get('SEED', '0')}}-{{n}}")
+offset_ms = rng.uniform(0, {noise})  # this process's offset: same on every cycle
+for _ in range(int(os.environ.get("CYCLES", "12"))):
+    nvtx.push_range("cycle")
+    nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
+    nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()
+    nvtx.pop_range()
+"""
+
+
+def build_repo(root: Path, commits: list[tuple[str, float, bool, str]]) -> list[str]:
+    """commits: (subject, extra ms, fails, note); the first is GOOD. Returns the shas."""
+    _git(root, "init", "-q", "-b", "main")
+    shas = []
+    for i, (subject, extra, fail, note) in enumerate(commits):
+        if note == "notes":  # a commit that does not touch work.py
+            (root / "NOTES").write_text(f"note {i}\n")
+            _git(root, "add", "NOTES")
+        else:
+            (root / "work.py").write_text(
+                WORK.format(extra=extra, fail=fail, note=note, noise=NOISE_MS)
+            )
+            _git(root, "add", "work.py")
+        _git(root, "commit", "-qm", subject)
+        shas.append(_git(root, "rev-parse", "HEAD"))
+    return shas
+
+
+SEVEN = [
+    ("good: baseline", 0.0, False, "v1"),
+    ("docs: notes", 0.0, False, "notes"),
+    ("refactor verify (red herring: same speed)", 0.0, False, "v2 refactored"),
+    ("broken: does not run", 0.0, True, "v3 broken"),
+    ("fix the break", 0.0, False, "v4 fixed"),
+    ("verify: extra pass (the culprit)", SLOW_MS, False, "v5 slower"),
+    ("docs: more notes", SLOW_MS, False, "notes"),
+    ("bump (bad)", SLOW_MS, False, "notes"),
+]
+
+
+def bisect(
+    repo: Path, out: Path, nsys: str, *extra: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
+        "--nsys", nsys, "--format", "json", *extra, "--", sys.executable, "work.py",
+    ]  # fmt: skip
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
+    )
+
+
+def counted(counter: Path) -> list[str]:
+    return counter.read_text().splitlines() if counter.exists() else []
+
+
+def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
+    repo = tmp / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, SEVEN)
+    counter = tmp / "counter.txt"
+    user_state = (_git(repo, "status", "--porcelain"), _git(repo, "rev-parse", "HEAD"))
+    r = bisect(
+        repo, tmp / "out", nsys, "--good", shas[0], "--bad", "main",
+        COUNTER=str(counter), SEED=str(seed),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["first_bad"] == shas[5], (seed, r.stderr)
+    top = res["culprits"][0]
+    assert top["commit"] == shas[5] and top["parent"] == shas[4]
+    assert top["share"] > 0.6 and top["files"] == ["work.py"]
+    assert res["uncertain_steps"] == [], r.stderr
+    assert top["compare_command"] == (
+        f"tracediff compare {tmp / 'out' / shas[4][:12]} {tmp / 'out' / shas[5][:12]}"
+    )
+    assert any(
+        t["name"] == "verify" and t["delta_ms_per_cycle"] > 1 for t in top["top_contributors"]
+    )
+    assert [s["commit"] for s in res["skipped"]] == [shas[3]]
+    # what really ran: the ends 4 runs each, then whole steps; the broken commit once
+    ran = counted(counter)
+    assert ran.count(shas[0]) == 4 and ran.count(shas[7]) == 4
+    assert ran.count(shas[3]) == 1
+    cap = res["captures"]
+    assert cap["used"] == len(ran)
+    assert cap["bound"] == 2 * 4 + math.ceil(math.log2(7)) * 4
+    assert len(ran) <= cap["bound"] + cap["extra_runs"] + cap["failed_runs"]
+    assert (_git(repo, "status", "--porcelain"), _git(repo, "rev-parse", "HEAD")) == user_state
+    assert "step 1:" in r.stderr and "steps left" in r.stderr
+    return {"res": res, "repo": repo, "counter": counter, "shas": shas, "stderr": r.stderr}
+
+
+def test_seven_commits_the_culprit_is_named_and_the_broken_one_skipped(
+    tmp_path: Path, nsys: str
+) -> None:
+    got = check_seven(tmp_path, nsys, seed=int(os.environ.get("BISECT_SEED", "1")))
+    # the same command again reuses every capture and gives the same answer
+    ran = len(counted(got["counter"]))
+    r = bisect(
+        got["repo"], tmp_path / "out", nsys, "--good", got["shas"][0], "--bad", "main",
+        COUNTER=str(got["counter"]),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    again = json.loads(r.stdout)
+    assert again["first_bad"] == got["res"]["first_bad"]
+    assert again["captures"]["captured_now"] == 0 and len(counted(got["counter"])) == ran
+    state = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    assert state["result"]["first_bad"] == got["shas"][5]
+
+
+def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, [SEVEN[0], SEVEN[1], SEVEN[2]])
+    r = bisect(repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[2], SEED="7")
+    assert r.returncode == 5, r.stderr
+    assert r.stdout == "" and "nothing to bisect" in r.stderr.splitlines()[-1], r.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("BISECT_SLOW"), reason="slow: BISECT_SLOW=1 runs it")
+def test_two_culprits_each_half(tmp_path: Path, nsys: str) -> None:
+    half = SLOW_MS
+    commits = [
+        ("good", 0.0, False, "v1"),
+        ("a", 0.0, False, "notes"),
+        ("first half", half, False, "v2"),
+        ("b", half, False, "notes"),
+        ("c", half, False, "notes"),
+        ("second half", 2 * half, False, "v3"),
+        ("d", 2 * half, False, "notes"),
+        ("bad", 2 * half, False, "notes"),
+    ]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, commits)
+    r = bisect(repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], SEED="3")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    found = {c["commit"]: c["share"] for c in res["culprits"]}
+    assert set(found) == {shas[2], shas[5]}, r.stderr
+    assert all(0.25 < s < 0.75 for s in found.values()), found
+    assert res["first_bad"] == shas[2]

@@ -1,0 +1,182 @@
+"""`tracediff bisect --good REF --bad REF -o OUTDIR [--repeat N] -- COMMAND ...`.
+
+Finds the first-parent commit(s) between GOOD and BAD that made the workload slower: captures
+run sets (N runs a commit, through `tracediff capture --repeat`'s code), compares them across runs,
+binary-searches, and reports each culprit with its share of the change and what it moved in the
+timeline (capture/bisect.py: the algorithm and the decision rule). OUTDIR keeps one run set per
+commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes.
+
+    tracediff bisect --good v1.2 --bad main -o bisect-runs -- python bench.py --steps 20
+
+Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool failed);
+2 usage; 5 nothing to bisect (GOOD and BAD not significantly different across runs);
+130 interrupted (the same command again resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--good", required=True, metavar="REF", help="a commit that is fast")
+    p.add_argument("--bad", required=True, metavar="REF", help="a later commit that is slow")
+    p.add_argument(
+        "--repo", type=Path, default=Path("."), help="git checkout of the code (default: .)"
+    )
+    p.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="OUTDIR", help="run sets and state"
+    )
+    p.add_argument("--repeat", type=int, default=4, metavar="N", help="runs per commit (default 4)")
+    p.add_argument(
+        "--max-runs",
+        type=int,
+        metavar="M",
+        help="runs at most per undecided commit (default 2N)",
+    )
+    p.add_argument(
+        "--contributor", metavar="REGEX", help="follow the contributors whose name matches"
+    )
+    p.add_argument("--cycle", metavar="NAME", help="NVTX range that is one cycle (as compare)")
+    p.add_argument(
+        "--format", choices=["table", "markdown", "json"], default="table", help="stdout format"
+    )
+    n = p.add_argument_group("nsys (as tracediff capture)")
+    n.add_argument("--trace", default="auto", help="nsys -t value (default auto)")
+    n.add_argument("--capture-range", choices=["none", "cudaProfilerApi", "nvtx"], default=None)
+    n.add_argument("--nvtx-capture", metavar="NAME")
+    n.add_argument("--delay", type=float, metavar="S")
+    n.add_argument("--duration", type=float, metavar="S")
+    n.add_argument("--nsys-arg", action="append", default=[], metavar="ARG")
+    n.add_argument("--nsys", metavar="PATH", help="nsys binary")
+    p.add_argument("--pythonpath", action="append", metavar="SUBDIR")
+    p.add_argument("--nvtx-shim", choices=["sglang-eagle"])
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+
+
+def _say(msg: str) -> None:
+    print(f"tracediff: bisect: {msg}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from capture.bisect import BisectSpec
+    from capture.bisect_search import run_bisect
+    from capture.runner import CaptureSpec
+    from tracediff.commands.capture import capture_range_args
+    from tracediff.errors import UsageError
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise UsageError("no workload given", "add `-- COMMAND ARGS...` at the end")
+    spec = CaptureSpec(
+        repo=args.repo,
+        ref=args.good,
+        outdir=args.output,
+        command=command,
+        trace=args.trace,
+        nsys=args.nsys,
+        extra_nsys_args=list(args.nsys_arg),
+        nvtx_shim=args.nvtx_shim,
+    )
+    if args.pythonpath:
+        spec.pythonpath = list(args.pythonpath)
+    spec.capture_range = capture_range_args(args, [])
+    bspec = BisectSpec(
+        capture=spec,
+        good=args.good,
+        bad=args.bad,
+        repeat=args.repeat,
+        max_runs=args.max_runs,
+        contributor=args.contributor,
+        cycle=args.cycle,
+    )
+    result = run_bisect(bspec, _say)
+    out = {"json": _json, "markdown": _markdown, "table": _table}[args.format](result)
+    sys.stdout.write(out)
+    cap = result["captures"]
+    if result["uncertain_steps"]:
+        _say(
+            f"warning: {len(result['uncertain_steps'])} step(s) undecided at --max-runs were "
+            "decided by closeness only: the culprit is a best guess (raise --max-runs)"
+        )
+    _say(
+        f"{cap['used']} captures used ({cap['captured_now']} now, {cap['reused']} reused); "
+        f"bound {cap['bound']} + {cap['extra_runs']} extra + {cap['failed_runs']} failed; "
+        f"{result['wall_s']:.0f} s"
+    )
+    return 0
+
+
+def _json(r: dict[str, Any]) -> str:
+    return json.dumps(r, indent=2, default=str) + "\n"
+
+
+def _lines(r: dict[str, Any], md: bool) -> list[str]:
+    h = "## " if md else ""
+    out = [
+        f"{h}bisect {r['good'][:12]}..{r['bad'][:12]}: {r['commits']} commits, following "
+        f"{r['followed']}"
+        + (f" ({', '.join(r['followed_contributors'])})" if r["followed_contributors"] else "")
+        + f", {r['total_delta_ms_per_cycle']:+.3f} ms/cycle in all",
+        f"first bad: {r['first_bad']}",
+    ]
+    if r["uncertain_steps"]:
+        out.append(
+            "uncertain: undecided at --max-runs, decided by closeness only: "
+            + ", ".join(s[:12] for s in r["uncertain_steps"])
+            + " (capture more runs: --max-runs)"
+        )
+    out.append("")
+    for c in r["culprits"]:
+        out.append(
+            f"{h}#culprit {c['commit'][:12]} {c['subject']!r}: "
+            f"{c['delta_ms_per_cycle']:+.3f} ms/cycle, {100 * c['share']:.0f} % of the change"
+        )
+        out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
+        if c["skipped_between"]:
+            out.append(
+                "  the culprit is one of these (skipped, they do not run) or the commit above: "
+                + ", ".join(s[:12] for s in c["skipped_between"])
+            )
+        out.append(f"  files: {', '.join(c['files']) or '-'}")
+        out.append("  moved (parent -> culprit):")
+        for t in c["top_contributors"]:
+            sig = "significant" if t["significant"] else "not significant"
+            out.append(
+                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {t['name']}  ({sig})"
+            )
+        out.append(f"  open: {c['compare_command']}")
+        out.append("")
+    for s in r["skipped"]:
+        out.append(f"skipped {s['commit'][:12]} {s['subject']!r}: {s['problem']}")
+    out.append("steps:")
+    for e in r["steps"]:
+        p = e.get("p_value_vs_good", e.get("p_value"))
+        extra = f"  p vs good {p:.3f}" if isinstance(p, float) else ""
+        if "p_value_vs_bad" in e and isinstance(e["p_value_vs_bad"], float):
+            extra += f", vs bad {e['p_value_vs_bad']:.3f}"
+        if e.get("by") == "closeness":
+            extra += "  (undecided at the cap: by closeness only)"
+        out.append(
+            f"  {e['step']:>2}  {e['commit'][:12]}  runs {e['runs']}  {e['decision']}{extra}"
+        )
+    cap = r["captures"]
+    out.append(
+        f"captures: {cap['used']} (bound {cap['bound']} = 2N + ceil(log2(commits))*N, "
+        f"+ {cap['extra_runs']} extra runs, + {cap['failed_runs']} failed runs)"
+    )
+    return out
+
+
+def _table(r: dict[str, Any]) -> str:
+    return "\n".join(_lines(r, md=False)).replace("#culprit", "culprit") + "\n"
+
+
+def _markdown(r: dict[str, Any]) -> str:
+    return "\n".join(_lines(r, md=True)).replace("#culprit", "culprit") + "\n"
