@@ -1,6 +1,8 @@
 """`tracediff export RUN... --parquet DIR [--force]`: every table of the runs as a Parquet dataset.
 
-Inputs are run files or any report `tracediff parse` reads. stdout: rows written per table;
+Inputs are run files, any report `tracediff parse` reads, or run-set folders (parse/sides.py),
+each of which stands for its runs: `run=<set>-<run>` partitions, e.g. `run=good-run-01`.
+stdout: rows written per table;
 stderr: progress (on a terminal). docs/parquet-schema.md describes the folder.
 """
 
@@ -17,7 +19,8 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="RUN",
-        help="run file (.arrow) or any report tracediff parses; several go into one dataset",
+        help="run file (.arrow), any report tracediff parses, or a run-set folder (each of its "
+        "runs); several go into one dataset",
     )
     p.add_argument(
         "--parquet",
@@ -32,14 +35,22 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracediff.export.parquet import export_runs
     from tracediff.outputs import refuse_inputs
+    from tracediff.parse.sides import resolve
 
-    refuse_inputs(args.parquet, args.runs, "--parquet folder")  # replacing it would delete them
+    paths: list[Path] = []
+    labels: list[str | None] = []
+    for given in args.runs:
+        side = resolve(given)
+        paths += side.runs
+        labels += [member_label(side.path, r) if side.is_run_set else None for r in side.runs]
+    # the folders given and every run in them: replacing DIR would delete them
+    refuse_inputs(args.parquet, [*args.runs, *paths], "--parquet folder")
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
-    info = export_runs(args.runs, args.parquet, force=args.force, progress=say)
+    info = export_runs(paths, args.parquet, force=args.force, progress=say, labels=labels)
     tables = info["tables"]
     width = max(len(t) for t in tables)
     lines = [f"{'table':<{width}}  {'rows':>12}"]
@@ -47,3 +58,11 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write("\n".join(lines) + "\n")
     print(f"tracediff: wrote {len(info['runs'])} run(s) to {args.parquet}", file=sys.stderr)
     return 0
+
+
+def member_label(folder: Path, run: Path) -> str:
+    """A run set's run as `<set>-<run>`: the run's capture folder, else its file name's stem."""
+    set_name = folder.resolve().name
+    inner = run.parent if run.parent.resolve() != folder.resolve() else run
+    stem = inner.name.split(".")[0] if inner == run else inner.name
+    return f"{set_name}-{stem}"

@@ -1,6 +1,7 @@
-"""`tracediff info RUN|REPORT [--format json]`: what a run holds.
+"""`tracediff info RUN|REPORT|RUNSET/ [--format json]`: what a run (or each run of a set) holds.
 
 The summary: tracediff/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
+A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/runsetinfo.py.
 """
 
 from __future__ import annotations
@@ -11,17 +12,32 @@ from pathlib import Path
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", type=Path, help="run file or any report tracediff can parse")
+    p.add_argument(
+        "path",
+        type=Path,
+        help="run file, any report tracediff can parse, or a run-set folder (lists its runs)",
+    )
     p.add_argument("--format", choices=["table", "json"], default="table")
 
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.parse import load
+    from tracediff.parse.sides import resolve
     from tracediff.report.info import render
     from tracediff.report.text import safe
     from tracediff.runinfo import summarize
 
-    info = summarize(load(args.path))
+    side = resolve(args.path)
+    if side.is_run_set:
+        from tracediff import runsetinfo
+
+        info = runsetinfo.summarize_set(side)
+        if args.format == "table":
+            for w in dict.fromkeys(info["warnings"]):  # each once: runs of a set repeat them
+                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+        sys.stdout.write(runsetinfo.render(info, args.format))
+        return 0
+    info = summarize(load(side.runs[0]))
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
             print(f"tracediff: warning: {safe(w)}", file=sys.stderr)

@@ -320,26 +320,37 @@ def _run_row(run: Run, label: str, input_path: str) -> dict[str, Any]:
 
 
 def export_runs(
-    inputs: Sequence[Path], out: Path, *, force: bool = False, progress: Progress | None = None
+    inputs: Sequence[Path],
+    out: Path,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    labels: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
     """Export every table of each input (run file or report) to the Parquet dataset `out`.
 
-    Inputs are loaded one at a time. Returns what `_tracediff.json` records.
+    Inputs are loaded one at a time. `labels` (one per input, None: the run's own label) name
+    the `run=` partitions, e.g. a run set's runs by set and run. Returns what
+    `_tracediff.json` records.
     """
     from tracediff.parse import load
 
     if not inputs:
         raise UsageError("give at least one run file or report to export")
+    given_labels = list(labels) if labels is not None else None
+    if given_labels is not None and len(given_labels) != len(inputs):
+        raise UsageError("give one label per input to export")
     with output_dir(out, force=force) as tmp:
-        labels: list[str] = []
+        labels = []
         rows: list[dict[str, Any]] = []
         totals = dict.fromkeys(schema.TABLES, 0)
         per_run: dict[str, dict[str, int]] = {}
-        for path in inputs:
+        for i, path in enumerate(inputs):
             if progress:
                 progress(f"reading {path}")
             run = load(Path(path))
-            label = unique_label(run.label, labels)
+            given = given_labels[i] if given_labels is not None else None
+            label = unique_label(given or run.label, labels)
             labels.append(label)
             per_run[label] = write_run_tables(run, tmp, label, progress)
             for k, v in per_run[label].items():

@@ -1,0 +1,99 @@
+"""`tracediff info` and `tracediff export` on a run-set folder (issue 22): the folder stands for
+its runs (parse/sides.resolve), read one at a time. Checked against each run read on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from tracediff.parse import load
+from tracediff.parse.sides import resolve
+from tracediff.runfile import write_run
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+GOOD = ROOT / "samples" / "runs" / "good"
+
+
+def td(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
+
+
+def _alone(path: Path) -> tuple[int, int]:
+    """(kernels, 'cycle' NVTX ranges) of one run read by itself."""
+    run = load(path)
+    nvtx = pl.from_arrow(run.table("nvtx_ranges"))
+    assert isinstance(nvtx, pl.DataFrame)
+    return run.table("kernels").num_rows, int((nvtx["name"].cast(pl.String) == "cycle").sum())
+
+
+def test_info_lists_each_run_with_its_cycles_and_kernels() -> None:
+    runs = resolve(GOOD).runs
+    assert len(runs) == 4
+    r = td("info", GOOD, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert [Path(x["path"]).resolve() for x in info["runs"]] == [p.resolve() for p in runs]
+    assert info["cycle_rule"] == "nvtx:cycle"
+    for row, path in zip(info["runs"], runs, strict=True):
+        kernels, cycle_ranges = _alone(path)
+        assert (row["kernels"], row["cycles"]) == (kernels, cycle_ranges)
+        assert row["cycle_error"] is None
+    table = td("info", GOOD)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith("run set") and "(4 runs)" in lines[0]
+    for row in info["runs"]:
+        line = next(ln for ln in lines if row["path"] in ln)
+        assert line.split()[1:3] == [str(row["cycles"]), str(row["kernels"])]
+
+
+def test_info_on_one_capture_folder_is_one_run() -> None:
+    r = td("info", GOOD / "run-01")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("source ") and "run set" not in r.stdout
+
+
+def test_info_says_which_run_the_rule_cannot_cut(tmp_path: Path) -> None:
+    # a run set of a marked run and a run without that marker: the second is named, not recut
+    rs = tmp_path / "mixed"
+    rs.mkdir()
+    shutil.copy(GOOD / "run-01" / "run.arrow", rs / "a.arrow")
+    write_run(
+        load(ROOT / "tests" / "data" / "kineto" / "sglang_Qwen3-8B_decode.json.gz"), rs / "b.arrow"
+    )
+    r = td("info", rs, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["runs"]
+    assert rows[0]["cycles"] == 20 and rows[0]["cycle_error"] is None
+    assert rows[1]["cycles"] is None and rows[1]["cycle_error"]
+    assert "not cut:" in td("info", rs).stdout
+
+
+def test_export_writes_each_run_of_a_set(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    r = td("export", GOOD, "--parquet", out)
+    assert r.returncode == 0, r.stderr
+    runs = resolve(GOOD).runs
+    parts = sorted(p.name for p in (out / "kernels").iterdir())
+    assert parts == [f"run=good-run-0{i}" for i in range(1, 5)]
+    for i, path in enumerate(runs, 1):
+        kernels, _ = _alone(path)
+        got = pq.read_table(out / "kernels" / f"run=good-run-0{i}").num_rows
+        assert got == kernels
+    marker = json.loads((out / "_tracediff.json").read_text())
+    assert marker["tables"]["runs"] == 4
+    inputs = pq.read_table(out / "runs" / "part-0.parquet").column("input_path").to_pylist()
+    assert [Path(p).resolve() for p in inputs] == [p.resolve() for p in runs]
