@@ -208,7 +208,8 @@ def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
 
 
 def _follow_of(b: Bisection) -> dict[str, Any]:
-    return b.state["follow"]
+    follow: dict[str, Any] = b.state["follow"]
+    return follow
 
 
 def _culprit(

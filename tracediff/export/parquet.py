@@ -341,7 +341,7 @@ def export_runs(
     if given_labels is not None and len(given_labels) != len(inputs):
         raise UsageError("give one label per input to export")
     with output_dir(out, force=force) as tmp:
-        labels = []
+        taken: list[str] = []  # the labels given so far (the parameter `labels` may hold None)
         rows: list[dict[str, Any]] = []
         totals = dict.fromkeys(schema.TABLES, 0)
         per_run: dict[str, dict[str, int]] = {}
@@ -350,8 +350,8 @@ def export_runs(
                 progress(f"reading {path}")
             run = load(Path(path))
             given = given_labels[i] if given_labels is not None else None
-            label = unique_label(given or run.label, labels)
-            labels.append(label)
+            label = unique_label(given or run.label, taken)
+            taken.append(label)
             per_run[label] = write_run_tables(run, tmp, label, progress)
             for k, v in per_run[label].items():
                 totals[k] += v
