@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,13 +84,17 @@ SEVEN = [
 def bisect(
     repo: Path, out: Path, nsys: str, *extra: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
-        "--nsys", nsys, "--format", "json", *extra, "--", sys.executable, "work.py",
-    ]  # fmt: skip
+    argv = bisect_argv(repo, out, nsys, *extra)
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
     )
+
+
+def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
+        "--nsys", nsys, "--format", "json", *extra, "--", sys.executable, "work.py",
+    ]  # fmt: skip
 
 
 def counted(counter: Path) -> list[str]:
@@ -150,6 +156,42 @@ def test_seven_commits_the_culprit_is_named_and_the_broken_one_skipped(
     assert state["result"]["first_bad"] == got["shas"][5]
 
 
+def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: str) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, SEVEN)
+    out, counter = tmp_path / "out", tmp_path / "counter.txt"
+    env = {**os.environ, "COUNTER": str(counter), "SEED": "5"}
+    argv = bisect_argv(repo, out, nsys, "--good", shas[0], "--bad", shas[-1])
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    seen = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "step 2:" in line:  # past the ends and one step: interrupt during a capture
+                time.sleep(1.5)
+                os.killpg(proc.pid, signal.SIGINT)
+                break
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "run the same command again" in rest.strip().splitlines()[-1], rest
+    before = len(counted(counter))
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["first_bad"] == shas[5]
+    assert res["captures"]["reused"] >= 8 and "resuming" in r.stderr
+    # nothing captured twice but the interrupted run
+    assert len(counted(counter)) == before + res["captures"]["captured_now"]
+
+
 def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -175,10 +217,40 @@ def test_two_culprits_each_half(tmp_path: Path, nsys: str) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     shas = build_repo(repo, commits)
-    r = bisect(repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], SEED="3")
+    counter = tmp_path / "counter.txt"
+    r = bisect(
+        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], SEED="3",
+        COUNTER=str(counter),
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
+    cap = res["captures"]
+    assert cap["used"] == len(counted(counter)) <= cap["bound"] + cap["extra_runs"]
+    if os.environ.get("BISECT_REPORT"):
+        with open(os.environ["BISECT_REPORT"], "a") as f:
+            shares = [round(c["share"], 3) for c in res["culprits"]]
+            f.write(json.dumps({"two_culprits": shares, "wall_s": res["wall_s"], **cap}) + "\n")
     found = {c["commit"]: c["share"] for c in res["culprits"]}
     assert set(found) == {shas[2], shas[5]}, r.stderr
     assert all(0.25 < s < 0.75 for s in found.values()), found
     assert res["first_bad"] == shas[2]
+
+
+SEEDS = int(os.environ.get("BISECT_SEEDS", "0") or 0)
+
+
+@pytest.mark.skipif(not SEEDS, reason="slow: BISECT_SEEDS=20 runs 20 seeded repetitions")
+@pytest.mark.parametrize("seed", range(100, 100 + max(SEEDS, 1)))
+def test_seeded_repetitions_name_the_culprit(tmp_path: Path, nsys: str, seed: int) -> None:
+    """The issue's >= 20 seeded repetitions (run locally: ~1 min each on the 2-core machine);
+    BISECT_REPORT=FILE appends each one's counts as a JSON line."""
+    res = check_seven(tmp_path, nsys, seed)["res"]
+    if os.environ.get("BISECT_REPORT"):
+        cap = res["captures"]
+        line = {
+            "seed": seed,
+            "wall_s": res["wall_s"],
+            **{k: cap[k] for k in cap if k != "bound_rule"},
+        }
+        with open(os.environ["BISECT_REPORT"], "a") as f:
+            f.write(json.dumps(line) + "\n")

@@ -63,7 +63,7 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from capture.bisect import BisectSpec
+    from capture.bisect import BisectInterrupted, BisectSpec
     from capture.bisect_search import run_bisect
     from capture.runner import CaptureSpec
     from tracediff.commands.capture import capture_range_args
@@ -96,7 +96,14 @@ def run(args: argparse.Namespace) -> int:
         contributor=args.contributor,
         cycle=args.cycle,
     )
-    result = run_bisect(bspec, _say)
+    try:
+        result = run_bisect(bspec, _say)
+    except KeyboardInterrupt:  # between captures (during one, capture_runsets reports it)
+        raise BisectInterrupted(
+            "interrupted",
+            f"every finished capture is kept in {args.output}: run the same "
+            "command again to resume",
+        ) from None
     out = {"json": _json, "markdown": _markdown, "table": _table}[args.format](result)
     sys.stdout.write(out)
     cap = result["captures"]
