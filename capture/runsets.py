@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -292,11 +293,11 @@ def capture_runsets(
                 unparsed += 1
         warnings = [w[9:] for w in seen_warnings]
         if unparsed:  # one line for all, not one per run (e.g. a GPU host with nsys's target only)
-            runs = outdir / ("*/run-*" if grouped else "run-*")
+            runs = shlex.quote(str(outdir)) + ("/*/run-*" if grouped else "/run-*")
             warnings.append(
                 f"{unparsed} runs have a report but no run file (see 'problem' in their "
                 f"runset.json); import them where QdstrmImporter is: for r in {runs}; do "
-                "tracediff parse $r/report.qdstrm -o $r/run.arrow; done"
+                'tracediff parse "$r/report.qdstrm" -o "$r/run.arrow"; done'
             )
         return RunSetsResult(outdir, plans, len(todo), reused, 0, None, warnings)
 
