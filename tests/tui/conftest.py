@@ -4,7 +4,8 @@
 nsys-ai pair (two GPUs, NCCL; cycles cut from the kernel period). `twostream`: the H200 two-stream
 captures whose streams wait on each other's CUDA events (tests/data/README.md). `hostonly`: two
 `tracediff capture` runs made on a machine without a GPU (NVTX ranges only: a host-only
-comparison).
+comparison). `runsets`: the run-set demo, samples/runs/good vs samples/runs/bad (4 H200 runs a
+side, captured interleaved: `make demo`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ SNAPSHOT_VERSIONS = {"textual": "8.2.8"}
 @pytest.fixture(scope="session")
 def comparison() -> Comparison:
     return compare(load(SAMPLES / "g_good.arrow"), load(SAMPLES / "g_bad.arrow"))
+
+
+@pytest.fixture(scope="session")
+def runsets() -> Comparison:
+    from tracediff.parse.sides import resolve
+
+    sides = [[load(p) for p in resolve(SAMPLES / "runs" / n).runs] for n in ("good", "bad")]
+    return compare(sides[0], sides[1], labels=("good", "bad"))
 
 
 @pytest.fixture(scope="session")

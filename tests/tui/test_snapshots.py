@@ -97,3 +97,9 @@ def test_wide_terminal(snap_compare, comparison: Comparison) -> None:  # noqa: A
     """The bundled samples at 200x50: every column on screen, the names given the rest of the
     line (the table's width follows the terminal's)."""
     assert snap_compare(TracediffApp(comparison), terminal_size=(200, 50), run_before=_settle)
+
+
+def test_run_set_demo(snap_compare, runsets: Comparison) -> None:  # noqa: ANN001
+    """`make demo`'s pair, samples/runs/good vs samples/runs/bad (4 runs a side): the runs line
+    under the verdict (each run's mean, both sides on one scale) and the runs column (✓4/4)."""
+    assert snap_compare(TracediffApp(runsets), terminal_size=(80, 24), run_before=_settle)

@@ -39,6 +39,10 @@ RIGHT = (
 )
 """After the name, in the order they are kept on screen as the table narrows (the phase first:
 it tells apart rows of one name, as the idle causes are in each phase)."""
+RUNS = ("runs", 5, True)
+"""Run-set comparisons only (first after the name): `✓4/4`, ✓ where the contributor moved the
+same way in every run (`consistent`), k/N the runs of head it occurs in (of base, for a row that
+head has none of)."""
 NAME_MIN = 28
 """The name is never narrower than this (or the longest name, if shorter)."""
 GUTTER = 2
@@ -58,12 +62,12 @@ class Layout:
         return " ".join(fit(h, w, r) for h, w, r in self.columns)
 
 
-def layout(width: int, longest_name: int, multi_gpu: bool = False) -> Layout:
+def layout(width: int, longest_name: int, multi_gpu: bool = False, run_set: bool = False) -> Layout:
     """Columns for a table `width` characters wide whose longest name has `longest_name`.
 
     `multi_gpu`: the GPU column comes right after the status (with one GPU it says the same on
-    every row, so it comes late)."""
-    right = list(RIGHT)
+    every row, so it comes late). `run_set`: the runs column comes first after the name."""
+    right = [RUNS, *RIGHT] if run_set else list(RIGHT)
     if multi_gpu:
         gpu = right.pop(next(i for i, c in enumerate(right) if c[0] == "GPU"))
         right.insert(next(i for i, c in enumerate(right) if c[0] == "status") + 1, gpu)
@@ -102,9 +106,17 @@ def fit_name(name: str, width: int) -> str:
     return fit(old, a, False) + RENAMED + fit(new, room - a, False)
 
 
-def cells(r: dict[str, Any], lay: Layout) -> Text:
+def runs_cell(r: dict[str, Any], runs: tuple[int, int]) -> str:
+    """`✓4/4`: see RUNS."""
+    mark = "✓" if r.get("consistent") else " "
+    nb, nh = runs
+    hr, br = r.get("head_runs") or 0, r.get("base_runs") or 0
+    return f"{mark}{hr}/{nh}" if hr else f"{mark}{br}/{nb}"
+
+
+def cells(r: dict[str, Any], lay: Layout, runs: tuple[int, int] = (1, 1)) -> Text:
     """One contributor as one pre-formatted line (one DataTable cell per row renders ~10x faster
-    than ten, which keeps sort/filter redraws cheap)."""
+    than ten, which keeps sort/filter redraws cheap). `runs`: the runs of base and head."""
     d = r["delta_ms_per_cycle"]
     sig = r["significant"]
     values = {
@@ -118,6 +130,7 @@ def cells(r: dict[str, Any], lay: Layout) -> Text:
         "GPU": "Σ" if r.get("_summed") else "-" if r["device_id"] is None else str(r["device_id"]),
         "phase": safe(r.get("phase") or "-"),
         "95% CI": f"[{r['ci95_low']:+.3f},{r['ci95_high']:+.3f}]",
+        "runs": runs_cell(r, runs),
     }
     t = Text(no_wrap=True)
     for i, (h, w, right) in enumerate(lay.columns):
@@ -145,10 +158,17 @@ class AttributionTable(DataTable[Text], inherit_bindings=False):
         Binding("shift+left,less_than_sign", "scroll_column(-1)", "Scroll left", show=False),
     ]
 
-    def __init__(self, *, multi_gpu: bool = False, id: str | None = None) -> None:  # noqa: A002
+    def __init__(
+        self,
+        *,
+        multi_gpu: bool = False,
+        runs: tuple[int, int] = (1, 1),
+        id: str | None = None,  # noqa: A002
+    ) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=0)
         self.ids: list[str] = []
         self.multi_gpu = multi_gpu
+        self.runs = runs  # base's and head's: a runs column when either has several
         self.view: pl.DataFrame | None = None
         self.lay: Layout | None = None
 
@@ -169,7 +189,7 @@ class AttributionTable(DataTable[Text], inherit_bindings=False):
         longest = 0
         if self.view is not None and self.view.height:
             longest = int(self.view.select(pl.col("name").str.len_chars().max()).item() or 0)
-        return layout(self.text_width(), longest, self.multi_gpu)
+        return layout(self.text_width(), longest, self.multi_gpu, run_set=max(self.runs) > 1)
 
     def populate(self, view: pl.DataFrame, keep: str | None = None) -> None:
         """Replace the rows; keep the cursor on contributor `keep` when it is still shown."""
@@ -183,7 +203,7 @@ class AttributionTable(DataTable[Text], inherit_bindings=False):
             self.clear()
         rows = view.to_dicts()
         self.ids = [r["contributor_id"] for r in rows]
-        self.add_rows([(cells(r, lay),) for r in rows])
+        self.add_rows([(cells(r, lay, self.runs),) for r in rows])
         # add_rows gives generated keys; map positions to contributor ids ourselves
         if self.ids:
             self.move_cursor(row=self.ids.index(keep) if keep in self.ids else 0)

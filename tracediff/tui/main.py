@@ -79,7 +79,11 @@ class MainScreen(Screen[None]):
         yield Verdict(without_notes(self.c), id="verdict")
         yield NotesLine(self.c, id="notes")
         with Vertical(id="body"):
-            yield AttributionTable(multi_gpu=len(self.gpus) > 1, id="attribution")
+            yield AttributionTable(
+                multi_gpu=len(self.gpus) > 1,
+                runs=(self.c.base.runs, self.c.head.runs),
+                id="attribution",
+            )
             yield CycleStrip(self.spans, id="replay")
             yield Timeline(id="timeline")
         yield Input(placeholder="search contributor name (enter: keep, escape: clear)", id="search")

@@ -1,10 +1,14 @@
 """Verdict panel: mean cycle time base → head, the change with its CI, and what to distrust.
 
-Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text.
+Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text. A run-set
+comparison (a side with several runs) gets a third line: the runs per side and each run's mean
+cycle time as a sparkline, both sides on one scale, so the spread between runs is seen beside
+the change it is judged against.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
@@ -43,6 +47,9 @@ def verdict_text(c: Comparison) -> Text:
     else:
         t.append(v.significance, "italic")
     t.append(f" · noise {v.noise_floor} ms", "#8a8a8a")
+    if b.runs > 1 or h.runs > 1:
+        t.append("\n")
+        t.append_text(runs_text(c))
     notes = [f"environment differs: {d.key}: {d.base!r} → {d.head!r}" for d in c.env_diffs] + list(
         c.warnings
     )
@@ -51,6 +58,30 @@ def verdict_text(c: Comparison) -> Text:
         t.append(safe(line), "#ffaf00")
     if len(notes) > MAX_WARNING_LINES:
         t.append(f"\n⚠ {len(notes) - MAX_WARNING_LINES} more warnings: press w", "bold #ffaf00")
+    return t
+
+
+def runs_text(c: Comparison) -> Text:
+    """`runs base 4 ▁▃█▂ 7.120–7.400 · head 4 ▅▆▇▆ … ms/cycle · …`: each run's mean cycle time,
+    both sides on one scale (min to max over every run of both)."""
+    from tracediff.tui.model import spark
+
+    b, h = c.base, c.head
+    every = [m for s in (b, h) for m in s.run_means_ms if np.isfinite(m)]
+    lo, hi = (min(every), max(every)) if every else (None, None)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("runs ")
+    for i, (name, side) in enumerate((("base", b), ("head", h))):
+        means = np.asarray(side.run_means_ms, dtype=np.float64)
+        t.append(("" if i == 0 else " · ") + f"{name} {side.runs} ", "#8a8a8a")
+        t.append(spark(means, means.size, lo, hi) if means.size else "-", "bold")
+        if means.size:
+            t.append(f" {means.min():.3f}–{means.max():.3f}", "#8a8a8a")
+    t.append(" ms/cycle per run", "#8a8a8a")
+    if c.noise_unit == "run":
+        t.append(" · the run is the unit · ✓ moved so in every run", "#8a8a8a")
+    else:
+        t.append(" · under 2 runs a side: CIs over cycles", "italic")
     return t
 
 
