@@ -65,7 +65,10 @@ class HelpScreen(_Dialog):
             "\n\nReplay strip: each cycle's GPU span (critical GPU), base and head on one scale;\n"
             "the selected cycle is shown reversed.\n"
             "change ms: head - base per cycle; * = 95% CI excludes 0 and the change is at least\n"
-            "1 µs and 1% of the base time."
+            "1 µs and 1% of the base time.\n"
+            "Run sets (several runs a side): the verdict's 'runs' line is each run's mean cycle\n"
+            "time, both sides on one scale; the table's runs column: ✓ = moved the same way in\n"
+            "every run, k/N = the head runs it occurs in (base's, for an op head lacks)."
         )
         super().__init__("tracediff keys", body)
 
