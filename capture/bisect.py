@@ -109,6 +109,7 @@ class Bisection:
     state: dict[str, Any] = field(init=False)
     captured: int = 0
     reused: int = 0
+    skipped_now: set[str] = field(default_factory=set)  # skipped commits met by this call
 
     def __post_init__(self) -> None:
         s = self.spec

@@ -139,7 +139,8 @@ def _search(b: Bisection, lo: int, hi: int, ends: list[Q]) -> tuple[int, int]:
     """Binary search in commits[lo..hi] (lo like good, hi like bad): the last like-good and the
     first like-bad index, adjacent but for skipped commits between them."""
     while True:
-        cand = [i for i in range(lo + 1, hi) if b.commits[i] not in b.state["skipped"]]
+        # a commit skipped by an earlier call is tried (and logged as skipped) without a capture
+        cand = [i for i in range(lo + 1, hi) if b.commits[i] not in b.skipped_now]
         if not cand:
             return lo, hi
         middle = (lo + hi) / 2
@@ -163,6 +164,7 @@ def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
     sha, n = b.commits[x], b.spec.repeat
     while True:
         if not b.runs_at(sha, n):
+            b.skipped_now.add(sha)
             b.log(
                 {
                     "step": len(b.state["log"]),

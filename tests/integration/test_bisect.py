@@ -125,9 +125,15 @@ def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
         t["name"] == "verify" and t["delta_ms_per_cycle"] > 1 for t in top["top_contributors"]
     )
     assert [s["commit"] for s in res["skipped"]] == [shas[3]]
-    # what really ran: the ends 4 runs each, then whole steps; the broken commit once
+    # what really ran: the ends N runs each (4), every step's runs; the broken commit once
     ran = counted(counter)
-    assert ran.count(shas[0]) == 4 and ran.count(shas[7]) == 4
+    # (more than 4 only when a load spike on this shared machine blurred 4 vs 4: logged as such)
+    assert [ran.count(shas[0]), ran.count(shas[7])] == res["steps"][0]["runs"]
+    assert all(
+        ran.count(e["commit"]) == e["runs"]
+        for e in res["steps"][1:]
+        if e["decision"].startswith("like")
+    )
     assert ran.count(shas[3]) == 1
     cap = res["captures"]
     assert cap["used"] == len(ran)
@@ -152,6 +158,12 @@ def test_seven_commits_the_culprit_is_named_and_the_broken_one_skipped(
     again = json.loads(r.stdout)
     assert again["first_bad"] == got["res"]["first_bad"]
     assert again["captures"]["captured_now"] == 0 and len(counted(got["counter"])) == ran
+
+    # the same steps, the skipped commit too, decided the same way from the same runs
+    def plain(steps: list[dict]) -> list[dict]:
+        return [{k: v for k, v in e.items() if k != "wall_s"} for e in steps]
+
+    assert plain(again["steps"]) == plain(got["res"]["steps"])
     state = json.loads((tmp_path / "out" / "bisect.json").read_text())
     assert state["result"]["first_bad"] == got["shas"][5]
 
@@ -254,3 +266,26 @@ def test_seeded_repetitions_name_the_culprit(tmp_path: Path, nsys: str, seed: in
         }
         with open(os.environ["BISECT_REPORT"], "a") as f:
             f.write(json.dumps(line) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--good", "HEAD", "--bad", "HEAD"], "the same commit"),
+        (["--good", "HEAD", "--bad", "HEAD~2"], "is not an ancestor"),
+        (["--good", "HEAD~2", "--bad", "nope"], "no commit 'nope'"),
+        (["--good", "HEAD~2", "--bad", "HEAD", "--repeat", "1"], "needs >= 2 runs"),
+        (["--good", "HEAD~2", "--bad", "HEAD", "--max-runs", "2"], "is below --repeat 4"),
+        (["--good", "HEAD~2", "--bad", "HEAD", "--contributor", "("], "not a regex"),
+    ],
+)
+def test_usage_errors_are_one_line_and_create_nothing(
+    tmp_path: Path, nsys: str, args: list[str], message: str
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    build_repo(repo, [SEVEN[0], SEVEN[1], SEVEN[2]])
+    r = bisect(repo, tmp_path / "out", nsys, *args)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,36 @@
+"""capture/bisect_search.decide: the per-commit rule of `tracediff bisect` (capture/bisect.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capture.bisect import Q
+from capture.bisect_search import decide
+
+TOTAL = Q("cycle time", 4.0, True, 0.03, (1.0, 7.0))  # GOOD -> BAD: 4 ms slower, significant
+
+
+def q(delta: float, significant: bool) -> Q:
+    return Q("cycle time", delta, significant, None, (0.0, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("vs_good", "vs_bad", "expected"),
+    [
+        (q(4.1, True), q(-0.1, False), "bad"),  # moved from good, sits at bad
+        (q(0.2, False), q(3.8, True), "good"),  # sits at good, bad is further on
+        (q(2.5, True), q(1.5, True), "bad"),  # between the ends, past half the change
+        (q(1.5, True), q(2.5, True), "good"),  # between, short of half: the culprit is later
+        (q(2.0, False), q(2.0, False), None),  # told apart from neither: more runs
+        (q(-3.0, True), q(7.0, True), "good"),  # faster than good: not the regression
+        (q(-3.0, True), q(0.5, False), None),  # moved, but the other way, and not from bad
+    ],
+)
+def test_decide(vs_good: Q, vs_bad: Q, expected: str | None) -> None:
+    assert decide(vs_good, vs_bad, TOTAL) == expected
+
+
+def test_a_speed_up_being_bisected_mirrors_the_rule() -> None:
+    faster = Q("cycle time", -4.0, True, 0.03, (-7.0, -1.0))
+    assert decide(q(-4.0, True), q(0.0, False), faster) == "bad"
+    assert decide(q(0.0, False), q(-4.0, True), faster) == "good"
