@@ -196,9 +196,15 @@ class _LazyTables(dict[str, pa.Table]):
     """Tables of a memory-mapped run file, read on first access."""
 
     def __init__(
-        self, buf: Any, offsets: dict[str, list[int]], source: str, crcs: dict[str, int] | None
+        self,
+        buf: Any,
+        offsets: dict[str, list[int]],
+        source: str,
+        crcs: dict[str, int] | None,
+        version: int = schema.FORMAT_VERSION,
     ) -> None:
         super().__init__()
+        self._version = version  # < 2: kernels/memops without stack_id (schema.upgrade)
         self._buf = buf
         self._offsets = offsets
         self._source = source
@@ -231,12 +237,14 @@ class _LazyTables(dict[str, pa.Table]):
         self._verify(name, off, length)
         try:
             buf = pa.py_buffer(self._buf)[off : off + length]
+            old = self._version < 2 and name in schema.ADDED_IN_2
             if columns is None:
                 table = ipc.open_file(buf).read_all()
             else:  # validate the whole schema, decompress only the columns asked for
                 full = ipc.open_file(buf).schema
-                schema.validate_schema(name, full, self._source)
-                fields = [full.get_field_index(c) for c in columns]
+                schema.validate_schema(name, full, self._source, old=old)
+                have = [c for c in columns if full.get_field_index(c) >= 0 or not old]
+                fields = [full.get_field_index(c) for c in have]
                 opts = ipc.IpcReadOptions(included_fields=fields)
                 table = ipc.open_file(buf, options=opts).read_all()
             # offsets, dictionary indices, UTF-8: a crafted file can carry a matching CRC, and
@@ -247,6 +255,10 @@ class _LazyTables(dict[str, pa.Table]):
             raise InputError(
                 f"{self._source}: table {name!r} is corrupt ({detail})", CORRUPT_HINT
             ) from None
+        if old:
+            if columns is None:
+                schema.validate_schema(name, table.schema, self._source, old=True)
+            table = schema.upgrade(name, table)
         if columns is not None:
             return table.select(columns)
         schema.validate(name, table, self._source)
@@ -315,17 +327,17 @@ def read_run(path: Path) -> Run:
         raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT) from None
     if not isinstance(footer, dict):
         raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
-    check_version(footer.get("format_version"), src)
+    version = check_version(footer.get("format_version"), src)
     unknown = sorted(set(footer) - FOOTER_KEYS)
     if unknown:  # a flipped bit in "checksums" would otherwise read as an older, unchecked file
         raise InputError(
             f"{src}: run file footer is corrupt (unknown key {unknown[0]!r})", CORRUPT_HINT
         )
     crcs = footer_checksums(footer, raw, src)
-    offsets = table_offsets(footer.get("tables"), fstart, src, legacy=crcs is None)
+    offsets = table_offsets(footer.get("tables"), fstart, src, legacy=crcs is None, version=version)
     if crcs is not None and set(crcs) != set(offsets):
         raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
-    tables = _LazyTables(buf, offsets, src, crcs)
+    tables = _LazyTables(buf, offsets, src, crcs, version)
     metadata, warnings = footer.get("metadata", {}), footer.get("warnings", [])
     if not isinstance(metadata, dict) or not isinstance(warnings, list):
         raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)

@@ -19,6 +19,9 @@ CHECKSUM_KEY = b',"checksums":'
 LEGACY_OPTIONAL = frozenset({"cuda_events"})
 """Tables added to format 1 after its first files were written: a file without checksums (the
 bundled samples) may lack them and reads them as empty. Any other missing table is damage."""
+ADDED_IN_2 = frozenset({"frames", "stacks"})
+"""Tables format 2 added: a format-1 file has none and reads them as empty; its kernels and
+memops lack `stack_id` and read it as null (schema.ADDED_IN_2, schema.upgrade)."""
 CORRUPT_HINT = "copy the file again, or parse the report again"
 FOOTER_KEYS = frozenset({"format_version", "tables", "metadata", "warnings", "checksums"})
 """Every key a format-1 footer has (files before checksums: all but the last)."""
@@ -47,7 +50,7 @@ class CrcWriter:
         return bool(self._f.closed)
 
 
-def check_version(version: Any, src: str) -> None:
+def check_version(version: Any, src: str) -> int:
     """Strict: a whole number (not "1", 1.0 or true), 1 up to the version this tool writes."""
     if type(version) is not int or version < 1:
         raise InputError(
@@ -58,6 +61,7 @@ def check_version(version: Any, src: str) -> None:
             f"{src}: run file format {version} is newer than this tracediff reads ({schema.FORMAT_VERSION})",
             "upgrade tracediff, or parse the report again with this version",
         )
+    return version
 
 
 def footer_checksums(footer: dict[str, Any], raw: bytes, src: str) -> dict[str, int] | None:
@@ -82,7 +86,9 @@ def footer_checksums(footer: dict[str, Any], raw: bytes, src: str) -> dict[str, 
     return {str(k): int(v) for k, v in checks["tables"].items()}
 
 
-def table_offsets(tables: Any, fstart: int, src: str, *, legacy: bool) -> dict[str, list[int]]:
+def table_offsets(
+    tables: Any, fstart: int, src: str, *, legacy: bool, version: int = schema.FORMAT_VERSION
+) -> dict[str, list[int]]:
     """[offset, length] per table, each inside the file; every table of the format present (a
     file without checksums may lack the LEGACY_OPTIONAL ones)."""
     if not isinstance(tables, dict):
@@ -106,6 +112,8 @@ def table_offsets(tables: Any, fstart: int, src: str, *, legacy: bool) -> dict[s
     missing = [t for t in schema.TABLES if t not in offsets]
     if legacy:
         missing = [t for t in missing if t not in LEGACY_OPTIONAL]
+    if version < 2:
+        missing = [t for t in missing if t not in ADDED_IN_2]
     if missing:
         raise InputError(
             f"{src}: run file has no {', '.join(map(repr, missing))} table"

@@ -16,8 +16,10 @@ import pyarrow as pa
 
 from tracediff.errors import InputError
 
-FORMAT_VERSION = 1
-"""Version of the run-file layout and these schemas. Bump on any incompatible change."""
+FORMAT_VERSION = 2
+"""Version of the run-file layout and these schemas. Bump on any incompatible change.
+2: the `frames` and `stacks` tables and `stack_id` on kernels and memops (issue 19); a format-1
+file reads them as empty / null (ADDED_IN_2)."""
 
 _name = pa.dictionary(pa.int32(), pa.string())
 
@@ -46,6 +48,7 @@ KERNELS = pa.schema(
         ("launch_api", _name),  # e.g. cudaLaunchKernel, cudaGraphLaunch (no _vNNNN suffix)
         ("launch_start_ns", pa.int64()),
         ("launch_end_ns", pa.int64()),
+        ("stack_id", pa.int64()),  # the launching call's Python stack (`stacks`); null: unknown
     ]
 )
 
@@ -68,6 +71,7 @@ MEMOPS = pa.schema(
         ("launch_api", _name),
         ("launch_start_ns", pa.int64()),
         ("launch_end_ns", pa.int64()),
+        ("stack_id", pa.int64()),
     ]
 )
 
@@ -178,6 +182,32 @@ CUDA_EVENTS = pa.schema(
     ]
 )
 
+FRAMES = pa.schema(
+    [
+        # One row per distinct source location of the launch stacks (Kineto `python_function`
+        # names `file(line): function`). frame_id is a 64-bit hash of the frame's text, so the
+        # same frame has the same id in every run. file is as the profiler wrote it (relative to
+        # the working directory, or to sys.path for installed packages: `torch/nn/...`); null,
+        # with line, for frames without a file (`<built-in method ...>`, `nn.Module: Linear_0`).
+        ("frame_id", pa.int64()),
+        ("file", _name),
+        ("line", pa.int32()),  # the function's first line (Kineto), not the calling line
+        ("function", _name),
+    ]
+)
+
+STACKS = pa.schema(
+    [
+        # One launch stack per distinct call path that launched GPU work, as rows: its frames
+        # from the launching (innermost) one at depth 0 to the outermost. stack_id: a 64-bit hash
+        # chained over the frames (the same call path has the same id in every run of a commit);
+        # kernels' and memops' stack_id point here. Runs without stacks: no rows.
+        ("stack_id", pa.int64()),
+        ("depth", pa.int32()),
+        ("frame_id", pa.int64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "kernels": KERNELS,
     "memops": MEMOPS,
@@ -187,7 +217,13 @@ TABLES: dict[str, pa.Schema] = {
     "devices": DEVICES,
     "syncs": SYNCS,
     "cuda_events": CUDA_EVENTS,
+    "frames": FRAMES,
+    "stacks": STACKS,
 }
+
+ADDED_IN_2: dict[str, tuple[str, ...]] = {"kernels": ("stack_id",), "memops": ("stack_id",)}
+"""Columns format 2 added to format-1 tables (read from a format-1 file as nulls: `upgrade`);
+format-1 files also lack the `frames` and `stacks` tables (read as empty)."""
 
 
 # --- diff tables ---------------------------------------------------------------------------------
@@ -288,6 +324,15 @@ DIFF_TABLES: dict[str, pa.Schema] = {
             ("head_count", _i64),
         ]
     ),
+    "sources": pa.schema(
+        [
+            ("contributor_id", _str),
+            ("file", _str),
+            ("line", _i32),
+            ("function", _str),
+            ("share", _f64),
+        ]
+    ),
 }
 
 
@@ -372,14 +417,32 @@ def conform(table: str, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def older(table: str) -> pa.Schema:
+    """`table`'s schema as format 1 wrote it (without ADDED_IN_2's columns)."""
+    sch = TABLES[table]
+    for c in ADDED_IN_2.get(table, ()):
+        sch = sch.remove(sch.get_field_index(c))
+    return sch
+
+
+def upgrade(table: str, data: pa.Table) -> pa.Table:
+    """A format-1 table with format 2's added columns, as nulls."""
+    for c in ADDED_IN_2.get(table, ()):
+        if c not in data.column_names:
+            field = TABLES[table].field(c)
+            data = data.append_column(field, pa.nulls(data.num_rows, field.type))
+    return data
+
+
 def validate(table: str, data: pa.Table, source: str) -> None:
     """Check that a table read from a run file matches its schema exactly."""
     validate_schema(table, data.schema, source)
 
 
-def validate_schema(table: str, got: pa.Schema, source: str) -> None:
-    """`validate` on a schema alone (before reading some of the table's columns)."""
-    schema = TABLES[table]
+def validate_schema(table: str, got: pa.Schema, source: str, old: bool = False) -> None:
+    """`validate` on a schema alone (before reading some of the table's columns); `old`: as
+    format 1 wrote it."""
+    schema = older(table) if old else TABLES[table]
     if not got.remove_metadata().equals(schema):
         raise InputError(
             f"{source}: table {table!r} does not match tracediff's schema",

@@ -33,11 +33,13 @@ def comparisons() -> dict[str, Comparison]:
     mfu = [load(ROOT / f"tests/data/nsys/nsys-ai/mfu_2gpu_{s}.sqlite") for s in ("before", "after")]
     nccl = load(ROOT / "tests/data/kineto/nccl_data.json.gz")
     spec = load(ROOT / "samples" / "specloop_good.arrow")
+    sgl = load(ROOT / "tests/data/kineto/sglang_Qwen3-8B_decode.json.gz")
     return {
         "g (NVTX, CUDA graph)": compare(*g, n_boot=20),
         "mfu (2 GPUs, no markers)": compare(*mfu, n_boot=20),
         "nccl (collectives, phases)": compare(nccl, nccl, n_boot=20),
         "host-only": compare(_host_only(spec), _host_only(spec), n_boot=20),
+        "sglang (launch stacks)": compare(sgl, sgl, n_boot=20),
     }
 
 

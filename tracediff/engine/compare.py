@@ -19,7 +19,7 @@ import polars as pl
 from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
-from tracediff.engine import cycles, runsets
+from tracediff.engine import cycles, runsets, sources
 from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
 from tracediff.engine import verdict as vd
@@ -213,6 +213,7 @@ def _assemble(
         across_gpus=schema.conform_diff("across_gpus", across),
         collectives=tb.collectives(ops, nb, nh),
         totals=tb.totals(ops),
+        sources=sources.sources(ops, attribution, bases + heads),
         warnings=warnings,
         replay_inputs=ReplayInputs(
             ops=ops,

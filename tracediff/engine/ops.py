@@ -3,7 +3,7 @@
 Stage: engine input. Input: a `Run`; output: a DataFrame with one row per GPU operation:
 device_id, process_id, stream_id, start_ns, end_ns, duration_ns, kind (kernel | collective |
 memcpy | memset), name (str), launch_thread_id, launch_start_ns, launch_end_ns, graph_node_id,
-config (grid/block as text, the tie-breaker for alignment), bytes. Rows in the run's order.
+stack_id (the launch's Python stack, run table `stacks`; null: unknown), config (grid/block as text, the tie-breaker for alignment), bytes. Rows in the run's order.
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ OP_COLUMNS = [
     "graph_node_id",
 ]
 """The columns every GPU op carries, kernels and copies alike (and in this order)."""
-_KERNEL_COLS = [*OP_COLUMNS, "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-_MEMOP_COLS = [*OP_COLUMNS, "kind", "copy_kind", "bytes"]
+_KERNEL_COLS = [
+    *OP_COLUMNS,
+    "stack_id",
+    "name",
+    *(f"{d}_{a}" for d in ("grid", "block") for a in "xyz"),
+]
+_MEMOP_COLS = [*OP_COLUMNS, "stack_id", "kind", "copy_kind", "bytes"]
 KINDS = pl.Enum(["kernel", "collective", "memcpy", "memset"])
 """Op kinds: an enum (one byte per op, not a string)."""
 
@@ -74,6 +79,7 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     comm = names.filter(is_comm(pl.col("name").cast(pl.String)))["name"]
     kernels = k.select(
         *OP_COLUMNS,
+        "stack_id",
         pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
         _config(k, "grid"),
         _config(k, "block"),
@@ -87,6 +93,7 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     del k
     memops = m.select(
         *OP_COLUMNS,
+        "stack_id",
         pl.when(pl.col("kind").cast(pl.String) == "memcpy")
         .then(
             pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String).fill_null("?")])

@@ -146,6 +146,13 @@ class Comparison:
     """GPU time over all GPUs and all cycles (not per cycle), per kind and name: kind, name, base_ms,
     head_ms, delta_ms, base_count, head_count. What `nsys stats` totals show, for cross-checks."""
 
+    sources: pl.DataFrame = field(default_factory=_empty("sources"))
+    """Where each contributor was launched from (engine/sources.py; runs with launch stacks
+    only, else no rows): contributor_id (str), file (str | null: a frame without a file), line
+    (i32: the function's first line), function (str): the innermost user frame of the launch
+    stacks (library frames folded), share (f64: of the contributor's GPU time, both sides,
+    launched from there). Rows by attribution order, then share descending."""
+
     warnings: list[str] = field(default_factory=list)
 
     noise_unit: str = "cycle"

@@ -28,8 +28,11 @@ JSON schema (stable; `format_version` bumps on incompatible change):
                     "base_name", "head_name",   # renamed only (else null): the op in base, in head
                     "base_count_per_cycle", "head_count_per_cycle",
                     "base_runs", "head_runs",  # runs of each side it occurs in
-                    "consistent"}],     # moved the same way in every run (null: one run a side)
-                                        # sorted by |delta|
+                    "consistent",       # moved the same way in every run (null: one run a side)
+                    "sources": [{"file", "line", "function", "share"}]}],
+                                        # sorted by |delta|; sources: launch locations in user
+                                        # code, largest share first ([]: no launch stacks;
+                                        # engine/sources.py)
    "across_gpus": [{"kind", "name", "phase", "devices", "top_device",      # multi-GPU only, else []:
                     "top_device_delta_ms_per_cycle", "base_ms_per_cycle",  # attribution summed
                     "head_ms_per_cycle", "delta_ms_per_cycle", "ci95",     # over GPUs
@@ -92,6 +95,16 @@ def _split(c: Comparison) -> dict[str, Any]:
     }
 
 
+def _sources(c: Comparison) -> dict[str, list[dict[str, Any]]]:
+    """contributor_id → its `sources` JSON list (Comparison.sources' rows, in order)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in c.sources.iter_rows(named=True):
+        out.setdefault(r["contributor_id"], []).append(
+            {"file": r["file"], "line": r["line"], "function": r["function"], "share": r["share"]}
+        )
+    return out
+
+
 def phase_rollup(c: Comparison) -> pl.DataFrame:
     """GPU attribution summed per host phase, by |change| then phase (the same every run)."""
     if c.attribution.height == 0:
@@ -108,6 +121,7 @@ def to_dict(
 ) -> dict[str, Any]:
     """The JSON document; `top` cuts attribution and across_gpus; `whatif` adds its key."""
     att = c.attribution if top is None else c.attribution.head(top)
+    srcs = _sources(c)
     across = c.across_gpus if top is None else c.across_gpus.head(top)
     return {
         "format_version": 1,
@@ -143,6 +157,7 @@ def to_dict(
                 "base_runs": r["base_runs"],
                 "head_runs": r["head_runs"],
                 "consistent": r["consistent"],
+                "sources": srcs.get(r["contributor_id"], []),
             }
             for r in att.iter_rows(named=True)
         ],

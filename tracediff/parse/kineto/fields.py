@@ -31,6 +31,7 @@ CATEGORY_ROLE: dict[str, str] = {
     "gpu_user_annotation": "gpu_annotation",
     "cpu_op": "cpu_op",
     "Operator": "cpu_op",
+    "python_function": "python",  # with_stack=True: one per Python call (stacks.py)
 }
 """Event category (`cat`) → role. Events of any other category are not read."""
 
@@ -53,6 +54,7 @@ ARG_FIELDS: dict[str, tuple[str, ...]] = {
     "annotation": (),
     "step": (),
     "comms": _COMM,
+    "python": (),  # callers from time nesting: `Python parent id` skips levels (stacks.py)
 }
 """The args fields (column names) each role reads. "step" (ProfilerStep#N operators) and "comms"
 (c10d's record_param_comms operators) are read from cpu_op events, not from a category."""

@@ -25,7 +25,7 @@ from tracediff import schema
 from tracediff.errors import InputError
 from tracediff.runfile import Run
 
-from . import agents, events, segments, tables
+from . import agents, events, segments, stacks, tables
 from .clock import Clock, NeedExact
 from .roles import Roles
 from .source import Source, read_json_bytes
@@ -40,8 +40,14 @@ _CLOCK_ORDER = [
     ["annotation", "step"],
     ["gpu_annotation"],
     ["comms"],
+    ["python"],
 ]
-_CLOCK_LABELS = {"driver": "runtime", "step": "annotation", "comms": "record_param_comms"}
+_CLOCK_LABELS = {
+    "driver": "runtime",
+    "step": "annotation",
+    "comms": "record_param_comms",
+    "python": "python_function",
+}
 _ROLES = [r for batch in _CLOCK_ORDER for r in batch if r != "step"]
 
 
@@ -114,6 +120,7 @@ def _build(path: Path, exact: bool) -> Run:
     if unmatched:
         warnings.append(f"{path}: {unmatched}")
     api = tables.api_calls(frames["runtime"], frames["driver"])
+    api, stack_tables = stacks.resolve(api, frames.pop("python"))
     main_pid = _main_pid(api, frames["comms"] if frames["comms"].height else frames["annotation"])
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
@@ -124,10 +131,11 @@ def _build(path: Path, exact: bool) -> Run:
         "memops": tables.memops(frames["memcpy"], frames["memset"], keys, main_pid),
         "nvtx_ranges": tables.ranges(frames["annotation"], frames["gpu_annotation"], main_pid),
         "collectives": tables.collectives(kern, tables.host_comms(frames["comms"]), rank),
-        "api_calls": schema.conform("api_calls", api.to_arrow())
+        "api_calls": schema.conform("api_calls", api.drop("stack_id", strict=False).to_arrow())
         if api.height
         else schema.empty("api_calls"),
         "devices": tables.devices(doc.deviceProperties, main_pid),
+        **stack_tables,
     }
     if roles.clock.missing_dur:
         warnings.append(

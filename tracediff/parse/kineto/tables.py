@@ -41,8 +41,9 @@ def api_calls(runtime: pl.DataFrame, driver: pl.DataFrame) -> pl.DataFrame:
 
 
 def launch_keys(api: pl.DataFrame) -> pl.DataFrame | None:
-    """The launching API call of each correlation id (the first one), for `_launch_join`; built
-    once for kernels and copies alike (None without API calls)."""
+    """The launching API call of each correlation id (the first one), with its Python stack
+    (stacks.py), for `_launch_join`; built once for kernels and copies alike (None without API
+    calls)."""
     if not api.height:
         return None
     return (
@@ -54,6 +55,9 @@ def launch_keys(api: pl.DataFrame) -> pl.DataFrame | None:
             pl.col("name").alias("launch_api"),
             pl.col("start_ns").alias("launch_start_ns"),
             pl.col("end_ns").alias("launch_end_ns"),
+            pl.col("stack_id")
+            if "stack_id" in api.columns
+            else pl.lit(None, pl.Int64).alias("stack_id"),
         )
         .unique(subset=["correlation_id"], keep="first", maintain_order=True)
     )
@@ -72,6 +76,7 @@ def _launch_join(
             pl.lit(None, pl.String).alias("launch_api"),
             pl.lit(None, pl.Int64).alias("launch_start_ns"),
             pl.lit(None, pl.Int64).alias("launch_end_ns"),
+            pl.lit(None, pl.Int64).alias("stack_id"),
         )
     return ops.with_columns(
         pl.coalesce(pl.col("_launch_pid"), pl.lit(main_pid, pl.Int64)).alias("process_id")

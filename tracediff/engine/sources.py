@@ -1,0 +1,133 @@
+"""Where each contributor was launched from: its source locations in user code, with shares.
+
+Stage: engine output (issue 19). Input: the aligned, attributed ops of both sides (their
+`stack_id`, parse's launch stacks), the attribution, and the runs' `stacks` / `frames` run
+tables; output: the `Comparison.sources` frame (tracediff/schema.py DIFF_TABLES["sources"]).
+
+A launch's location is the innermost *user* frame of its stack: library frames are folded into
+the user frame that called them. A frame is library code (`is_library`) when it has no file
+(`<built-in method ...>`, `nn.Module: ...`), or its file is under `site-packages/` or
+`dist-packages/`, or starts with `<` (`<frozen ...>`), or its first path component is a package
+of LIBRARY_PACKAGES or of the Python standard library (Kineto writes installed files relative to
+sys.path: `torch/nn/modules/module.py`, `threading.py`). A stack with no user frame keeps its
+innermost frame that has a file (else its innermost frame), so no launch is dropped.
+
+A contributor's sources are the locations its ops (both sides, every cycle) were launched from,
+each with the share of the contributor's GPU time launched from there, largest first; ops whose
+stack is unknown count in the total and in no location, so shares sum to 1 only where every op
+resolved. Runs without stacks: no rows, and nothing here runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import polars as pl
+
+from tracediff.runfile import Run
+from tracediff.schema import conform_diff, empty_frame
+
+LIBRARY_PACKAGES: frozenset[str] = frozenset({"torch", "numpy", "triton", "typing_extensions"})
+"""Top-level packages whose frames are library code besides the standard library (the place to
+make the rule configurable)."""
+
+_LIBRARY_PATH = r"(^|/)(site-packages|dist-packages)/|^<"
+_STDLIB = frozenset(sys.stdlib_module_names) | LIBRARY_PACKAGES
+
+
+def is_library(file: pl.Expr) -> pl.Expr:
+    """True where a frame's file is library code (null file: library); see the module doc."""
+    top = file.str.extract(r"^([A-Za-z_][\w]*)(?:/|\.py$)")
+    return (
+        file.is_null()
+        | file.str.contains(_LIBRARY_PATH)
+        | top.is_in(list(_STDLIB)).fill_null(False)
+    )
+
+
+def locations(runs: Sequence[Run]) -> pl.DataFrame:
+    """stack_id → the launch location (file, line, function) of every stack of these runs."""
+    parts = []
+    for run in runs:
+        st = pl.from_arrow(run.table("stacks"))
+        fr = pl.from_arrow(run.table("frames"))
+        assert isinstance(st, pl.DataFrame) and isinstance(fr, pl.DataFrame)
+        if not st.height:
+            continue
+        parts.append(
+            st.join(fr, on="frame_id", how="left").select(
+                "stack_id",
+                "depth",
+                pl.col("file").cast(pl.String),
+                "line",
+                pl.col("function").cast(pl.String),
+            )
+        )
+    if not parts:
+        return pl.DataFrame()
+    f = pl.concat(parts).unique(["stack_id", "depth"], keep="first")
+    # preference: a user frame, then a frame with a file, then any; innermost first within each
+    rank = pl.when(~is_library(pl.col("file"))).then(0).when(pl.col("file").is_not_null())
+    f = f.with_columns(rank.then(1).otherwise(2).alias("_pref"))
+    return (
+        f.sort("stack_id", "_pref", "depth")
+        .group_by("stack_id", maintain_order=True)
+        .first()
+        .select("stack_id", "file", "line", "function")
+    )
+
+
+def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -> pl.DataFrame:
+    """`Comparison.sources`: per contributor, its launch locations and their shares."""
+    if "stack_id" not in ops.columns or not attribution.height:
+        return empty_frame("sources")
+    loc = locations(runs)
+    if not loc.height:
+        return empty_frame("sources")
+    key = ["kind", "name", "phase", "device_id"]
+    per = (
+        ops.select(
+            pl.col("kind").cast(pl.String),
+            pl.col("contributor").cast(pl.String).alias("name"),
+            pl.col("phase").cast(pl.String),
+            "device_id",
+            "stack_id",
+            "duration_ns",
+        )
+        .group_by(*key, "stack_id")
+        .agg(pl.col("duration_ns").sum().alias("_t"))
+        .join(loc, on="stack_id", how="left")
+    )
+    # a collective split into wait and transfer rows: both were launched where the op was
+    named = pl.concat(
+        [
+            per.with_columns(pl.col("name") + suffix)
+            for suffix in ("", " [transfer]", " [wait for last rank]")
+        ]
+    )
+    att = attribution.select(
+        "contributor_id",
+        pl.col("kind").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        pl.col("phase").cast(pl.String),
+        "device_id",
+    )
+    j = att.join(named, on=key, how="inner", nulls_equal=True)
+    total = j.group_by("contributor_id").agg(pl.col("_t").sum().alias("_all"))
+    out = (
+        j.filter(pl.col("function").is_not_null())
+        .group_by("contributor_id", "file", "line", "function")
+        .agg(pl.col("_t").sum())
+        .join(total, on="contributor_id")
+        .with_columns((pl.col("_t") / pl.col("_all")).alias("share"))
+        .filter(pl.col("_all") > 0)
+        .join(att.select("contributor_id").with_row_index("_r"), on="contributor_id", how="left")
+        .sort(
+            ["_r", "share", "file", "line", "function"],
+            descending=[False, True, False, False, False],
+            nulls_last=True,
+        )  # ties by location: the same order every run
+        .select("contributor_id", "file", "line", "function", "share")
+    )
+    return conform_diff("sources", out)
