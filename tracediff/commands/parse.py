@@ -37,13 +37,13 @@ def run(args: argparse.Namespace) -> int:
         run_.metadata["label"] = args.label
     for w in run_.warnings:
         print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
-    if run_.checksums is False:  # the copy's checksums would vouch for undetectable damage
+    write_run(run_, out, force=args.force)
+    if run_.checksums is False:  # said after the write, so a failed one stays one line
         print(
             f"tracediff: warning: {safe(str(args.report))}: an older run file without checksums: "
             f"damage to it cannot be detected, and {safe(str(out))}'s checksums cover what was read",
             file=sys.stderr,
         )
-    write_run(run_, out, force=args.force)
     k = run_.table("kernels").num_rows
     print(
         f"wrote {out} ({k} kernels, {run_.table('nvtx_ranges').num_rows} NVTX ranges)",
