@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
     rev = a.before or _before_rev()
-    traces = a.trace or DEFAULT
+    traces = [t.resolve() for t in a.trace or DEFAULT]  # the children run in the trees
     with tempfile.TemporaryDirectory(prefix="td-stacks-bench-") as tmp:
         before = Path(tmp)
         _extract(rev, before)
