@@ -28,7 +28,9 @@ Algorithm (after Chromium Pinpoint):
 3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D.
    Below 60 %, the ranges on both sides (GOOD..parent and culprit..BAD) are searched the same way
    (each only when its ends differ significantly), so up to MAX_CULPRITS culprits are reported,
-   largest first, each with its share.
+   largest first, each with its share. `first_bad` is the culprit of the first search (the whole
+   range): the later ones rest on more tests at 5 % each, on ends captured at other times, and on
+   a shared machine a range of unchanged code is sometimes found "different" (seen once in 20).
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
 plus the extra runs of undecided steps and the runs of skipped commits.
