@@ -216,6 +216,9 @@ def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str) 
 
 @pytest.mark.skipif(not os.environ.get("BISECT_SLOW"), reason="slow: BISECT_SLOW=1 runs it")
 def test_two_culprits_each_half(tmp_path: Path, nsys: str) -> None:
+    """Known flaky on the shared 2-core machine (passed 1 of 2 local runs, 106 s): the first
+    culprit's measured share of the total was 0.76 in the failing run (true 0.5), at or above the
+    60 % that sends bisect on into the remaining ranges, so the second half was not searched."""
     half = SLOW_MS
     commits = [
         ("good", 0.0, False, "v1"),
