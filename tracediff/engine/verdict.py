@@ -109,13 +109,6 @@ def run_set_of(
     return (label or of[0].label, means, [r.label for r in of])
 
 
-RUN_NOISE_UNMEASURED = (
-    "one run a side: the CIs are over cycles of one process each, and run-to-run variation "
-    "(another process, other autotune picks, clocks, host jitter) is not measured; capture "
-    "several runs a side (tracediff capture --repeat N) and compare the run sets"
-)
-
-
 def run_set_warnings(runs: RunIndex) -> list[str]:
     """What the run counts leave unmeasured or undecidable."""
     nb, nh = runs.runs_base, runs.runs_head
