@@ -15,7 +15,8 @@ innermost frame that has a file (else its innermost frame), so no launch is drop
 A contributor's sources are the locations its ops (both sides, every cycle) were launched from,
 each with the share of the contributor's GPU time launched from there, largest first; ops whose
 stack is unknown count in the total and in no location, so shares sum to 1 only where every op
-resolved. Runs without stacks: no rows, and nothing here runs.
+resolved. Runs without stacks: no rows, and nothing here runs. Not yet: a renamed row
+(`old → new`, matched by neither op's name) has no sources.
 """
 
 from __future__ import annotations
