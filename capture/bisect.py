@@ -60,6 +60,7 @@ from tracediff import runset as rs
 from tracediff.engine.compare import compare
 from tracediff.engine.split import part_of
 from tracediff.errors import OutputError, TracediffError, UsageError
+from tracediff.parse import sides
 
 STATE = "bisect.json"
 KIND = "tracediff.bisect"
@@ -222,7 +223,7 @@ class Bisection:
         return True
 
     def n_runs(self, sha: str) -> int:
-        return len(rs.list_runs(self.folder(sha)))
+        return len(sides.list_runs(self.folder(sha)))
 
     def _progress(self, msg: str) -> None:
         m = re.search(r"run (\d+/\d+) \(([0-9a-f]{12})\): profiling", msg)
@@ -234,8 +235,8 @@ class Bisection:
     def compare(self, a: str, b: str) -> Any:
         from tracediff.parse import load
 
-        sides = [[load(p) for p in rs.list_runs(self.folder(x))] for x in (a, b)]
-        return compare(sides[0], sides[1], cycle=self.spec.cycle, labels=(a[:12], b[:12]))
+        runs = [[load(p) for p in sides.list_runs(self.folder(x))] for x in (a, b)]
+        return compare(runs[0], runs[1], cycle=self.spec.cycle, labels=(a[:12], b[:12]))
 
     # ---- what is followed ------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ The first failed or interrupted run stops the call (exit 1 or 130); what finishe
 
 Library use (bisect): `capture_runsets(spec, [sha, ...], n)` with spec.outdir = a folder per step
 or one for all; calling it again with a larger n adds runs to the same run sets (the finished
-ones are reused); `RunSetsResult.sets[i].folder` is each run set, `tracediff.runset.list_runs()`
+ones are reused); `RunSetsResult.sets[i].folder` is each run set, `tracediff.parse.sides.list_runs()`
 its run files. A ref given as a sha names its folder by the sha's first 12 digits.
 """
 

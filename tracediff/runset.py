@@ -1,8 +1,9 @@
 """Run-set index: the file `tracediff capture --repeat N` keeps in each run set's folder.
 
 Stage: capture output / input dispatch. `capture/runsets.py` writes it run by run; what a BASE or
-HEAD folder holds is decided by `tracediff/parse/sides.py` (which also reads run sets without an
-index: a folder of plain `.nsys-rep` files, or of capture folders); `bisect` lists runs here.
+HEAD folder holds is decided by `tracediff/parse/sides.py` (which reads this index through
+`read_index`, and also run sets without one: a folder of plain `.nsys-rep` files, or of capture
+folders; `sides.list_runs` is what `bisect` lists runs with).
 
 `runset.json` (format_version 1):
 
@@ -120,19 +121,3 @@ def finished_runs(folder: Path) -> list[Path]:
         for r in read_index(folder)["runs"]
         if r["status"] == "ok" and (folder / r["path"]).is_dir()
     ]
-
-
-def list_runs(folder: Path) -> list[Path]:
-    """The file to read for each run of the run set at `folder` (indexed or not), in order.
-
-    A several-commit capture folder is refused, naming its run sets."""
-    from tracediff.parse.sides import resolve
-
-    folder = Path(folder)
-    if (folder / GROUP_INDEX).is_file():
-        names = sorted(read_group_index(folder).get("sets", {}))
-        raise InputError(
-            f"{folder}: holds several run sets ({', '.join(names)})",
-            f"give one of them, e.g. {folder / names[0]}" if names else None,
-        )
-    return list(resolve(folder, layout="runs").runs)

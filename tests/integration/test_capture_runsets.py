@@ -20,6 +20,7 @@ import pytest
 
 from tests.integration.test_capture import _git, ranges
 from tracediff import runset as rs
+from tracediff.parse import sides
 from tracediff.parse.sides import resolve
 
 WORK = """\
@@ -128,7 +129,7 @@ def test_two_commits_are_captured_interleaved_into_two_run_sets(
             assert m["workload_python"]["nvtx_version"] == "0.2.10"
             starts[(name, x["name"])] = x["start_utc"]
         # the compare-side reader and this module list the same runs
-        runs = rs.list_runs(out / name)
+        runs = sides.list_runs(out / name)
         assert runs == list(resolve(out / name).runs) and len(runs) == 2
         assert [p.parent for p in runs] == rs.finished_runs(out / name)
     assert sorted(starts, key=starts.__getitem__) == [tuple(x) for x in group["order"]]
@@ -218,7 +219,7 @@ def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
         ("run-01", "ok"),
         ("run-02", "interrupted"),
     ]
-    assert len(rs.list_runs(out)) == 1  # the partial run is not a sample
+    assert len(sides.list_runs(out)) == 1  # the partial run is not a sample
     first = (out / "run-01" / "run.arrow").stat().st_mtime_ns
     r = run(argv, COUNTER=str(counter))
     assert r.returncode == 0, r.stderr
@@ -231,7 +232,7 @@ def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
         ("run-02", "ok"),
         ("run-03", "ok"),
     ]
-    assert all(ranges(p, "cycle").height == 3 for p in rs.list_runs(out))
+    assert all(ranges(p, "cycle").height == 3 for p in sides.list_runs(out))
 
 
 def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
@@ -259,7 +260,7 @@ def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
     assert r.returncode == 0, r.stderr
     assert [x["status"] for x in rs.read_index(out)["runs"]] == ["ok", "ok"]
     assert not list(out.glob(".run-*")), list(out.iterdir())
-    assert len(rs.list_runs(out)) == 2 and len(counted(counter)) == 3
+    assert len(sides.list_runs(out)) == 2 and len(counted(counter)) == 3
     # the dead call's worktree is removed by the next capture in the repo
     assert not tree.parent.exists() and str(tree) not in _git(repo, "worktree", "list")
 
@@ -292,7 +293,7 @@ def test_variants_are_run_sets_of_one_commit_interleaved(
     assert [ln.split()[1] for ln in counted(counter)] == ["good", "slow", "slow", "good"]
     assert sorted(rs.read_group_index(out)["sets"]) == ["good", "slow"]
     verify = {
-        v: [ranges(p, "verify")["duration_ns"].median() for p in rs.list_runs(out / v)]
+        v: [ranges(p, "verify")["duration_ns"].median() for p in sides.list_runs(out / v)]
         for v in ("good", "slow")
     }
     assert min(verify["slow"]) > max(verify["good"]) + 10e6, verify  # 40 vs 4 ms asleep
@@ -345,7 +346,7 @@ def test_reports_left_unimported_are_listed_once_and_import_later(
         ("ok", None, "run-01/report.qdstrm"),
         ("ok", None, "run-02/report.qdstrm"),
     ]
-    assert [p.name for p in rs.list_runs(out)] == ["report.qdstrm", "report.qdstrm"]
+    assert [p.name for p in sides.list_runs(out)] == ["report.qdstrm", "report.qdstrm"]
     loop = hint[0].split("is: ", 1)[1]
     bin_dir = str(Path(sys.executable).parent)
     done = subprocess.run(
@@ -356,7 +357,7 @@ def test_reports_left_unimported_are_listed_once_and_import_later(
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
     )
     assert done.returncode == 0, done.stderr
-    runs = rs.list_runs(out)
+    runs = sides.list_runs(out)
     assert [p.name for p in runs] == ["run.arrow", "run.arrow"]
     assert all(ranges(p, "cycle").height == 3 for p in runs)
 
@@ -386,4 +387,4 @@ def test_a_larger_repeat_adds_runs_to_the_run_set(repo: Path, nsys: str, tmp_pat
     assert "(1 captured, 2 reused)" in r.stderr and "[1/1] a run 3/3" in r.stderr
     assert len(counted(counter)) == 3 and rs.read_index(out)["repeat"] == 3
     assert all(p.stat().st_mtime_ns == t for p, t in first.items())
-    assert [p.parent.name for p in rs.list_runs(out)] == ["run-01", "run-02", "run-03"]
+    assert [p.parent.name for p in sides.list_runs(out)] == ["run-01", "run-02", "run-03"]

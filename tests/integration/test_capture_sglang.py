@@ -197,6 +197,7 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
 
 def test_preset_with_repeat_writes_a_run_set(nsys: str, tmp_path: Path) -> None:
     from tracediff import runset
+    from tracediff.parse import sides
 
     repo = _stand_in(tmp_path)
     out = tmp_path / "set"
@@ -206,5 +207,5 @@ def test_preset_with_repeat_writes_a_run_set(nsys: str, tmp_path: Path) -> None:
     assert index["workload"]["preset"] == "sglang-eagle3"
     assert index["workload"]["nvtx_shim"] == "sglang-eagle"
     assert [x["status"] for x in index["runs"]] == ["ok", "ok"]
-    for f in runset.list_runs(out):
+    for f in sides.list_runs(out):
         assert _cycles(f)["cycle"] == 12  # the shim ran in every run's scheduler subprocess

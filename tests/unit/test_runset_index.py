@@ -11,6 +11,7 @@ import pytest
 from capture.runsets import folder_name, interleave
 from tracediff import runset as rs
 from tracediff.errors import InputError, UnsupportedVersionError
+from tracediff.parse import sides
 
 G = Path(__file__).parents[2] / "samples" / "g_good.arrow"
 
@@ -67,7 +68,10 @@ def test_index_round_trip_order_and_finished_runs(tmp_path: Path) -> None:
     assert list(json.loads(text))[:2] == ["format_version", "kind"]
     assert [r["name"] for r in index["runs"]] == ["run-04", "run-03", "run-02", "run-01"]
     assert rs.finished_runs(tmp_path) == [tmp_path / "run-03", tmp_path / "run-01"]
-    assert rs.list_runs(tmp_path) == [tmp_path / "run-03/run.arrow", tmp_path / "run-01/run.arrow"]
+    assert sides.list_runs(tmp_path) == [
+        tmp_path / "run-03/run.arrow",
+        tmp_path / "run-01/run.arrow",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -105,11 +109,11 @@ def test_a_several_set_capture_folder_names_its_sets(tmp_path: Path) -> None:
         {"format_version": 1, "kind": rs.GROUP_KIND, "sets": {"good": {}, "bad": {}}},
     )
     with pytest.raises(InputError, match=r"holds several run sets \(bad, good\)"):
-        rs.list_runs(tmp_path)
-    assert rs.list_runs(tmp_path / "bad") == [tmp_path / "bad/run-01/run.arrow"]
+        sides.list_runs(tmp_path)
+    assert sides.list_runs(tmp_path / "bad") == [tmp_path / "bad/run-01/run.arrow"]
 
 
 def test_a_folder_of_plain_reports_is_a_run_set(tmp_path: Path) -> None:
     for name in ("b", "a"):
         shutil.copy(G, tmp_path / f"{name}.arrow")
-    assert rs.list_runs(tmp_path) == [tmp_path / "a.arrow", tmp_path / "b.arrow"]
+    assert sides.list_runs(tmp_path) == [tmp_path / "a.arrow", tmp_path / "b.arrow"]

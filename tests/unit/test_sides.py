@@ -42,7 +42,8 @@ def test_capture_folders_and_the_index_order(tmp_path: Path) -> None:
         {"path": "a", "status": "ok"},
         {"path": "b", "status": "running"},
     ]
-    (tmp_path / "runset.json").write_bytes(orjson.dumps({"runs": runs}))
+    index = {"format_version": 1, "kind": "tracediff.runset", "runs": runs}  # tracediff/runset.py
+    (tmp_path / "runset.json").write_bytes(orjson.dumps(index))
     side = resolve(tmp_path)
     assert [p.parent.name for p in side.runs] == ["c", "a"] and side.runs[0].name == "run.arrow"
 

@@ -24,14 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import orjson
-
+from tracediff import runset as rs
 from tracediff.errors import InputError
 
 Layout = Literal["auto", "runs", "ranks"]
-
-RUNSET_INDEX = "runset.json"
-"""The index `tracediff capture --repeat` writes in a run set's folder."""
 
 _REPORT_SUFFIXES = (
     ".arrow",
@@ -80,30 +76,22 @@ def run_of_capture_folder(p: Path) -> Path:
 
 
 def _index_runs(folder: Path) -> tuple[Path, ...] | None:
-    index = folder / RUNSET_INDEX
-    if not index.is_file():
+    """The finished runs of a run set's index (tracediff/runset.py), in capture order; None
+    when the folder has no index."""
+    if not (folder / rs.INDEX).is_file():
         return None
-    try:
-        data = orjson.loads(index.read_bytes())
-        runs = data["runs"]
-        paths = []
-        for r in runs:
-            if isinstance(r, dict) and r.get("status", "ok") not in ("ok", "done", "finished"):
-                continue  # an unfinished or failed run of an interrupted capture
-            rel = r["path"] if isinstance(r, dict) else r
-            paths.append(folder / str(rel))
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as e:
-        raise InputError(
-            f"{index}: not a readable run-set index ({e.__class__.__name__})",
-            "re-run the `tracediff capture --repeat` that wrote it, or remove the index to read "
-            "the folder's runs in name order",
-        ) from None
+    index = rs.read_index(folder)
     out = []
-    for p in paths:
+    for r in index["runs"]:
+        if r["status"] != "ok":
+            continue  # an unfinished or failed run of an interrupted capture
+        p = folder / r["path"]
         if p.is_dir() and _is_one_run_folder(p):
             p = run_of_capture_folder(p)
         if not p.exists():
-            raise InputError(f"{index}: lists {p.name}, which is missing", "re-run the capture")
+            raise InputError(
+                f"{folder / rs.INDEX}: lists {p.name}, which is missing", "re-run the capture"
+            )
         out.append(p)
     return tuple(out)
 
@@ -176,3 +164,16 @@ def resolve(path: Path, layout: Layout = "auto") -> Side:
 def _suffix(p: Path) -> str:
     name = p.name.lower()
     return next(s for s in _REPORT_SUFFIXES[::-1] if name.endswith(s)) if name else ""
+
+
+def list_runs(folder: Path) -> list[Path]:
+    """The file to read for each run of the run set at `folder` (indexed or not), in order;
+    what `bisect` compares. A several-commit capture folder is refused, naming its run sets."""
+    folder = Path(folder)
+    if (folder / rs.GROUP_INDEX).is_file():
+        names = sorted(rs.read_group_index(folder).get("sets", {}))
+        raise InputError(
+            f"{folder}: holds several run sets ({', '.join(names)})",
+            f"give one of them, e.g. {folder / names[0]}" if names else None,
+        )
+    return list(resolve(folder, layout="runs").runs)
