@@ -193,8 +193,8 @@ def _assemble(
         else pl.DataFrame()
     )
     nb, nh = len(t.base_cycles), len(t.head_cycles)
-    set_b = vd.run_set_of(runs, "base", t.base_ms, t.base_cycles, bases, labels[0])
-    set_h = vd.run_set_of(runs, "head", t.head_ms, t.head_cycles, heads, labels[1])
+    set_b = vd.run_set_of(v, "base", bases, labels[0])
+    set_h = vd.run_set_of(v, "head", heads, labels[1])
     return Comparison(
         base=vd.side_summary(base, seg_b, t.base_ms, vd.host_walls(seg_b), devices["base"], set_b),
         head=vd.side_summary(head, seg_h, t.head_ms, vd.host_walls(seg_h), devices["head"], set_h),

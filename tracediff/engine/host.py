@@ -55,11 +55,8 @@ def compare_host(
         float(attribution["delta_ms_per_cycle"].sum()) if attribution.height else 0.0
     )
     side = {
-        s: vd.run_set_of(runs, s, w, cyc, rs_, lab)
-        for s, w, cyc, rs_, lab in (
-            ("base", wb, cyc_b, bases, labels[0]),
-            ("head", wh, cyc_h, heads, labels[1]),
-        )
+        s: vd.run_set_of(v, s, of, lab)
+        for s, of, lab in (("base", bases, labels[0]), ("head", heads, labels[1]))
     }
     return Comparison(
         base=vd.side_summary(bases[0], seg_b, wb, wb, [], side["base"]),

@@ -43,13 +43,6 @@ class RunIndex:
     def runs(self, side: str) -> int:
         return self.runs_base if side == "base" else self.runs_head
 
-    @staticmethod
-    def single(n_base_cycles: int, n_head_cycles: int) -> RunIndex:
-        """One run a side (cycle ids below the given bounds)."""
-        return RunIndex(
-            np.zeros(n_base_cycles, dtype=np.int64), np.zeros(n_head_cycles, dtype=np.int64), 1, 1
-        )
-
 
 def _dense_pid(frame: pl.DataFrame) -> pl.DataFrame:
     """process_id renumbered 0, 1, ... in id order: each run is its own process, and the host
@@ -75,7 +68,7 @@ def merge(segs: list[Segmentation]) -> tuple[Segmentation, np.ndarray]:
     ops are given up to the merged frame (one copy alive)."""
     if len(segs) == 1:
         seg = segs[0]
-        n = _top(seg.ops) + 1
+        n = max(_top(seg.ops), _top(seg.ranges)) + 1  # host-only cuts have ranges, no ops
         return seg, np.zeros(n, dtype=np.int64)
     ops, ranges, phases, run_of = [], [], [], []
     offset = 0
@@ -100,19 +93,3 @@ def merge(segs: list[Segmentation]) -> tuple[Segmentation, np.ndarray]:
         warnings=warnings,
     )
     return merged, np.concatenate(run_of)
-
-
-def run_frame(index: RunIndex) -> pl.DataFrame:
-    """(side, cycle, run) of every cycle id: joined onto per-cycle tables for per-run counts."""
-    return pl.concat(
-        [
-            pl.DataFrame(
-                {
-                    "side": side,
-                    "cycle": np.arange(len(arr), dtype=np.int64),
-                    "run": arr.astype(np.int64),
-                }
-            )
-            for side, arr in (("base", index.base), ("head", index.head))
-        ]
-    )

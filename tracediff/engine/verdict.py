@@ -35,6 +35,8 @@ class Verdict:
     # run sets: the between-run std of base's run means
     noise_unit: str = "cycle"  # "run": CI and decision over runs (engine/runstats.py)
     p_value: float | None = None  # run sets: the across-run test's p-value
+    run_means_ms: tuple[list[float], list[float]] = ([], [])  # each base / head run's mean
+    # cycle time (given `runs`); the side summaries show them
 
 
 def pooled_std(b: np.ndarray, h: np.ndarray) -> float:
@@ -59,10 +61,14 @@ def verdict(
     """The verdict on per-cycle times `b` (base) and `h` (head), in ms. With run sets (`runs`
     across runs, and the cycle ids of `b` and `h`), each run's mean cycle time is one sample:
     the change is of the mean over runs, its CI and decision engine/runstats.py's."""
+    means: tuple[list[float], list[float]] = ([], [])
+    if runs is not None and cycles is not None and max(runs.runs_base, runs.runs_head) > 1:
+        means = (
+            run_means_ms(b, runs.of("base", cycles[0]), runs.runs_base),
+            run_means_ms(h, runs.of("head", cycles[1]), runs.runs_head),
+        )
     if runs is not None and runs.across_runs and cycles is not None:
-        rb = run_means_ms(b, runs.of("base", cycles[0]), runs.runs_base)
-        rh = run_means_ms(h, runs.of("head", cycles[1]), runs.runs_head)
-        t = rs.across_runs(np.array([rb]), np.array([rh]))
+        t = rs.across_runs(np.array([means[0]]), np.array([means[1]]))
         d = float(t.delta_ms[0])
         low, high = float(t.ci95_low[0]), float(t.ci95_high[0])
         return Verdict(
@@ -73,6 +79,7 @@ def verdict(
             noise_floor_ms=float(t.spread_ms[0]),
             noise_unit="run",
             p_value=float(t.p_value[0]),
+            run_means_ms=means,
         )
     lo, hi = bootstrap_delta(b[None, :], h[None, :], n_boot)
     delta = float(h.mean() - b.mean())
@@ -83,6 +90,7 @@ def verdict(
         # a NaN CI compares False both ways: never significant
         significant=bool((lo[0] > 0 or hi[0] < 0) and abs(delta) >= st.MIN_EFFECT_MS),
         noise_floor_ms=pooled_std(b, h),
+        run_means_ms=means,
     )
 
 
@@ -93,19 +101,13 @@ def run_means_ms(values: np.ndarray, run_of: np.ndarray, n_runs: int) -> list[fl
 
 
 def run_set_of(
-    runs: RunIndex,
-    side: str,
-    per_cycle_ms: np.ndarray,
-    cycles: list[int],
-    of: list[Run],
-    label: str | None,
+    v: Verdict, side: str, of: list[Run], label: str | None
 ) -> tuple[str, list[float], list[str]] | None:
-    """`side_summary`'s `run_set` for a side of several runs (None for one run): the side's
-    label (the user's folder name), each run's mean cycle time and label."""
-    n = runs.runs(side)
-    if n == 1:
+    """`side_summary`'s `run_set` for a side of several runs `of` (None for one run): the side's
+    label (the user's folder name), each run's mean cycle time (from the verdict) and label."""
+    if len(of) == 1:
         return None
-    means = run_means_ms(per_cycle_ms, runs.of(side, cycles), n)
+    means = v.run_means_ms[0 if side == "base" else 1]
     return (label or of[0].label, means, [r.label for r in of])
 
 
