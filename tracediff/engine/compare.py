@@ -19,7 +19,7 @@ import polars as pl
 from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
-from tracediff.engine import cycles, runsets, sources
+from tracediff.engine import correspond, cycles, runsets, sources
 from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
 from tracediff.engine import verdict as vd
@@ -63,15 +63,18 @@ def compare(
         return compare_host(
             bases[0] if one else bases, heads[0] if one else heads, cycle, n_boot, labels
         )
+    tracers = correspond.check_tracers(bases, heads, cycle)  # refuses without --cycle
     say("finding cycles")
     first = cycles.find(bases[0], ops_b, cycle)
     del ops_b
     dropped = {"base": drop_b, "head": 0}
-    segs_b, segs_h = _cut_all(bases, heads, first, dropped)
+    segs_b, segs_h, fallback = _cut_all(bases, heads, first, dropped)
     seg_b, run_b = runsets.merge(segs_b)
     seg_h, run_h = runsets.merge(segs_h)
     runs = runsets.RunIndex(run_b, run_h, len(bases), len(heads))
     warnings = _warnings(bases, heads, seg_b, seg_h, dropped) + vd.run_set_warnings(runs)
+    if tracers:
+        warnings.insert(0, tracers)
     devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in _sides(seg_b, seg_h)}
     ops = _both_sides(seg_b, seg_h)
     say(f"aligning {ops.height} operations")
@@ -100,29 +103,51 @@ def compare(
         n_boot,
         runs,
         labels,
+        fallback,
     )
 
 
 def _cut_all(
     bases: list[Run], heads: list[Run], first: Segmentation, dropped: dict[str, int]
-) -> tuple[list[Segmentation], list[Segmentation]]:
+) -> tuple[list[Segmentation], list[Segmentation], str | None]:
     """Every run but base's first cut by its rule, one run at a time (each run's ops freed once
-    cut). Where base's kernel period does not fit a run, every run is compared whole, with the
-    reason: never a per-cycle verdict from two different cuts."""
+    cut). Where base's kernel period does not fit a run, or the cycles it finds there cannot be
+    checked to hold the same loop (engine/correspond.py), every run is compared whole, and the
+    third value says why: never a per-cycle verdict from two different cuts."""
     try:
         segs_b = [first] + [_cut_one("base", r, first, dropped) for r in bases[1:]]
         segs_h = [_cut_one("head", r, first, dropped) for r in heads]
-        return segs_b, segs_h
     except RuleMismatch as e:
-        wholes = [cycles.whole(gpu_ops_counted(r)[0]) for r in bases + heads]
-        for r in bases + heads:
-            r.release()
-        segs_b, segs_h = wholes[: len(bases)], wholes[len(bases) :]
+        why = f"head not cut as base is ({first.rule.label}): {e.message}"
+        segs_b, segs_h = _wholes(bases, heads)
         segs_h[0].warnings.append(
             f"not cut as base is ({first.rule.label}): {e.message}; compared the whole runs as "
             "one cycle each (pass --cycle NAME with an NVTX range both runs have)"
         )
-        return segs_b, segs_h
+        return segs_b, segs_h, why
+    others = [(_run_name("base", i, len(bases)), s) for i, s in enumerate(segs_b[1:], 1)]
+    others += [(_run_name("head", i, len(heads)), s) for i, s in enumerate(segs_h)]
+    why = correspond.cut_fallback(first, others)
+    if why is None:
+        return segs_b, segs_h, None
+    segs_b, segs_h = _wholes(bases, heads)
+    segs_h[0].warnings.append(
+        f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges around "
+        "each cycle and pass --cycle NAME)"
+    )
+    return segs_b, segs_h, why
+
+
+def _run_name(side: str, i: int, n: int) -> str:
+    return side if n == 1 else f"{side} run {i + 1}"
+
+
+def _wholes(bases: list[Run], heads: list[Run]) -> tuple[list[Segmentation], list[Segmentation]]:
+    """Every run as one cycle (its ops read again: the cut freed them)."""
+    wholes = [cycles.whole(gpu_ops_counted(r)[0]) for r in bases + heads]
+    for r in bases + heads:
+        r.release()
+    return wholes[: len(bases)], wholes[len(bases) :]
 
 
 def _cut_one(side: str, run: Run, first: Segmentation, dropped: dict[str, int]) -> Segmentation:
@@ -182,6 +207,7 @@ def _assemble(
     n_boot: int,
     runs: runsets.RunIndex,
     labels: tuple[str | None, str | None],
+    fallback: str | None = None,
 ) -> Comparison:
     """The `Comparison`: the verdict, both sides' summaries and every table. `devices`: each
     side's GPUs (the segmentations have given their ops up to `ops`)."""
@@ -225,6 +251,7 @@ def _assemble(
         else ReplayInputs(),  # the replay models one run's timeline: not a run set's
         noise_unit=v.noise_unit,
         p_value=v.p_value,
+        cycle_fallback=fallback,
     )
 
 

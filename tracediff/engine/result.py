@@ -155,6 +155,11 @@ class Comparison:
 
     warnings: list[str] = field(default_factory=list)
 
+    cycle_fallback: str | None = None
+    """Why the runs were compared whole instead of cycle by cycle (the cut found on base did
+    not fit head, or its cycles could not be checked to hold the same loop: engine/correspond.py);
+    None where the cut holds or the user asked for it."""
+
     noise_unit: str = "cycle"
     """What the CIs and decisions are over: "cycle" (one run a side: cycles of one process, blind
     to run-to-run variation) or "run" (run sets with >= 2 runs a side: each run's mean is one

@@ -8,6 +8,9 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "runs": {"base": N, "head": M},                 # runs per side (run sets: several)
    "noise_unit": "run" | "cycle",                  # what the CIs and decisions are over: runs
                                                    # (>= 2 runs a side) or cycles of one run
+   "cycle_fallback": str | null,                   # why the whole runs were compared instead of
+                                                   # cycles (the cut did not fit or could not be
+                                                   # checked to correspond); null: the cut held
    "base"/"head": {"label", "source", "cycles", "cycle_method", "mean_ms", "p50_ms", "p90_ms", "p99_ms",
                    "min_ms", "max_ms", "std_ms", "wall_mean_ms", "devices",
                    "runs", "run_means_ms": [each run's mean cycle time], "run_labels": [str]},
@@ -127,6 +130,7 @@ def to_dict(
         "format_version": 1,
         "runs": {"base": c.base.runs, "head": c.head.runs},
         "noise_unit": c.noise_unit,
+        "cycle_fallback": c.cycle_fallback,
         "base": {k: clean(v) for k, v in asdict(c.base).items()},
         "head": {k: clean(v) for k, v in asdict(c.head).items()},
         "delta_ms_per_cycle": {

@@ -138,6 +138,11 @@ def runs_lines(c: Comparison) -> list[str]:
     return [f"runs (mean ms per cycle of each): {means('base', b)}, {means('head', h)}; {unit}"]
 
 
+def fallback_line(why: str) -> str:
+    """The first line of a comparison whose cut could not be trusted (Comparison.cycle_fallback)."""
+    return f"NOT COMPARED CYCLE BY CYCLE: {why}; the numbers below are the whole runs' totals"
+
+
 def verdict_lines(c: Comparison) -> list[str]:
     """The verdict as the table and markdown reports open with it: for a GPU comparison, what
     moved (GPU work, host-bound idle) first, then the cycle time and the two sides."""
@@ -148,6 +153,8 @@ def verdict_lines(c: Comparison) -> list[str]:
     if split is not None and split.moved is not None and v.state == "significant":
         sig += f", {MOVED[split.moved]}"
     lines = [] if split is None else split_lines(c, split)
+    if c.cycle_fallback:  # first: every number below is of whole runs, not of cycles
+        lines.insert(0, fallback_line(c.cycle_fallback))
     lines += [
         f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {sig}; "
         f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
