@@ -118,13 +118,13 @@ def _cut_all(
         segs_b = [first] + [_cut_one("base", r, first, dropped) for r in bases[1:]]
         segs_h = [_cut_one("head", r, first, dropped) for r in heads]
     except RuleMismatch as e:
-        why = f"head not cut as base is ({first.rule.label}): {e.message}"
+        misfit = f"not cut as base is ({first.rule.label}): {e.message}"
         segs_b, segs_h = _wholes(bases, heads)
         segs_h[0].warnings.append(
-            f"not cut as base is ({first.rule.label}): {e.message}; compared the whole runs as "
-            "one cycle each (pass --cycle NAME with an NVTX range both runs have)"
+            f"{misfit}; compared the whole runs as one cycle each (pass --cycle NAME with an "
+            "NVTX range both runs have)"
         )
-        return segs_b, segs_h, why
+        return segs_b, segs_h, misfit
     others = [(_run_name("base", i, len(bases)), s) for i, s in enumerate(segs_b[1:], 1)]
     others += [(_run_name("head", i, len(heads)), s) for i, s in enumerate(segs_h)]
     why = correspond.cut_fallback(first, others)
