@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from tracediff.errors import InputError
-from tracediff.parse.sides import looks_like_ranks, rank_of, resolve
+from tracediff.parse.ranknames import looks_like_ranks, parse_name
+from tracediff.parse.sides import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 G = ROOT / "samples" / "g_good.arrow"
@@ -55,12 +56,39 @@ def test_one_capture_folder_is_one_run(tmp_path: Path) -> None:
     assert side.runs == (tmp_path / "run.arrow",) and not side.is_run_set
 
 
-def test_per_rank_files_of_one_run_are_not_read_as_repeats(tmp_path: Path) -> None:
+def test_per_rank_files_of_one_run_are_one_run(tmp_path: Path) -> None:
     for r in range(4):
         shutil.copy(G, tmp_path / f"trace-TP-{r}.json.gz")
-    with pytest.raises(InputError, match="per-rank files of one run"):
+    side = resolve(tmp_path)
+    assert side.runs == (tmp_path,) and not side.is_run_set
+    forced = resolve(tmp_path, "runs")
+    assert len(forced.runs) == 4 and forced.is_run_set  # forced
+
+
+def test_a_folder_of_rank_folders_is_a_run_set(tmp_path: Path) -> None:
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        for r in range(2):
+            shutil.copy(G, tmp_path / run / f"rank-{r}.json.gz")
+    side = resolve(tmp_path)
+    assert side.runs == (tmp_path / "a", tmp_path / "b") and side.is_run_set
+
+
+def test_two_groups_of_rank_files_are_refused_saying_what_was_found(tmp_path: Path) -> None:
+    for t in ("1733000000.1", "1733000099.5"):
+        for r in range(2):
+            shutil.copy(G, tmp_path / f"{t}-TP-{r}.trace.json.gz")
+    with pytest.raises(InputError, match=r"ambiguous.*2 files 1733000000\.1-TP-0.*2 files"):
         resolve(tmp_path)
-    assert len(resolve(tmp_path, "runs").runs) == 4  # forced
+    assert len(resolve(tmp_path, "runs").runs) == 4
+
+
+def test_rank_files_beside_another_file_are_refused(tmp_path: Path) -> None:
+    for r in range(2):
+        shutil.copy(G, tmp_path / f"rank-{r}.json.gz")
+    shutil.copy(G, tmp_path / "summary.json.gz")
+    with pytest.raises(InputError, match="without a rank token"):
+        resolve(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -68,7 +96,9 @@ def test_per_rank_files_of_one_run_are_not_read_as_repeats(tmp_path: Path) -> No
     [
         (["rank-0.json", "rank-1.json"], True),
         (["host.rank0.pt.trace.json", "host.rank1.pt.trace.json"], True),
-        (["TP-0-DP-0.json", "TP-1-DP-0.json"], False),  # two rank kinds per name: not decided here
+        (["1.5-TP-0-DP-0.trace.json.gz", "1.5-TP-1-DP-0.trace.json.gz"], True),  # SGLang
+        (["1.5-TP-0-DP-0.trace.json.gz", "1.5-TP-0-DP-0.trace.json.gz.1"], False),
+        (["TP-0.json", "TP-0-DP-1.json"], False),  # different token kinds
         (["run1.json", "run2.json"], False),  # repeats numbered, not ranks
         (["rank-0.json", "rank-0.json.bak"], False),
         (["good_rank-0_a.json", "good_rank-1_b.json"], False),  # differ elsewhere too
@@ -78,10 +108,21 @@ def test_rank_rule(names: list[str], ranks: bool) -> None:
     assert looks_like_ranks([Path(n) for n in names]) is ranks
 
 
-def test_rank_of() -> None:
-    assert rank_of("x.rank-3.json") == ("rank", 3)
-    assert rank_of("TP-2.json") == ("tp", 2)
-    assert rank_of("run-7.json") is None
+def test_rank_tokens() -> None:
+    def tokens(name: str) -> tuple[tuple[str, int], ...] | None:
+        n = parse_name(Path(name))
+        return None if n is None else n.tokens
+
+    assert tokens("x.rank-3.json") == (("rank", 3),)
+    assert tokens("TP-2.json") == (("tp", 2),)
+    assert tokens("run-7.json") is None
+    # SGLang: TP first in the name, ordered pipeline-major here
+    assert tokens("1733.2-TP-3-DP-1-PP-0-EP-3-DECODE.trace.json.gz") == (
+        ("pp", 0),
+        ("dp", 1),
+        ("tp", 3),
+        ("ep", 3),
+    )
 
 
 def test_mixed_and_empty_folders_are_refused(tmp_path: Path) -> None:

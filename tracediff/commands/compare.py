@@ -78,6 +78,12 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
         "files (ranks); default: told apart by the file names (README: run sets)",
     )
+    p.add_argument(
+        "--device-map",
+        metavar="BASE=HEAD[,...]",
+        help="pair base GPU BASE with head GPU HEAD (device ids as `info` lists them); default: "
+        "by rank, else by id, else by order with a warning (README: One run from many files)",
+    )
 
 
 def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) -> tuple[str, str]:
@@ -96,14 +102,20 @@ def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) ->
 
 
 def load_sides(
-    base: Path, head: Path, layout: str, say: Callable[[str], None]
-) -> tuple[list[Any], list[Any], tuple[str | None, str | None]]:
-    """Each side's runs (one, or a run set's: parse/sides.py), read and checked; the sides'
-    labels where a side is a run set (its folder's name, told apart from the other's)."""
-    from tracediff.parse import load
+    base: Path,
+    head: Path,
+    layout: str,
+    say: Callable[[str], None],
+    device_map: str | None = None,
+) -> tuple[list[Any], list[Any], tuple[str | None, str | None], Any]:
+    """Each side's runs (one, or a run set's: parse/sides.py), read and checked, their GPUs
+    matched to base's first run's (parse/gpus.py); the sides' labels where a side is a run set
+    (its folder's name, told apart from the other's); the GPU match of head's first run."""
+    from tracediff.parse import gpus, load
     from tracediff.parse.sanity import check_pair
     from tracediff.parse.sides import resolve
 
+    given = gpus.parse_device_map(device_map) if device_map is not None else None
     sb, sh = resolve(base, layout), resolve(head, layout)  # type: ignore[arg-type]
     runs: dict[str, list[Any]] = {}
     for name, side in (("base", sb), ("head", sh)):
@@ -113,8 +125,8 @@ def load_sides(
                 f"reading {path}"
                 + (f" ({name} run {i + 1}/{len(side.runs)})" if side.is_run_set else "")
             )
-            runs[name].append(load(path))
-    bases, heads = runs["base"], runs["head"]
+            runs[name].append(load(path, layout=layout, say=say))  # type: ignore[arg-type]
+    bases, heads, dmatch = gpus.align_sides(runs["base"], runs["head"], given)
     for b in bases:
         for h in heads:
             check_pair(b, h)
@@ -122,9 +134,9 @@ def load_sides(
         bases[0].metadata["label"], heads[0].metadata["label"] = distinct_labels(
             base, head, bases[0].label, heads[0].label
         )
-        return bases, heads, (None, None)
+        return bases, heads, (None, None), dmatch
     name_b, name_h = (p.resolve().name if p.is_dir() else bases[0].label for p in (base, head))
-    return bases, heads, distinct_labels(base, head, name_b, name_h)
+    return bases, heads, distinct_labels(base, head, name_b, name_h), dmatch
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
-    bases, heads, labels = load_sides(args.base, args.head, args.layout, say)
+    bases, heads, labels, dmatch = load_sides(
+        args.base, args.head, args.layout, say, args.device_map
+    )
     if args.whatif and (len(bases) > 1 or len(heads) > 1):
         raise UsageError(
             "--whatif replays one run's timeline: give one run per side (a run set's run file, "
@@ -176,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
     result = compare(
         bases, heads, cycle=args.cycle, n_boot=args.bootstrap, progress=say, labels=labels
     )
+    result.device_map = dmatch.rows()
     whatif = None
     if args.whatif:
         from tracediff.replay import recover_top

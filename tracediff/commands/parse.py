@@ -1,4 +1,7 @@
-"""`tracediff parse REPORT -o RUN.arrow`: any supported input → one run file."""
+"""`tracediff parse REPORT|FOLDER|FILE... -o RUN.arrow`: any supported input → one run file.
+
+Several files (or a folder of one run's per-rank files) are one run: read in parallel and joined
+(tracediff/parse/join.py), per-file progress on stderr."""
 
 from __future__ import annotations
 
@@ -11,28 +14,48 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "report",
         type=Path,
-        help=".nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz]",
+        nargs="+",
+        help=".nsys-rep, .sqlite, .qdstrm, parquetdir folder, Kineto .json[.gz]; several files "
+        "(or a folder of per-rank files) are the files of one run",
     )
+    p.add_argument(
+        "--layout",
+        choices=["auto", "ranks"],
+        default="auto",
+        help="a folder's files are one run's ranks when their names say so (auto), or always "
+        "(ranks: e.g. nsys reports named by host)",
+    )
+    p.add_argument("--jobs", type=int, help="files read at once (default: the cores)")
     p.add_argument("-o", "--output", type=Path, required=True, help="run file to write (RUN.arrow)")
     p.add_argument("--force", action="store_true", help="overwrite the output if it exists")
     p.add_argument("--label", help="label stored in the run (default: file stem)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracediff.errors import OutputError
+    from tracediff.errors import OutputError, UsageError
     from tracediff.inert import safe
     from tracediff.outputs import refuse_inputs
     from tracediff.parse import load
+    from tracediff.parse.load import load_files
     from tracediff.runfile import write_run
 
     out: Path = args.output
-    refuse_inputs(out, [args.report], "run file")
+    refuse_inputs(out, list(args.report), "run file")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1")
     if out.exists() and not args.force:
         raise OutputError(f"{out}: already exists", "pass --force to overwrite it")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():  # checked before a long parse, not after
         raise OutputError(f"{out}: folder {parent} does not exist", "create it first")
-    run_ = load(args.report)
+
+    def say(msg: str) -> None:
+        print(f"tracediff: {safe(msg)}", file=sys.stderr)
+
+    if len(args.report) > 1:
+        run_ = load_files(args.report, say=say, workers=args.jobs)
+    else:
+        run_ = load(args.report[0], layout=args.layout, say=say, workers=args.jobs)
     if args.label:
         run_.metadata["label"] = args.label
     for w in run_.warnings:
@@ -40,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     write_run(run_, out, force=args.force)
     if run_.checksums is False:  # said after the write, so a failed one stays one line
         print(
-            f"tracediff: warning: {safe(str(args.report))}: an older run file without checksums: "
+            f"tracediff: warning: {safe(str(args.report[0]))}: an older run file without checksums: "
             f"damage to it cannot be detected, and {safe(str(out))}'s checksums cover what was read",
             file=sys.stderr,
         )

@@ -160,6 +160,12 @@ class Comparison:
     not fit head, or its cycles could not be checked to hold the same loop: engine/correspond.py);
     None where the cut holds or the user asked for it."""
 
+    device_map: list[dict[str, Any]] = field(default_factory=list)
+    """Which head GPU was compared with which base GPU (parse/gpus.py, set by the caller that
+    read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
+    rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",
+    "rank", "device", "order") and `guessed` (true: matched by order, nothing said more)."""
+
     noise_unit: str = "cycle"
     """What the CIs and decisions are over: "cycle" (one run a side: cycles of one process, blind
     to run-to-run variation) or "run" (run sets with >= 2 runs a side: each run's mean is one

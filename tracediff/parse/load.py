@@ -1,13 +1,16 @@
-"""Input dispatch: run file, nsys report (.sqlite/.nsys-rep/.qdstrm/parquetdir) or Kineto trace.
+"""Input dispatch: run file, nsys report (.sqlite/.nsys-rep/.qdstrm/parquetdir), Kineto trace,
+or a folder / list of one run's per-rank files.
 
-Stage: parse. Input: a path; output: a `Run`. Detection is by content (magic bytes), with the
-extension only as a tie-breaker, so a renamed file is still read correctly.
+Stage: parse. Input: a path (or paths); output: a `Run`. Detection is by content (magic bytes),
+with the extension only as a tie-breaker, so a renamed file is still read correctly. Several
+files of one run are read in parallel (pool.py) and joined into one run (join.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tracediff.errors import InputError
 from tracediff.parse.sanity import check_run
@@ -20,16 +23,22 @@ QDSTRM_MARK = b"NVIDIA Nsight Systems"  # a .qdstrm's header, after an 8-byte pr
 
 
 def detect(path: Path) -> str:
-    """Return one of: run, nsys-sqlite, nsys-rep, qdstrm, parquetdir, kineto."""
+    """Return one of: run, nsys-sqlite, nsys-rep, qdstrm, parquetdir, kineto, ranks (a folder
+    of one run's per-rank files)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file", "check the path")
     if path.is_dir():
         if any(path.glob("*.parquet")):
             return "parquetdir"
+        from tracediff.parse.sides import rank_files
+
+        if rank_files(path) is not None:
+            return "ranks"
         raise InputError(
             f"{path}: is a directory, not a report",
-            "give a report file, or an `nsys export --type parquetdir` folder",
+            "give a report file, an `nsys export --type parquetdir` folder, or a folder of one "
+            "run's per-rank files (README: One run from many files)",
         )
     if not path.is_file():  # a FIFO would block open() forever, and every reader re-reads its input
         raise InputError(
@@ -93,14 +102,28 @@ def _refuse_own_trace(path: Path, head: bytes) -> None:
         )
 
 
-def load(path: Path, *, progress: bool = False) -> Run:
+def load(
+    path: Path,
+    *,
+    layout: Literal["auto", "runs", "ranks"] = "auto",
+    say: Callable[[str], None] | None = None,
+    workers: int | None = None,
+) -> Run:
     """Read any supported input into a Run.
 
     A report with a tracediff capture manifest beside it (`manifest.json` in the same folder, as
     `tracediff capture` leaves when it could not import the report on the GPU host) gets that
-    manifest attached, so importing later loses nothing.
+    manifest attached, so importing later loses nothing. A folder of one run's per-rank files
+    (sides.rank_files; `layout="ranks"`: every report in the folder) is read as one run; `say`
+    gets a progress line per file.
     """
     path = Path(path)
+    if path.is_dir() and layout != "runs" and not any(path.glob("*.parquet")):
+        from tracediff.parse.sides import rank_files
+
+        files = rank_files(path, layout)
+        if files is not None:
+            return load_files(files, source=path, say=say, workers=workers)
     kind = detect(path)
     if kind == "run":
         run = read_run(path)
@@ -114,6 +137,52 @@ def load(path: Path, *, progress: bool = False) -> Run:
             run.metadata["manifest"] = manifest
             run.metadata.setdefault("label", manifest.get("label"))
     return run
+
+
+def load_files(
+    paths: list[Path],
+    *,
+    source: Path | None = None,
+    say: Callable[[str], None] | None = None,
+    workers: int | None = None,
+) -> Run:
+    """One run from several files of it (one per rank, process or node; join.py), read in
+    parallel (pool.py). `source`: the folder they came from (names the run). The files are
+    joined in the order given; ranks come from the traces, else from the names (ranknames.py)."""
+    from tracediff.parse import join, pool
+    from tracediff.parse import ranknames as rn
+
+    paths = [Path(p) for p in paths]
+    if len(paths) == 1:
+        return load(paths[0])
+    seen = {p.resolve() for p in paths}
+    if len(seen) != len(paths):
+        raise InputError(
+            f"{paths[0]}: a file is given twice among the {len(paths)} files of one run",
+            "give each rank's file once",
+        )
+    names = rn.group(paths)
+    ranks: list[int | None] = [None] * len(paths)
+    if len(names.groups) == 1 and not names.plain:
+        order = {n.path: k for k, n in enumerate(names.groups[0])}
+        for i, p in enumerate(paths):
+            ranks[i] = rn.rank_of_name(names.groups[0], order[p])
+    kinds = [detect(p) for p in paths]
+    for p, k in zip(paths, kinds, strict=True):
+        if k == "ranks":
+            raise InputError(f"{p}: is a folder of per-rank files", "give its files, or it alone")
+    sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
+    runs = pool.read_all(paths, load, pool.executor_for(sizes, workers), say)
+    src = source if source is not None else _common_folder(paths)
+    run = join.join(runs, ranks, src)
+    check_run(run, str(src))
+    return run
+
+
+def _common_folder(paths: list[Path]) -> Path:
+    import os
+
+    return Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))
 
 
 def _read_report(path: Path, kind: str) -> Run:

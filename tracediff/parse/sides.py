@@ -10,22 +10,23 @@ parquetdir` folder, or a capture folder (`manifest.json` beside `run.arrow` or `
 --repeat` (its runs in the index's order).
 
 Runs or ranks. A folder of files can also be the per-rank files of *one* multi-GPU run (SGLang's
-profiler writes one trace per TP rank). Those are told apart by their names: when every file's
-name differs from the others only in a rank token (`rank-3`, `rank3`, `TP-3`, `tp3`, `DP-1`,
-`PP-0`, `EP-2`, `-r3-`) and the ranks are distinct, the folder is one run's ranks, which tracediff
-cannot join into one run yet: it says so instead of comparing rank 0 of base with rank 1 of head as
-if they were repeats. `layout="runs"` (`--layout runs`) forces the run-set reading.
+profiler writes one trace per TP rank; PyTorch jobs one Kineto trace per rank; nsys one report per
+rank or node). Those are told apart by their names (ranknames.py has the rule): such a folder is
+one run, which `load` joins (join.py); a folder of such folders is a run set. `layout="runs"`
+(`--layout runs`) forces the run-set reading of a folder of files, `layout="ranks"` the one-run
+reading (names without rank tokens: `report_%h.nsys-rep`). A folder whose names hold several
+groups of per-rank files, or per-rank files beside others, is refused, saying what was found.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from tracediff import runset as rs
 from tracediff.errors import InputError
+from tracediff.parse import ranknames as rn
 
 Layout = Literal["auto", "runs", "ranks"]
 
@@ -38,7 +39,6 @@ _REPORT_SUFFIXES = (
     ".json",
     ".json.gz",
 )
-_RANK = re.compile(r"(?i)(?:^|[-_.])(rank|tp|dp|pp|ep|r)[-_]?(\d+)(?=$|[-_.])")
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,11 @@ class Side:
 
     path: Path
     runs: tuple[Path, ...]
+    run_set: bool = False
 
     @property
     def is_run_set(self) -> bool:
-        return self.path.is_dir() and not _is_one_run_folder(self.path)
+        return self.run_set
 
 
 def _is_report_file(p: Path) -> bool:
@@ -58,12 +59,44 @@ def _is_report_file(p: Path) -> bool:
     return p.is_file() and not name.startswith(".") and name.endswith(_REPORT_SUFFIXES)
 
 
-def _is_one_run_folder(p: Path) -> bool:
-    """A parquetdir export, or a capture folder (manifest + run file or report)."""
+def _is_one_run_folder(p: Path, ranks: bool = True) -> bool:
+    """A parquetdir export, a capture folder (manifest + run file or report), or (`ranks`) a
+    folder of one run's per-rank files."""
     if any(p.glob("*.parquet")):
         return True
-    return (p / "manifest.json").is_file() and any(
+    if (p / "manifest.json").is_file() and any(
         (p / n).exists() for n in ("run.arrow", "report.nsys-rep", "report.qdstrm", "report.sqlite")
+    ):
+        return True
+    return ranks and rank_files(p) is not None
+
+
+def report_files(folder: Path) -> list[Path]:
+    """The report and run files directly in `folder`, in name order."""
+    return [p for p in sorted(folder.iterdir()) if _is_report_file(p)]
+
+
+def rank_files(folder: Path, layout: Layout = "auto") -> list[Path] | None:
+    """The files of one run's ranks in `folder`, in rank order, when its names say so (or
+    `layout="ranks"`: all its report files); None when the folder is not that. A folder of one
+    run's ranks mixed with other files is refused."""
+    if not folder.is_dir() or layout == "runs":
+        return None
+    files = report_files(folder)
+    if layout == "ranks":
+        g = rn.group(files)
+        return [n.path for n in g.groups[0]] if len(g.groups) == 1 and not g.plain else files
+    g = rn.group(files)
+    rank_groups = [x for x in g.groups if rn.is_rank_group(x)]
+    if not rank_groups:
+        return None
+    if len(g.groups) == 1 and not g.plain:
+        return [n.path for n in g.groups[0]]
+    raise InputError(
+        f"{folder}: ambiguous: per-rank files of more than one run, or beside other files "
+        f"({g.describe()})",
+        "put each run's per-rank files in a folder of their own (a folder of such folders is a "
+        "run set), or pass --layout runs to read every file as a run",
     )
 
 
@@ -96,31 +129,11 @@ def _index_runs(folder: Path) -> tuple[Path, ...] | None:
     return tuple(out)
 
 
-def rank_of(name: str) -> tuple[str, int] | None:
-    """The rank token of a file name (`rank-3` -> ("rank", 3)), when it has exactly one kind."""
-    found = {(m.group(1).lower(), int(m.group(2))) for m in _RANK.finditer(name)}
-    kinds = {k for k, _ in found}
-    return next(iter(found)) if len(found) == 1 and len(kinds) == 1 else None
-
-
-def looks_like_ranks(files: list[Path]) -> bool:
-    """Whether files are one run's per-rank files: names equal but for one rank token each, with
-    distinct ranks."""
-    if len(files) < 2:
-        return False
-    ranks = [rank_of(f.name) for f in files]
-    if any(r is None for r in ranks):
-        return False
-    if len({r for r in ranks}) != len(files):
-        return False
-    stems = {_RANK.sub("", f.name) for f in files}
-    return len(stems) == 1
-
-
 def resolve(path: Path, layout: Layout = "auto") -> Side:
-    """The runs of the side the user named by `path` (see the module docstring)."""
+    """The runs of the side the user named by `path` (see the module docstring). A run is a
+    file or a folder `load` reads as one run (parquetdir, capture folder, per-rank files)."""
     path = Path(path)
-    if not path.is_dir() or _is_one_run_folder(path):
+    if not path.is_dir() or _is_one_run_folder(path, ranks=layout == "auto"):
         return Side(path, (run_of_capture_folder(path) if path.is_dir() else path,))
     indexed = _index_runs(path)
     if indexed is not None:
@@ -128,7 +141,7 @@ def resolve(path: Path, layout: Layout = "auto") -> Side:
             raise InputError(
                 f"{path}: the run set has no finished run", "run the capture (again) to finish it"
             )
-        return Side(path, indexed)
+        return Side(path, indexed, True)
     entries = sorted(path.iterdir())
     files = [p for p in entries if _is_report_file(p)]
     folders = [p for p in entries if p.is_dir() and _is_one_run_folder(p)]
@@ -143,22 +156,16 @@ def resolve(path: Path, layout: Layout = "auto") -> Side:
             "give a run file or report, or a folder of runs (a run set)",
         )
     if folders:
-        return Side(path, tuple(run_of_capture_folder(p) for p in folders))
-    if layout == "ranks" or (layout == "auto" and looks_like_ranks(files)):
-        names = ", ".join(f.name for f in files[:3]) + (", ..." if len(files) > 3 else "")
-        raise InputError(
-            f"{path}: holds the per-rank files of one run ({len(files)} ranks: {names}); "
-            "joining ranks into one run is not supported yet",
-            "compare one rank's file with the same rank's file, or pass --layout runs if these "
-            "are repeated runs of one workload",
-        )
+        return Side(path, tuple(run_of_capture_folder(p) for p in folders), True)
+    if layout == "ranks":
+        return Side(path, (path,))
     suffixes = {_suffix(f) for f in files}
     if len(suffixes) > 1:
         raise InputError(
             f"{path}: mixes file types ({', '.join(sorted(suffixes))})",
             "a run set holds runs of one kind; move the others out",
         )
-    return Side(path, tuple(files))
+    return Side(path, tuple(files), True)
 
 
 def _suffix(p: Path) -> str:

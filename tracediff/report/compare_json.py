@@ -43,6 +43,9 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "phases": [{"phase", "delta_ms_per_cycle"}],            # GPU attribution summed per host phase
    "host": [{"phase", "base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle", "ci95", "significant"}],
    "collectives": [{"op", "dtype", "bytes", "device", "base_ms_per_cycle", "head_ms_per_cycle", ...}],
+   "device_map": [{"base": GPU|null, "head": GPU|null, "by": "given"|"rank"|"device"|"order",
+                   "guessed": bool}],  # GPU: {"device_id", "rank", "rank_from", "process_id",
+                   # "ordinal", "host", "file"} (parse/gpus.py); which head GPU met which base GPU
    "warnings": [str],
    "whatif": [{"contributor_id", "predicted_ms_per_cycle", "recovered_ms_per_cycle"}]}  # --whatif only
 NaN and infinite numbers are null (jsonout.clean).
@@ -196,6 +199,7 @@ def to_dict(
         .to_dicts()
         if c.collectives.height
         else [],
+        "device_map": c.device_map,
         "warnings": c.warnings,
         **({"whatif": whatif.to_dicts()} if whatif is not None else {}),
     }

@@ -8,6 +8,7 @@ The CSV is the attribution table as it is (its columns are documented in engine/
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 import polars as pl
 
@@ -167,9 +168,32 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
                 for r in c.host.iter_rows(named=True)
             )
         )
+    out += device_map_lines(c)
     for warning in c.warnings:
         out.append(f"warning: {warning}")
     return safe_lines(out)
+
+
+def device_map_lines(c: Comparison) -> list[str]:
+    """`GPUs matched by rank: base GPU 0 (rank 0) = head GPU 0 (rank 0), ...` where the GPUs
+    were matched otherwise than by equal device ids (parse/gpus.py); else nothing."""
+    pairs = c.device_map
+    if not pairs or all(p["by"] == "device" for p in pairs):
+        return []
+
+    def one(g: dict[str, Any] | None) -> str:
+        if g is None:
+            return "-"
+        r = f" (rank {g['rank']})" if g.get("rank") is not None else ""
+        o = g.get("ordinal")
+        dev = f" on device {o}" if o is not None and o != g["device_id"] else ""
+        return f"GPU {g['device_id']}{r}{dev}"
+
+    by = pairs[0]["by"] + (", a guess" if pairs[0]["guessed"] else "")
+    return [
+        f"GPUs matched by {by}: "
+        + ", ".join(f"base {one(p['base'])} = head {one(p['head'])}" for p in pairs)
+    ]
 
 
 def render_markdown(c: Comparison, top: int = 20) -> str:
@@ -213,6 +237,7 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
             f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{name}` |"
         )
     out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
+    out += [f"> {line}" for line in device_map_lines(c)]
     out += [f"> warning: {w}" for w in c.warnings]
     return safe_lines(out)
 

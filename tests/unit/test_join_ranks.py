@@ -1,0 +1,131 @@
+"""One run from many files (issue 20): real per-rank Kineto traces read as one run, and GPUs
+matched across runs by rank, id or order (parse/join.py, parse/gpus.py).
+
+Data: HolisticTraceAnalysis `trace_filter/sampled_rank-{0,1}.json.gz` (MIT; tests/data/README.md):
+two ranks of one 128-rank job, each its own process on its own GPU (ordinal 0 and 1),
+`distributedInfo` rank 0 and 1, times already Unix µs (time origin 0).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tracediff.errors import UsageError
+from tracediff.parse import gpus, load
+from tracediff.parse.load import load_files
+from tracediff.runfile import read_run
+
+KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
+R0, R1 = KINETO / "sampled_rank-0.json.gz", KINETO / "sampled_rank-1.json.gz"
+
+
+@pytest.fixture
+def ranks(tmp_path: Path) -> Path:
+    d = tmp_path / "job"
+    d.mkdir()
+    for f in (R0, R1):
+        shutil.copy(f, d / f.name)
+    return d
+
+
+def test_a_folder_of_rank_traces_is_one_run_with_both_gpus(ranks: Path) -> None:
+    one, two = load(R0), load(R1)
+    run = load(ranks)
+    k = run.table("kernels")
+    assert k.num_rows == one.table("kernels").num_rows + two.table("kernels").num_rows
+    assert sorted(set(k.column("device_id").to_pylist())) == [0, 1]
+    g = {x["rank"]: x for x in run.metadata["gpus"]}
+    assert set(g) == {0, 1}
+    assert g[0]["rank_from"] == g[1]["rank_from"] == "distributedInfo"
+    assert g[0]["process_id"] == 4037 and g[1]["process_id"] == 4045
+    assert g[1]["ordinal"] == 1 and g[1]["file"].endswith("sampled_rank-1.json.gz")
+    # one clock (both traces give Unix µs): rank 1's kernels keep their own times
+    assert k.filter(k.column("device_id").to_numpy() == 1).column("start_ns").to_pylist() == (
+        two.table("kernels").column("start_ns").to_pylist()
+    )
+    assert run.metadata["clock"].startswith("one clock")
+
+
+def test_the_same_files_given_one_by_one_are_the_same_run(ranks: Path) -> None:
+    a, b = load(ranks), load_files([R1, R0])  # given in another order
+
+    def ids(run: object) -> list[dict[str, object]]:
+        gs = [{k: v for k, v in g.items() if k != "file"} for g in run.metadata["gpus"]]  # type: ignore[attr-defined]
+        return sorted(gs, key=lambda g: g["rank"])  # type: ignore[arg-type,return-value]
+
+    assert ids(a) == ids(b)
+    for t in ("kernels", "collectives", "api_calls"):
+        assert a.table(t).num_rows == b.table(t).num_rows
+
+
+def test_parse_writes_one_run_file_from_the_files(ranks: Path, tmp_path: Path) -> None:
+    out = tmp_path / "job.arrow"
+    r = subprocess.run(
+        [sys.executable, "-m", "tracediff", "parse", str(R0), str(R1), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "read 2/2" in r.stderr  # per-file progress
+    run = read_run(out)
+    assert [g["rank"] for g in run.metadata["gpus"]] == [0, 1]
+    assert run.table("kernels").num_rows == load(ranks).table("kernels").num_rows
+
+
+def _compare(base: Path, head: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    r = subprocess.run(
+        [sys.executable, "-m", "tracediff", "compare", str(base), str(head)]
+        + ["--format", "json", "--cycle", "whole", *extra],
+        capture_output=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    return orjson.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def test_single_gpu_runs_on_different_ordinals_compare_op_by_op() -> None:
+    """Rank 0 on GPU 0 vs rank 1 on GPU 1: before the GPU matching every op was "removed" on
+    GPU 0 and "added" on GPU 1 (0 matched rows); now the only GPUs are paired, by order, and
+    the guess is said."""
+    d = _compare(R0, R1)
+    status = [a["status"] for a in d["attribution"]]
+    assert status.count("matched") > 100
+    assert {a["device"] for a in d["attribution"] if a["device"] is not None} == {0}
+    (pair,) = d["device_map"]
+    assert pair["by"] == "order" and pair["guessed"] is True
+    assert (pair["base"]["rank"], pair["head"]["rank"]) == (0, 1)
+    assert any("matched by order" in w for w in d["warnings"])
+
+
+def test_device_map_pairs_them_without_a_guess() -> None:
+    d = _compare(R0, R1, "--device-map", "0=1")
+    (pair,) = d["device_map"]
+    assert pair["by"] == "given" and not pair["guessed"]
+    assert not any("matched by order" in w for w in d["warnings"])
+    assert [a["status"] for a in d["attribution"]].count("matched") > 100
+
+
+def test_device_map_naming_a_gpu_the_run_lacks_is_a_usage_error() -> None:
+    ref, other = gpus.gpus_of(load(R0)), gpus.gpus_of(load(R1))
+    with pytest.raises(UsageError, match="head run has no GPU 5"):
+        gpus.match(ref, other, gpus.parse_device_map("0=5"))
+    with pytest.raises(UsageError, match="not BASE=HEAD"):
+        gpus.parse_device_map("0:1")
+
+
+def test_joined_runs_match_by_rank(ranks: Path) -> None:
+    """Two-rank runs (the same job folder twice) match rank to rank, not guessed."""
+    run = load(ranks)
+    m = gpus.match(gpus.gpus_of(run), gpus.gpus_of(load(ranks)))
+    assert m.by == "rank" and not m.guessed and m.mapping == {0: 0, 1: 1}
+    # head's GPUs in the other order of ids: still matched by rank
+    swapped = gpus.relabel(run, gpus.match(gpus.gpus_of(run), gpus.gpus_of(run), {1: 0, 0: 1}))
+    m2 = gpus.match(gpus.gpus_of(run), gpus.gpus_of(swapped))
+    assert m2.by == "rank" and m2.mapping == {1: 0, 0: 1}

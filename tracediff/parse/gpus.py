@@ -1,0 +1,284 @@
+"""Which GPU is which: each GPU of a run as (host, process, device) with its rank, and the
+matching of one run's GPUs to another's.
+
+Stage: parse (after `load`, before the engine). Input: `Run`s; output: `Gpu` identities, a
+`DeviceMatch` (head GPU -> base GPU) and runs relabelled so that matched GPUs share a
+`device_id` (the engine keys every per-GPU row by device_id alone).
+
+Identity. A joined run (join.py) lists its GPUs in `metadata["gpus"]`. A run read from one file
+is described from its tables: the devices its kernels, copies and collectives ran on, the process
+that used each, and a rank where the trace says it: Kineto's `distributedInfo.rank` (a trace with
+one GPU), else the NCCL communicator rank its collectives carry (one rank per device).
+
+Matching (`match`), in this order: `--device-map` pairs as given; by rank when both sides know
+every GPU's rank and the ranks are the same set; by device id when both sides have the same ids;
+by order (rank, then device id) when the counts agree but nothing else does: a guess, said in a
+warning. Otherwise GPUs with the same id (or rank) are matched and the rest are left unmatched
+(their ops read as added / removed), with a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from tracediff.errors import UsageError
+from tracediff.runfile import Run
+
+DEVICE_TABLES = (
+    "kernels",
+    "memops",
+    "collectives",
+    "nvtx_ranges",
+    "devices",
+    "syncs",
+    "cuda_events",
+)
+"""The run tables with a device_id column."""
+_USED = ("kernels", "memops", "collectives")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of a run. device_id: its id in the run's tables; ordinal: the device index the
+    tracer reported (before a join renumbered it); rank_from: which record said the rank
+    ("distributedInfo", "nccl", "file name"); None fields are unknown."""
+
+    device_id: int
+    rank: int | None = None
+    rank_from: str | None = None
+    process_id: int | None = None
+    ordinal: int | None = None
+    host: str | None = None
+    file: str | None = None
+
+    def describe(self) -> str:
+        r = f" (rank {self.rank})" if self.rank is not None else ""
+        return f"GPU {self.device_id}{r}"
+
+
+def used_devices(run: Run) -> pl.DataFrame:
+    """device_id, process_id (the process with most ops on it), rank (the NCCL rank its
+    collectives carry, when one), one row per device with GPU work."""
+    frames = []
+    for t in _USED:
+        cols = ["device_id", "process_id"] + (["rank"] if t == "collectives" else [])
+        df = pl.from_arrow(run.read(t, cols))
+        assert isinstance(df, pl.DataFrame)
+        if "rank" not in df.columns:
+            df = df.with_columns(pl.lit(None, pl.Int32).alias("rank"))
+        frames.append(df.filter(pl.col("device_id").is_not_null()))
+    df = pl.concat(frames, how="vertical_relaxed")
+    if df.height == 0:
+        return pl.DataFrame(
+            schema={"device_id": pl.Int32, "process_id": pl.Int64, "rank": pl.Int32}
+        )
+    return (
+        df.group_by("device_id")
+        .agg(
+            pl.col("process_id").drop_nulls().mode().min().alias("process_id"),
+            pl.col("rank").drop_nulls().unique().alias("_ranks"),
+        )
+        .with_columns(
+            pl.when(pl.col("_ranks").list.len() == 1)
+            .then(pl.col("_ranks").list.first())
+            .otherwise(None)
+            .cast(pl.Int32)
+            .alias("rank")
+        )
+        .drop("_ranks")
+        .sort("device_id")
+    )
+
+
+def gpus_of(run: Run) -> list[Gpu]:
+    """The run's GPUs (the module docstring says from what)."""
+    listed = run.metadata.get("gpus")
+    if isinstance(listed, list) and listed:
+        return [Gpu(**g) for g in listed]
+    used = used_devices(run)
+    meta_rank = run.metadata.get("rank")
+    one = used.height == 1 and isinstance(meta_rank, int)
+    out = []
+    for r in used.iter_rows(named=True):
+        rank, rfrom = (meta_rank, "distributedInfo") if one else (r["rank"], "nccl")
+        out.append(
+            Gpu(
+                device_id=int(r["device_id"]),
+                rank=rank,
+                rank_from=rfrom if rank is not None else None,
+                process_id=r["process_id"],
+                ordinal=int(r["device_id"]),
+                host=run.metadata.get("host"),
+                file=run.metadata.get("source"),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceMatch:
+    """How the other run's GPUs map onto the reference run's: `pairs` (ref, other; None on the
+    side that lacks one), `by` ("given", "rank", "device", "order"), `guessed` (by order: nothing
+    in the traces says these GPUs correspond) and the warning to show, if any."""
+
+    pairs: tuple[tuple[Gpu | None, Gpu | None], ...]
+    by: str
+    guessed: bool
+    warning: str | None
+
+    @property
+    def mapping(self) -> dict[int, int]:
+        """other device_id -> reference device_id, for the matched pairs."""
+        return {o.device_id: r.device_id for r, o in self.pairs if r is not None and o is not None}
+
+    def is_identity(self) -> bool:
+        return all(o is None or r is None or o.device_id == r.device_id for r, o in self.pairs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """For JSON: one entry per pair, `base` / `head` each the GPU's identity or null."""
+        return [
+            {
+                "base": asdict(r) if r is not None else None,
+                "head": asdict(o) if o is not None else None,
+                "by": self.by,
+                "guessed": self.guessed,
+            }
+            for r, o in self.pairs
+        ]
+
+
+def parse_device_map(text: str) -> dict[int, int]:
+    """`--device-map BASE=HEAD[,BASE=HEAD...]` -> {head id: base id}."""
+    out: dict[int, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        b, sep, h = part.partition("=")
+        if not sep or not b.strip().isdigit() or not h.strip().isdigit():
+            raise UsageError(
+                f"--device-map {text}: {part!r} is not BASE=HEAD (two GPU ids, e.g. 3=1)"
+            )
+        if int(h) in out or int(b) in out.values():
+            raise UsageError(f"--device-map {text}: GPU {part} is paired twice")
+        out[int(h)] = int(b)
+    if not out:
+        raise UsageError(f"--device-map {text!r}: give BASE=HEAD pairs, e.g. 3=1")
+    return out
+
+
+def match(ref: list[Gpu], other: list[Gpu], given: dict[int, int] | None = None) -> DeviceMatch:
+    """Pair `other`'s GPUs with `ref`'s (the rule in the module docstring)."""
+    if given is not None:
+        return _given(ref, other, given)
+    rr, ro = [g.rank for g in ref], [g.rank for g in other]
+    if None not in rr and None not in ro and len(set(rr)) == len(rr) and set(rr) == set(ro):
+        by_rank = {g.rank: g for g in other}
+        return DeviceMatch(tuple((g, by_rank[g.rank]) for g in ref), "rank", False, None)
+    ids_r, ids_o = {g.device_id for g in ref}, {g.device_id for g in other}
+    if ids_r == ids_o:
+        by_id = {g.device_id: g for g in other}
+        return DeviceMatch(tuple((g, by_id[g.device_id]) for g in ref), "device", False, None)
+    if len(ref) == len(other):
+        key = lambda g: (g.rank if g.rank is not None else -1, g.device_id)  # noqa: E731
+        pairs = tuple(zip(sorted(ref, key=key), sorted(other, key=key), strict=True))
+        said = ", ".join(f"{r.describe()} = {o.describe()}" for r, o in pairs)
+        return DeviceMatch(
+            pairs,
+            "order",
+            True,
+            f"GPUs matched by order, nothing in the traces says they correspond: base {said} "
+            "of head (give --device-map BASE=HEAD to say otherwise)",
+        )
+    by_id = {g.device_id: g for g in other}
+    pairs_l: list[tuple[Gpu | None, Gpu | None]] = [(g, by_id.pop(g.device_id, None)) for g in ref]
+    pairs_l += [(None, g) for g in by_id.values()]
+    return DeviceMatch(
+        tuple(pairs_l),
+        "device",
+        False,
+        f"base has {len(ref)} GPU(s), head {len(other)}: GPUs matched by id where both have it, "
+        "the others' work reads as removed / added (give --device-map BASE=HEAD to pair them)",
+    )
+
+
+def _given(ref: list[Gpu], other: list[Gpu], given: dict[int, int]) -> DeviceMatch:
+    ids_r = {g.device_id: g for g in ref}
+    ids_o = {g.device_id: g for g in other}
+    for h, b in given.items():
+        for side, ids, d in (("base", ids_r, b), ("head", ids_o, h)):
+            if d not in ids:
+                raise UsageError(
+                    f"--device-map {b}={h}: the {side} run has no GPU {d} "
+                    f"(it has {', '.join(map(str, sorted(ids))) or 'none'})"
+                )
+    pairs: list[tuple[Gpu | None, Gpu | None]] = [(ids_r[b], ids_o[h]) for h, b in given.items()]
+    left_r = [g for g in ref if g.device_id not in given.values()]
+    left_o = {g.device_id: g for g in other if g.device_id not in given}
+    pairs += [(g, left_o.pop(g.device_id, None)) for g in left_r]
+    pairs += [(None, g) for g in left_o.values()]
+    return DeviceMatch(tuple(pairs), "given", False, None)
+
+
+def relabel(run: Run, m: DeviceMatch) -> Run:
+    """`run` (the `other` of `m`) with its device ids replaced by the reference's; its unmatched
+    GPUs get ids the reference does not use. The run is returned unchanged for an identity."""
+    if m.is_identity():
+        return run
+    mapping = m.mapping
+    taken = {r.device_id for r, _ in m.pairs if r is not None}
+    fresh = max([*taken, *(o.device_id for _, o in m.pairs if o is not None)], default=-1) + 1
+    for _, o in m.pairs:
+        if o is not None and o.device_id not in mapping:
+            if o.device_id in taken:
+                mapping[o.device_id], fresh = fresh, fresh + 1
+            else:
+                mapping[o.device_id] = o.device_id
+    tables = {
+        name: (
+            relabel_table(run.table(name), mapping) if name in DEVICE_TABLES else run.table(name)
+        )
+        for name in run.tables
+    }
+    gpus = [{**asdict(o), "device_id": mapping[o.device_id]} for _, o in m.pairs if o is not None]
+    meta = {**run.metadata, "gpus": gpus, "device_relabel": {str(k): v for k, v in mapping.items()}}
+    return Run(tables=tables, metadata=meta, warnings=list(run.warnings), checksums=run.checksums)
+
+
+def relabel_table(t: pa.Table, mapping: dict[int, int]) -> pa.Table:
+    """device_id replaced through `mapping` (ids not in it kept), the column's type kept."""
+    if "device_id" not in t.column_names or t.num_rows == 0:
+        return t
+    i = t.column_names.index("device_id")
+    col = pl.from_arrow(t.column(i))
+    assert isinstance(col, pl.Series)
+    keys = list(mapping)
+    new = col.replace(keys, [mapping[k] for k in keys]).cast(col.dtype)
+    return t.set_column(i, t.field(i), new.to_arrow().cast(t.field(i).type))
+
+
+def align_sides(
+    bases: list[Run], heads: list[Run], given: dict[int, int] | None = None
+) -> tuple[list[Run], list[Run], DeviceMatch]:
+    """Every run's GPUs matched to base's first run's and relabelled onto its ids (the other
+    base runs automatically, head's by `given` when set); the match of head's first run. A
+    guessed or partial match's warning is added to that run's warnings."""
+    ref = gpus_of(bases[0])
+    out_b = [bases[0]]
+    for r in bases[1:]:
+        out_b.append(_aligned(r, match(ref, gpus_of(r))))
+    out_h, first = [], None
+    for r in heads:
+        m = match(ref, gpus_of(r), given)
+        first = first or m
+        out_h.append(_aligned(r, m))
+    assert first is not None
+    return out_b, out_h, first
+
+
+def _aligned(run: Run, m: DeviceMatch) -> Run:
+    out = relabel(run, m)
+    if m.warning:
+        out.warnings.append(m.warning)
+    return out

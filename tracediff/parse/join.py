@@ -1,0 +1,198 @@
+"""Many files of one run (one per rank, process or node) -> one `Run`.
+
+Stage: parse (after each file's reader). Input: the files' `Run`s, in rank order, with the rank
+each file's name says (ranknames.py); output: one `Run` whose tables hold every file's rows, as
+one multi-process report would, so the engine cuts cycles per process and finds the critical GPU
+per cycle across files exactly as within one file.
+
+What the join decides:
+
+- Clock. Each reader states its file's origin (`time_origin_utc_ns`: Kineto
+  `baseTimeNanoseconds`, nsys session start). When every file has one, each file's times are
+  shifted onto the earliest origin, so files of one host share its clock. When a file has none,
+  its times cannot be placed: the files keep their own clocks and a warning says that timing
+  across files (which GPU finished last, collective wait) is not meaningful. Files of different
+  hosts share a clock only as far as the hosts' clocks agree: `offsets_ns` is where an estimate
+  of each file's offset (from collectives that must end together) is applied; nothing estimates
+  it yet.
+- GPU identity (`metadata["gpus"]`, gpus.Gpu): each GPU is (host, process, device ordinal) with
+  its rank: `distributedInfo` / NCCL rank first, else the file name's. Device ids are renumbered
+  to the ranks when every GPU has a distinct one, kept when the files' ordinals are distinct,
+  else numbered in file order.
+- Processes: ids that repeat across files (containers, hosts) are offset by (file + 1) * 10^7.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracediff import schema
+from tracediff.parse import gpus as gp
+from tracediff.runfile import Run
+
+TIME_COLUMNS = (
+    "start_ns",
+    "end_ns",
+    "launch_start_ns",
+    "launch_end_ns",
+    "api_start_ns",
+    "api_end_ns",
+    "completed_ns",
+)
+PID_STRIDE = 10_000_000
+"""Above any Linux pid (pid_max <= 2^22)."""
+
+
+def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
+    """One run from `runs` (see the module docstring). `name_ranks[i]`: the rank file i's name
+    says, or None."""
+    warnings: list[str] = []
+    for r in runs:
+        warnings += [w if str(r.path) in w else f"{Path(r.path).name}: {w}" for w in r.warnings]
+    shifts, clock_note = clock_shifts(runs)
+    if clock_note:
+        warnings.append(clock_note)
+    per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(runs)]
+    ids = _new_ids(per_file)
+    pid_offset = _pid_offsets(runs)
+    tables: dict[str, pa.Table] = {}
+    for name in schema.TABLES:
+        parts = [
+            _shifted(r, name, shifts[i], pid_offset[i], ids[i], per_file[i])
+            for i, r in enumerate(runs)
+        ]
+        tables[name] = _concat(name, [p for p in parts if p.num_rows] or parts[:1])
+    gpus = [
+        asdict(g) | {"device_id": ids[i][g.device_id], "process_id": _pid(g, pid_offset[i])}
+        for i, gs in enumerate(per_file)
+        for g in gs
+    ]
+    return Run(tables=tables, metadata=_metadata(runs, source, gpus, shifts), warnings=warnings)
+
+
+def clock_shifts(runs: list[Run]) -> tuple[list[int], str | None]:
+    """Per file, the ns added to its times to put it on the earliest file's clock; and a
+    warning when the files cannot be put on one clock."""
+    origins = [r.metadata.get("time_origin_utc_ns") for r in runs]
+    known = [o for o in origins if isinstance(o, int)]
+    if len(known) == len(origins):
+        return [o - min(known) for o in known], None
+    missing = [Path(r.path).name for r, o in zip(runs, origins, strict=True) if o is None]
+    return [0] * len(runs), (
+        f"{', '.join(missing)}: no time origin in the trace: each file keeps its own clock, so "
+        "timing across files (the GPU that finished last, collective wait) is not meaningful"
+    )
+
+
+def _file_gpus(run: Run, name_rank: int | None, warnings: list[str]) -> list[gp.Gpu]:
+    out = []
+    found = gp.gpus_of(run)
+    for g in found:
+        if g.rank is None and name_rank is not None and len(found) == 1:
+            g = gp.Gpu(**(asdict(g) | {"rank": name_rank, "rank_from": "file name"}))
+        elif g.rank is not None and name_rank is not None and g.rank != name_rank:
+            warnings.append(
+                f"{Path(run.path).name}: the name says rank {name_rank}, the trace "
+                f"({g.rank_from}) rank {g.rank}: the trace's is used"
+            )
+        out.append(g)
+    return out
+
+
+def _new_ids(per_file: list[list[gp.Gpu]]) -> list[dict[int, int]]:
+    """Per file, its device id -> the joined run's (the module docstring's rule)."""
+    flat = [g for gs in per_file for g in gs]
+    ranks = [g.rank for g in flat]
+    if flat and None not in ranks and len(set(ranks)) == len(ranks):
+        return [{g.device_id: int(g.rank) for g in gs} for gs in per_file]  # type: ignore[arg-type]
+    ids = [g.device_id for g in flat]
+    if len(set(ids)) == len(ids):
+        return [{g.device_id: g.device_id for g in gs} for gs in per_file]
+    out, n = [], 0
+    for gs in per_file:
+        out.append(
+            {g.device_id: n + k for k, g in enumerate(sorted(gs, key=lambda g: g.device_id))}
+        )
+        n += len(gs)
+    return out
+
+
+def _pid_offsets(runs: list[Run]) -> list[int]:
+    seen: set[int] = set()
+    clash = False
+    for r in runs:
+        pids = set(pl.from_arrow(r.read("kernels", ["process_id"]))["process_id"].drop_nulls())  # type: ignore[index]
+        pids |= set(pl.from_arrow(r.read("api_calls", ["process_id"]))["process_id"].drop_nulls())  # type: ignore[index]
+        clash |= bool(pids & seen)
+        seen |= pids
+    return [(i + 1) * PID_STRIDE if clash else 0 for i in range(len(runs))]
+
+
+def _pid(g: gp.Gpu, offset: int) -> int | None:
+    return None if g.process_id is None else g.process_id + offset
+
+
+def _shifted(
+    run: Run, name: str, shift: int, pid_offset: int, ids: dict[int, int], gpus: list[gp.Gpu]
+) -> pa.Table:
+    t = run.table(name)
+    if t.num_rows == 0:
+        return t
+    if name == "devices":  # the devices the file's process used (a trace lists all it sees)
+        used = pa.array(list(ids), pa.int32())
+        t = t.filter(pc.is_in(t.column("device_id"), value_set=used))
+    df = pl.from_arrow(t)
+    assert isinstance(df, pl.DataFrame)
+    exprs = [pl.col(c) + shift for c in TIME_COLUMNS if c in df.columns and shift]
+    if pid_offset and "process_id" in df.columns:
+        exprs.append(pl.col("process_id") + pid_offset)
+    if exprs:
+        df = df.with_columns(exprs)
+    out = df.to_arrow()
+    if ids and any(k != v for k, v in ids.items()):
+        out = gp.relabel_table(out, ids)
+    return schema.conform(name, out)
+
+
+def _concat(name: str, parts: list[pa.Table]) -> pa.Table:
+    t = pa.concat_tables(parts)
+    if name in ("frames", "stacks"):  # ids are content hashes: the same frame in every file
+        df = pl.from_arrow(t)
+        assert isinstance(df, pl.DataFrame)
+        key = ["frame_id"] if name == "frames" else ["stack_id", "depth"]
+        t = schema.conform(name, df.unique(key, keep="first", maintain_order=True).to_arrow())
+    return t.unify_dictionaries().combine_chunks()
+
+
+def _metadata(
+    runs: list[Run], source: Path, gpus: list[dict[str, Any]], shifts: list[int]
+) -> dict[str, Any]:
+    first = runs[0].metadata
+    formats = {r.metadata.get("source_format") for r in runs}
+    origins = [r.metadata.get("time_origin_utc_ns") for r in runs]
+    keep = {k: v for k, v in first.items() if k not in ("source", "rank", "device_id_map", "label")}
+    return keep | {
+        "source": str(source),
+        "source_format": formats.pop() if len(formats) == 1 else "mixed",
+        "label": source.stem if source.is_file() else source.name,
+        "files": [
+            {
+                "source": r.metadata.get("source"),
+                "rank": r.metadata.get("rank"),
+                "time_origin_utc_ns": r.metadata.get("time_origin_utc_ns"),
+                "clock_shift_ns": shifts[i],
+            }
+            for i, r in enumerate(runs)
+        ],
+        "gpus": gpus,
+        "time_origin_utc_ns": min(origins) if all(isinstance(o, int) for o in origins) else None,  # type: ignore[type-var]
+        "clock": "one clock: each file's time origin"
+        if all(isinstance(o, int) for o in origins)
+        else "each file its own clock",
+    }
