@@ -333,6 +333,18 @@ DIFF_TABLES: dict[str, pa.Schema] = {
             ("share", _f64),
         ]
     ),
+    "launch_stacks": pa.schema(
+        [
+            ("contributor_id", _str),
+            ("side", _str),
+            ("stack_id", _i64),
+            ("share", _f64),
+            ("depth", _i32),
+            ("file", _str),
+            ("line", _i32),
+            ("function", _str),
+        ]
+    ),
 }
 
 

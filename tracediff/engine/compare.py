@@ -240,6 +240,7 @@ def _assemble(
         collectives=tb.collectives(ops, nb, nh),
         totals=tb.totals(ops),
         sources=sources.sources(ops, attribution, bases + heads),
+        launch_stacks=sources.launch_stacks(ops, attribution, bases, heads),
         warnings=warnings,
         replay_inputs=ReplayInputs(
             ops=ops,

@@ -153,6 +153,15 @@ class Comparison:
     stacks (library frames folded), share (f64: of the contributor's GPU time, both sides,
     launched from there). Rows by attribution order, then share descending."""
 
+    launch_stacks: pl.DataFrame = field(default_factory=_empty("launch_stacks"))
+    """The whole launch stacks of each contributor (engine/sources.py; runs with launch stacks
+    only, else no rows), one row per frame: contributor_id (str), side (str: "base" | "head",
+    whose commit the file lines are of), stack_id (i64: parse's content hash of the call path),
+    share (f64: of the contributor's GPU time, both sides, launched by this stack on this side),
+    depth (i32: 0 the launching frame, library frames included), file (str | null), line (i32:
+    the function's first line), function (str). Read by the commit suspects and the TUI's
+    stack view."""
+
     warnings: list[str] = field(default_factory=list)
 
     cycle_fallback: str | None = None

@@ -49,25 +49,9 @@ def is_library(file: pl.Expr) -> pl.Expr:
 
 def locations(runs: Sequence[Run]) -> pl.DataFrame:
     """stack_id → the launch location (file, line, function) of every stack of these runs."""
-    parts = []
-    for run in runs:
-        st = pl.from_arrow(run.table("stacks"))
-        fr = pl.from_arrow(run.table("frames"))
-        assert isinstance(st, pl.DataFrame) and isinstance(fr, pl.DataFrame)
-        if not st.height:
-            continue
-        parts.append(
-            st.join(fr, on="frame_id", how="left").select(
-                "stack_id",
-                "depth",
-                pl.col("file").cast(pl.String),
-                "line",
-                pl.col("function").cast(pl.String),
-            )
-        )
-    if not parts:
+    f = frames_of(runs)
+    if not f.height:
         return pl.DataFrame()
-    f = pl.concat(parts).unique(["stack_id", "depth"], keep="first")
     # preference: a user frame, then a frame with a file, then any; innermost first within each
     rank = pl.when(~is_library(pl.col("file"))).then(0).when(pl.col("file").is_not_null())
     f = f.with_columns(rank.then(1).otherwise(2).alias("_pref"))
@@ -79,13 +63,9 @@ def locations(runs: Sequence[Run]) -> pl.DataFrame:
     )
 
 
-def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -> pl.DataFrame:
-    """`Comparison.sources`: per contributor, its launch locations and their shares."""
-    if "stack_id" not in ops.columns or not attribution.height:
-        return empty_frame("sources")
-    loc = locations(runs)
-    if not loc.height:
-        return empty_frame("sources")
+def _per_stack(ops: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
+    """contributor_id, side, stack_id, `_t` (GPU ns launched by that stack on that side) and
+    `_all` (the contributor's GPU ns, both sides), attribution order kept in `_r`."""
     key = ["kind", "name", "phase", "device_id"]
     per = (
         ops.select(
@@ -93,12 +73,12 @@ def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -
             pl.col("contributor").cast(pl.String).alias("name"),
             pl.col("phase").cast(pl.String),
             "device_id",
+            pl.col("side").cast(pl.String),
             "stack_id",
             "duration_ns",
         )
-        .group_by(*key, "stack_id")
+        .group_by(*key, "side", "stack_id")
         .agg(pl.col("duration_ns").sum().alias("_t"))
-        .join(loc, on="stack_id", how="left")
     )
     # a collective split into wait and transfer rows: both were launched where the op was
     named = pl.concat(
@@ -113,17 +93,30 @@ def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -
         pl.col("name").cast(pl.String),
         pl.col("phase").cast(pl.String),
         "device_id",
-    )
+    ).with_row_index("_r")
     j = att.join(named, on=key, how="inner", nulls_equal=True)
     total = j.group_by("contributor_id").agg(pl.col("_t").sum().alias("_all"))
-    out = (
-        j.filter(pl.col("function").is_not_null())
-        .group_by("contributor_id", "file", "line", "function")
-        .agg(pl.col("_t").sum())
-        .join(total, on="contributor_id")
-        .with_columns((pl.col("_t") / pl.col("_all")).alias("share"))
+    return (
+        j.join(total, on="contributor_id")
         .filter(pl.col("_all") > 0)
-        .join(att.select("contributor_id").with_row_index("_r"), on="contributor_id", how="left")
+        .select("_r", "contributor_id", "side", "stack_id", "_t", "_all")
+    )
+
+
+def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -> pl.DataFrame:
+    """`Comparison.sources`: per contributor, its launch locations and their shares."""
+    if "stack_id" not in ops.columns or not attribution.height:
+        return empty_frame("sources")
+    loc = locations(runs)
+    if not loc.height:
+        return empty_frame("sources")
+    out = (
+        _per_stack(ops, attribution)
+        .join(loc, on="stack_id", how="left")
+        .filter(pl.col("function").is_not_null())
+        .group_by("_r", "contributor_id", "file", "line", "function")
+        .agg(pl.col("_t").sum(), pl.col("_all").first())
+        .with_columns((pl.col("_t") / pl.col("_all")).alias("share"))
         .sort(
             ["_r", "share", "file", "line", "function"],
             descending=[False, True, False, False, False],
@@ -132,3 +125,54 @@ def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -
         .select("contributor_id", "file", "line", "function", "share")
     )
     return conform_diff("sources", out)
+
+
+def frames_of(runs: Sequence[Run]) -> pl.DataFrame:
+    """stack_id, depth, file, line, function: every frame of every stack of these runs."""
+    parts = []
+    for run in runs:
+        st = pl.from_arrow(run.table("stacks"))
+        fr = pl.from_arrow(run.table("frames"))
+        assert isinstance(st, pl.DataFrame) and isinstance(fr, pl.DataFrame)
+        if st.height:
+            parts.append(
+                st.join(fr, on="frame_id", how="left").select(
+                    "stack_id",
+                    "depth",
+                    pl.col("file").cast(pl.String),
+                    "line",
+                    pl.col("function").cast(pl.String),
+                )
+            )
+    if not parts:
+        return pl.DataFrame()
+    return pl.concat(parts).unique(["stack_id", "depth"], keep="first")
+
+
+def launch_stacks(
+    ops: pl.DataFrame, attribution: pl.DataFrame, bases: Sequence[Run], heads: Sequence[Run]
+) -> pl.DataFrame:
+    """`Comparison.launch_stacks`: every frame of every stack each contributor was launched
+    from, per side (a side's frames come from its own runs: their lines are of its commit)."""
+    if "stack_id" not in ops.columns or not attribution.height:
+        return empty_frame("launch_stacks")
+    per = _per_stack(ops, attribution).filter(pl.col("stack_id").is_not_null())
+    parts = []
+    for side, runs in (("base", bases), ("head", heads)):
+        fr = frames_of(runs)
+        if fr.height:
+            parts.append(per.filter(pl.col("side") == side).join(fr, on="stack_id", how="inner"))
+    if not parts:
+        return empty_frame("launch_stacks")
+    out = (
+        pl.concat(parts)
+        .group_by("_r", "contributor_id", "side", "stack_id", "depth", "file", "line", "function")
+        .agg(pl.col("_t").sum(), pl.col("_all").first())
+        .with_columns((pl.col("_t") / pl.col("_all")).alias("share"))
+        .sort(
+            ["_r", "side", "share", "stack_id", "depth"],
+            descending=[False, False, True, False, False],
+        )
+        .select("contributor_id", "side", "stack_id", "share", "depth", "file", "line", "function")
+    )
+    return conform_diff("launch_stacks", out)
