@@ -49,6 +49,11 @@ def summarize(run: Run) -> dict[str, Any]:
         starts += [int(lo)] if lo is not None else []  # type: ignore[arg-type]
         ends += [int(hi)] if hi is not None else []  # type: ignore[arg-type]
     m = run.metadata
+    from dataclasses import asdict
+
+    from tracediff.parse.gpus import gpus_of
+
+    gpus = [asdict(g) for g in gpus_of(run)]
     return {
         "source": m.get("source"),
         "source_format": m.get("source_format"),
@@ -68,6 +73,9 @@ def summarize(run: Run) -> dict[str, Any]:
             pl.col("kernels").fill_null(0),
             pl.col("kernel_time_ns").fill_null(0),
         ).to_dicts(),
+        "gpus": gpus,
+        "files": [f.get("source") for f in m.get("files", [])],
+        "clock": m.get("clock"),
         "kernels": {
             "count": k.height,
             "total_time_ns": int(k["duration_ns"].clip(lower_bound=0).sum() or 0),

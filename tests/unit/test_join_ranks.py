@@ -129,3 +129,37 @@ def test_joined_runs_match_by_rank(ranks: Path) -> None:
     swapped = gpus.relabel(run, gpus.match(gpus.gpus_of(run), gpus.gpus_of(run), {1: 0, 0: 1}))
     m2 = gpus.match(gpus.gpus_of(run), gpus.gpus_of(swapped))
     assert m2.by == "rank" and m2.mapping == {1: 0, 0: 1}
+
+
+@pytest.mark.parametrize(
+    "name,device,rank,pid",
+    [
+        ("nccl_data.json.gz", 0, 0, 2910249),  # HTA nccl_parser_config: rank 0 of 2, A100
+        ("eager_trace.json.gz", 0, 0, 6583),  # TraceLens vLLM TP=8, rank 0, B200
+        ("sglang_Qwen3-8B_decode.json.gz", 0, 0, None),  # TraceLens SGLang, MI300X, world 1
+        ("graph_execution.json.gz", 2, 0, None),  # TraceLens vLLM decode, MI300
+    ],
+)
+def test_public_single_rank_traces_read_with_their_rank_and_gpu(
+    name: str, device: int, rank: int, pid: int | None
+) -> None:
+    run = load(KINETO / name)
+    (g,) = gpus.gpus_of(run)  # one GPU with work, though the trace lists up to 8
+    assert (g.device_id, g.rank, g.rank_from) == (device, rank, "distributedInfo")
+    assert pid is None or g.process_id == pid
+
+
+def test_sglang_names_and_a_rank_the_trace_contradicts(tmp_path: Path) -> None:
+    """Two copies of TraceLens' SGLang trace under SGLang's per-rank names (TP-0, TP-1): the
+    names say ranks 0 and 1, both traces say rank 0: the trace wins, the conflict is said, and
+    the two GPUs (both ordinal 0) stay two GPUs of the joined run."""
+    src = KINETO / "sglang_Qwen3-8B_decode.json.gz"
+    for tp in (0, 1):
+        shutil.copy(src, tmp_path / f"1764000000.25-TP-{tp}.trace.json.gz")
+    run = load(tmp_path)
+    assert [g["rank"] for g in run.metadata["gpus"]] == [0, 0]
+    assert sorted({g["device_id"] for g in run.metadata["gpus"]}) == [0, 1]
+    assert any("name says rank 1" in w for w in run.warnings)
+    assert run.table("kernels").num_rows == 2 * load(src).table("kernels").num_rows
+    # the same pid in both files: offset, so each file stays its own process
+    assert len({g["process_id"] for g in run.metadata["gpus"]}) == 2

@@ -153,8 +153,8 @@ def load_files(
     from tracediff.parse import ranknames as rn
 
     paths = [Path(p) for p in paths]
-    if len(paths) == 1:
-        return load(paths[0])
+    if not paths:
+        raise InputError(f"{source}: no files to read", "give the files of one run")
     seen = {p.resolve() for p in paths}
     if len(seen) != len(paths):
         raise InputError(

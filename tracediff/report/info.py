@@ -8,6 +8,9 @@ JSON schema (stable, for scripts):
    "tracediff_format": int}, "time_origin_utc_ns": int|null,
    "tables": {table: row_count}, "span_ns": {"start": int|null, "end": int|null},
    "devices": [{"device_id", "name", "sm_count", "memory_bytes", "kernels", "kernel_time_ns"}],
+   "gpus": [{"device_id", "rank", "rank_from", "process_id", "ordinal", "host", "file"}],
+   "files": [str] (a run joined from several files: each, in join order; else []),
+   "clock": str|null (joined runs: how the files were put on one clock),
    "kernels": {"count": int, "total_time_ns": int}, "warnings": [str]}
 """
 
@@ -34,10 +37,15 @@ def render_table(info: dict[str, Any]) -> str:
     lines.append("tables          " + ", ".join(f"{t}={n}" for t, n in info["tables"].items()))
     k = info["kernels"]
     lines.append(f"kernels         {k['count']} kernels, {k['total_time_ns'] / 1e6:.3f} ms total")
+    if info.get("files"):
+        lines.append(f"files           {len(info['files'])} joined; {info.get('clock') or '-'}")
+    ranks = {g["device_id"]: g for g in info.get("gpus", [])}
     for d in info["devices"]:
+        g = ranks.get(d["device_id"], {})
+        who = f" rank {g['rank']}" if g.get("rank") is not None else ""
         lines.append(
             f"  GPU {d['device_id']:<3} {d['name'] or '?':<24} {d['kernels']:>9} kernels "
-            f"{d['kernel_time_ns'] / 1e6:>12.3f} ms"
+            f"{d['kernel_time_ns'] / 1e6:>12.3f} ms{who}"
         )
     return safe_lines(lines)
 
