@@ -186,7 +186,8 @@ def test_bad_output_after_failed_parse_leaves_old_file(tmp_path: Path) -> None:
 
 
 INFO_KEYS = {"source", "source_format", "tool_versions", "time_origin_utc_ns", "tables", "span_ns",
-             "devices", "kernels", "run_file_checksums", "warnings"}  # fmt: skip
+             "devices", "gpus", "files", "clock", "kernels", "run_file_checksums",
+             "warnings"}  # fmt: skip
 
 
 def _sql(path: Path, q: str) -> tuple:
@@ -217,6 +218,9 @@ def test_info_json_matches_its_documented_schema(tmp_path: Path) -> None:
         == _sql(G_GOOD, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0]
     )
     assert info["span_ns"]["start"] <= lo
+    (gpu,) = info["gpus"]  # one process on GPU 0; nsys says no rank
+    assert (gpu["device_id"], gpu["rank"], gpu["ordinal"]) == (0, None, 0)
+    assert info["files"] == [] and info["clock"] is None
     (dev,) = info["devices"]
     assert set(dev) == {
         "device_id",
