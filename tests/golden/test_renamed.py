@@ -96,3 +96,57 @@ def test_a_run_with_itself_renames_nothing() -> None:
     labels = [r for r in d["attribution"] if " → " in r["name"]]
     assert labels and all(r["status"] == "matched" for r in labels)
     assert all(r["base_name"] is None for r in d["attribution"])
+
+
+def _rows(base: str, head: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(_out("compare", base, head, "--format", "json"))
+
+
+def _adds_up(d: dict) -> None:  # type: ignore[type-arg]
+    """The additive attribution: the rows' changes sum to the measured change (the residual,
+    printed, is rounding)."""
+    total = sum(r["delta_ms_per_cycle"] for r in d["attribution"])
+    assert abs(d["residual_ms_per_cycle"]) < 1e-9
+    assert total + d["residual_ms_per_cycle"] == pytest.approx(d["delta_ms_per_cycle"]["mean"])
+
+
+def test_the_old_name_has_no_removed_row_of_its_own(head: Path) -> None:
+    """The renamed kernel's base time is on its `renamed` row (base 0.099/0.266 ms per cycle in
+    draft/verify, head the same), not on a `removed` row of the old name beside a `renamed` row
+    without base time (which read as -0.27 and +0.27 ms/cycle for one unchanged kernel)."""
+    d = _rows(str(BASE), str(head))
+    assert not [r for r in d["attribution"] if r["name"] == OLD]
+    rows = [r for r in d["attribution"] if r["status"] == "renamed"]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["base_count_per_cycle"] == r["head_count_per_cycle"] > 0
+        assert r["base_ms_per_cycle"] == pytest.approx(r["head_ms_per_cycle"], rel=0.01)
+        assert abs(r["delta_ms_per_cycle"]) < 0.001  # the same kernel time under a new name
+    _adds_up(d)
+
+
+KINETO = ROOT / "tests" / "data" / "kineto"
+REAL = [  # cuDNN picks other kernels with 4 data-loader workers; another rank's embedding kernels
+    (
+        KINETO / "resnet50_num_workers_0.worker0.pt.trace.json.gz",
+        KINETO / "resnet50_num_workers_4.worker0.pt.trace.json.gz",
+    ),
+    (KINETO / "sampled_rank-0.json.gz", KINETO / "sampled_rank-1.json.gz"),
+]
+
+
+@pytest.mark.parametrize("pair", REAL, ids=["resnet50-workers-0-4", "hta-rank-0-1"])
+def test_real_renames_carry_the_old_ops_time(pair: tuple[Path, Path]) -> None:
+    d = _rows(*map(str, pair))
+    renamed_rows = [r for r in d["attribution"] if r["status"] == "renamed"]
+    assert renamed_rows
+    old = {(r["base_name"], r["phase"], r["device"]) for r in renamed_rows}
+    # a renamed op appears once: its old name has no `removed` row in the same place
+    assert not [
+        r
+        for r in d["attribution"]
+        if r["status"] == "removed" and (r["name"], r["phase"], r["device"]) in old
+    ]
+    assert all(r["base_ms_per_cycle"] > 0 and r["head_ms_per_cycle"] > 0 for r in renamed_rows)
+    assert all(r["base_name"] and r["head_name"] for r in renamed_rows)
+    _adds_up(d)

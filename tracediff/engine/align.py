@@ -261,17 +261,20 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
     dev_off = np.array([t_off[d] for d in devs.tolist()], dtype=np.int64)
     # each op's device's offset in t_flat (a per-group lookup first)
     at = dev_off[np.searchsorted(devs, g_dev)][gid] if len(devs) else np.zeros(n, np.int64)
+    is_head, dev_of = g_side[gid] == 1, g_dev[gid]
     del gid
     at += np.maximum(slot, 0)
     tcode = t_flat[at]
     del at
     np.copyto(tcode, codes, where=~matched)
     differs = tcode != codes
+    own = _carry_renames(slot, differs, codes, is_head, dev_of)
+    del is_head, dev_of
     ops = ops.with_columns(
         pl.Series("_slot", slot),
         _status(matched),
         pl.Series("_differs", differs),
-        _renamed(ops["name"], codes, tcode, differs),
+        _renamed(ops["name"], codes, own, tcode, differs),
     ).with_columns(
         pl.when(pl.col("_slot") >= 0).then(pl.col("_slot")).alias("slot"),
         pl.when(pl.col("_differs"))
@@ -287,22 +290,28 @@ RENAMED = " → "
 
 
 def renames(ops: pl.DataFrame) -> pl.DataFrame:
-    """The contributors renamed in place by `align` (a renamed or re-tuned op in the template
-    slot of another): name (the contributor label, `base → head`), base_name (the template's
-    op), head_name (the op's own name). One row per label; computed on the distinct (label,
-    name) pairs, so it costs a unique over the ops' dictionary codes, not a string per op."""
+    """The contributors renamed in place between the runs by `align` (a renamed or re-tuned op
+    of head in the template slot of base's op): name (the contributor label, `base → head`),
+    base_name (the template's op), head_name (head's op). A substitution base makes itself
+    (cycles of one run differ among themselves: a run with itself has such labels on both
+    sides) is not a rename between the runs and is left out. One row per label; computed on the
+    distinct (side, label, name) triples, so it costs a unique over the ops' dictionary codes,
+    not a string per op."""
     pairs = (
-        ops.select("contributor", "name")
+        ops.select("side", "contributor", "name")
         .unique()
         .select(
+            "side",
             pl.col("contributor").cast(pl.String).alias("label"),
             pl.col("name").cast(pl.String).alias("head_name"),
         )
         .filter(pl.col("label") != pl.col("head_name"))
+        .filter(pl.col("label").str.ends_with(pl.lit(RENAMED) + pl.col("head_name")))
     )
+    in_base = pairs.filter(pl.col("side") == "base").select("label").unique()
     cut = pl.col("label").str.len_chars() - len(RENAMED) - pl.col("head_name").str.len_chars()
     return (
-        pairs.filter(pl.col("label").str.ends_with(pl.lit(RENAMED) + pl.col("head_name")))
+        pairs.join(in_base, on="label", how="anti")
         .select(
             pl.col("label").alias("name"),
             pl.col("label").str.slice(0, cut).alias("base_name"),
@@ -318,28 +327,62 @@ def _status(matched: np.ndarray) -> pl.Series:
     return lookup.gather(matched.astype(np.uint32))
 
 
+def _carry_renames(
+    slot: np.ndarray, differs: np.ndarray, codes: np.ndarray, is_head: np.ndarray, dev: np.ndarray
+) -> np.ndarray:
+    """The code each op's contributor label names as its own (`template → own`). Where every
+    head op in a template slot is another op (a kernel renamed in place), base's ops in that
+    slot take head's op (its most frequent, ties: the smallest code) and `differs` is set for
+    them: base's and head's time then land on one `old → new` row, not on a `removed` row for
+    the old name beside a `renamed` one that has no base time. Modifies `differs` in place."""
+    own = codes
+    head_moved = is_head & differs & (slot >= 0)
+    if not head_moved.any():
+        return own
+    key = dev.astype(np.int64) * (1 << 32) + slot
+    hm = is_head & (slot >= 0)
+    per = (
+        pl.DataFrame({"k": key[hm], "d": differs[hm], "c": codes[hm]})
+        .group_by("k")
+        .agg(pl.col("d").all().alias("all"), pl.col("c").filter(pl.col("d")).mode().min())
+        .filter(pl.col("all"))
+        .sort("k")
+    )
+    if per.height == 0:
+        return own
+    keys, new = per["k"].to_numpy(), per["c"].to_numpy()
+    base_rows = np.flatnonzero(~is_head & (slot >= 0) & ~differs)
+    at = np.minimum(np.searchsorted(keys, key[base_rows]), len(keys) - 1)
+    hit = keys[at] == key[base_rows]
+    rows = base_rows[hit]
+    own = codes.copy()
+    own[rows] = new[at[hit]]
+    differs[rows] = True
+    return own
+
+
 def _renamed(
-    names: pl.Series, codes: np.ndarray, tcode: np.ndarray, differs: np.ndarray
+    names: pl.Series, codes: np.ndarray, own: np.ndarray, tcode: np.ndarray, differs: np.ndarray
 ) -> pl.Series:
-    """`template name → name` for ops whose template slot held another op (a renamed or re-tuned
-    kernel in the same place); categorical, one label per distinct pair; elsewhere any label."""
+    """`template name → own name` for ops whose template slot held another op (a renamed or
+    re-tuned kernel in the same place; `own`: the op's code, or for base's ops in a slot head
+    renamed, head's: _carry_renames); categorical, one label per distinct pair; elsewhere any
+    label."""
     rows = np.flatnonzero(differs)
     out = np.zeros(len(codes), np.uint32)
     if len(rows) == 0:
         return pl.Series("_renamed", [None], dtype=pl.Categorical).gather(out)
-    pair = tcode[rows] * (int(codes.max()) + 1) + codes[rows]
+    pair = tcode[rows] * (int(codes.max()) + 1) + own[rows]
     upair, first_at, inv = np.unique(pair, return_index=True, return_inverse=True)
-    text = {}
-    for r in rows[first_at].tolist():
-        text[int(codes[r])] = names[r]
-    # the template's name: an op of the frame carries that code somewhere
-    need = set(tcode[rows[first_at]].tolist()) - set(text)
-    if need:
-        at = np.flatnonzero(np.isin(codes, np.fromiter(need, np.int64)))
-        for r in at.tolist():
-            text.setdefault(int(codes[r]), names[r])
-    labels = [
-        f"{text[int(tcode[r])]}{RENAMED}{text[int(codes[r])]}" for r in rows[first_at].tolist()
-    ]
+    firsts = rows[first_at]
+    # each name from an op that carries it (codes, not `own`: a base op's own name is not the
+    # label's head name)
+    need = np.union1d(tcode[firsts], own[firsts])
+    carriers = np.flatnonzero(np.isin(codes, need))
+    uc, one = np.unique(codes[carriers], return_index=True)
+    text = {
+        int(c): str(names[int(carriers[i])]) for c, i in zip(uc.tolist(), one.tolist(), strict=True)
+    }
+    labels = [f"{text[int(tcode[r])]}{RENAMED}{text[int(own[r])]}" for r in firsts.tolist()]
     out[rows] = inv.ravel().astype(np.uint32)
     return pl.Series("_renamed", labels, dtype=pl.Categorical).gather(out)

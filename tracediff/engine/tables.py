@@ -30,8 +30,8 @@ def attribution(
 ) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
     c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
-    of each side; `renamed`: align.renames (those of its rows that only head has get status
-    "renamed" and their two names as base_name / head_name, null elsewhere); `runs`: which run
+    of each side; `renamed`: align.renames (those rows get status "renamed" and their two names
+    as base_name / head_name, null elsewhere); `runs`: which run
     each cycle came from (run sets: engine/runsets.py)."""
     stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
@@ -42,10 +42,10 @@ def attribution(
             how="left",
             nulls_equal=True,
         )
-    # renamed: an op of head in the place of base's op, which base never has there. A substitution
-    # both runs make (cycles of one run differ among themselves: a run with itself has such
-    # labels on both sides) is not a change between them and keeps its usual status.
-    head_only = ~pl.col("kind").is_in(["gap", "overlap"]) & (pl.col("base_count_per_cycle") == 0)
+    # renamed: an op of head in the place of base's op, where base never has it (align.renames
+    # leaves out substitutions base makes itself); base's time in that place is on the same row
+    # (align carries the label to base's ops), so the old name has no `removed` row of its own
+    renamed_row = ~pl.col("kind").is_in(["gap", "overlap"])
     att = (
         stats.join(renamed, on="name", how="left")
         .sort("_k")
@@ -54,7 +54,7 @@ def attribution(
             (pl.col("_ch").fill_null(0) / len(ch)).alias("head_count_per_cycle"),
         )
         .with_columns(
-            pl.when(head_only).then(pl.col(c)).alias(c) for c in ("base_name", "head_name")
+            pl.when(renamed_row).then(pl.col(c)).alias(c) for c in ("base_name", "head_name")
         )
         .with_columns(
             st.share(),
