@@ -80,6 +80,52 @@ def find_nsys(explicit: str | None = None) -> str:
     return str(nsys_tool.find_nsys(explicit))
 
 
+def workload_env(
+    spec: CaptureSpec, tree: Path, environ: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment the workload runs with in worktree `tree` (less TRACEDIFF_CAPTURE_COMMIT):
+    the caller's (`environ`, default os.environ), less the allocator settings tracediff's CLI made
+    for itself, with the worktree's PYTHONPATH entries (and the NVTX shim's) first, and --env.
+    One function for the capture and for a run set's workload identity (capture/runsets.py)."""
+    env = settings.without_own_settings(os.environ if environ is None else environ)
+    paths = [str(tree / p) for p in spec.pythonpath]
+    if spec.nvtx_shim:
+        paths.insert(0, str(SHIM_DIR))
+        env["TRACEDIFF_NVTX_SHIM"] = spec.nvtx_shim
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
+    env.update(spec.env)
+    return env
+
+
+WORKTREE_TOKEN, SHIM_TOKEN = "<worktree>", "<tracediff-nvtx-shim>"
+
+
+def comparable_env(env: dict[str, str], tree: Path | str) -> dict[str, str]:
+    """A manifest's `env` (mf.env_subset of workload_env) with the paths that differ from call to
+    call named instead of spelled: the worktree `tree` (a temp folder per call) and tracediff's NVTX
+    shim (where tracediff is installed) in PYTHONPATH. What two calls compare to decide that their
+    runs had the same environment; everything else (the caller's NCCL_*, CUDA_*, ... and its own
+    PYTHONPATH entries) is kept as it is."""
+    out = dict(env)
+    if "PYTHONPATH" in out:
+        named = []
+        for entry in out["PYTHONPATH"].split(os.pathsep):
+            for path, token in ((str(tree), WORKTREE_TOKEN), (str(SHIM_DIR), SHIM_TOKEN)):
+                if entry == path or entry.startswith(path.rstrip("/") + "/"):
+                    entry = token + entry[len(path) :]
+                    break
+            named.append(entry)
+        out["PYTHONPATH"] = os.pathsep.join(named)
+    return out
+
+
+def workload_identity_env(spec: CaptureSpec) -> dict[str, str]:
+    """The `env` a run set records for its workload: what every run's manifest holds, compared
+    with comparable_env (the same function builds both, so a resumed call compares like with like)."""
+    tree = Path(tempfile.gettempdir()) / WORKTREE_TOKEN
+    return comparable_env(mf.env_subset(workload_env(spec, tree)), tree)
+
+
 def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
     if trace != "auto":
         return trace
@@ -266,14 +312,7 @@ def capture(
     report_base = staging / "report"
     try:
         with wt.worktree(repo, sha, patch) as tree:
-            # the allocator settings tracediff's CLI made for itself are not the workload's
-            env = settings.without_own_settings(os.environ)
-            paths = [str(tree / p) for p in spec.pythonpath]
-            if spec.nvtx_shim:
-                paths.insert(0, str(SHIM_DIR))
-                env["TRACEDIFF_NVTX_SHIM"] = spec.nvtx_shim
-            env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
-            env.update(spec.env)
+            env = workload_env(spec, tree)
             env["TRACEDIFF_CAPTURE_COMMIT"] = sha
             m["env"] = mf.env_subset(env)
             m["cwd"] = str(tree)

@@ -16,7 +16,9 @@ machine (clocks, thermals, caches) over the call does not favour one side.
 
 Resume: running the same command again reuses every finished run (status ok) and captures the
 rest, in the same order. A run set whose index names another commit or another workload
-(command, preset, nsys options, PYTHONPATH, shim, env) is refused with one line, never mixed;
+(command, preset, nsys options, PYTHONPATH, shim), or whose finished runs' manifests hold another
+`env` (runner.comparable_env: the variables the workload depends on, its worktree path named), is
+refused with one line, never mixed;
 `--force` starts such a set over. A lock file (OUTDIR/.capture.lock) keeps two calls apart.
 The first failed or interrupted run stops the call (exit 1 or 130); what finished is kept.
 
@@ -29,7 +31,6 @@ its run files. A ref given as a sha names its folder by the sha's first 12 digit
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -41,7 +42,13 @@ from typing import IO, Any
 from capture import manifest as mf
 from capture import worktree as wt
 from capture.outdir import locked, prepare_runset_outdir
-from capture.runner import CaptureSpec, capture, find_nsys
+from capture.runner import (
+    CaptureSpec,
+    capture,
+    comparable_env,
+    find_nsys,
+    workload_identity_env,
+)
 from tracediff import runset as rs
 from tracediff.errors import OutputError, TracediffError, UsageError
 
@@ -163,8 +170,8 @@ def plan_sets(
             "nsys_options": list(spec.capture_range) + list(spec.extra_nsys_args),
             "pythonpath": list(spec.pythonpath),
             "nvtx_shim": spec.nvtx_shim,
-            # the caller's NCCL_*/CUDA_*/... too: a resumed call from another shell must match
-            "env": {**mf.env_subset(dict(os.environ)), **spec.env},
+            # what the workload sees of NCCL_*/CUDA_*/..., as every run's manifest records it
+            "env": workload_identity_env(spec),
             "include_uncommitted": spec.include_uncommitted,
         }
     return plans, repo
@@ -184,18 +191,21 @@ def _load_set(p: SetPlan, repeat: int, force: bool) -> dict[str, Any]:
     }
     if (p.folder / rs.INDEX).is_file():
         index = rs.read_index(p.folder)
-        if index.get("commit") != p.commit or index.get("workload") != p.workload:
-            if not force:
-                what = "commit" if index.get("commit") != p.commit else "workload"
-                theirs = index.get("commit") if what == "commit" else _first_diff(index, p)
-                raise OutputError(
-                    f"{p.folder}: this run set holds runs of another {what} ({theirs})",
-                    "choose another -o, or pass --force to start this run set over",
-                )
-            shutil.rmtree(p.folder)
+        problem: str | None
+        if index.get("commit") != p.commit:
+            problem, hint = f"another commit ({index.get('commit')})", ""
         else:
+            problem, hint = _workload_differs(p, index)
+        if problem is None:
             index["repeat"] = repeat
+            index["workload"] = p.workload  # the env as this tracediff records it
             return index
+        if not force:
+            raise OutputError(
+                f"{p.folder}: this run set holds runs of {problem}",
+                f"{hint}choose another -o, or pass --force to start this run set over",
+            )
+        shutil.rmtree(p.folder)
     elif p.folder.is_dir() and p.name and any(p.folder.iterdir()):
         if not force:
             raise OutputError(
@@ -207,14 +217,36 @@ def _load_set(p: SetPlan, repeat: int, force: bool) -> dict[str, Any]:
     return fresh
 
 
-def _first_diff(index: dict[str, Any], p: SetPlan) -> str:
+def _workload_differs(p: SetPlan, index: dict[str, Any]) -> tuple[str | None, str]:
+    """(what differs, a hint) between p's workload and the runs of an existing run set, or None.
+
+    The environment is compared with what the finished runs ran with, their manifests' `env`
+    (comparable_env: the per-call worktree path named), not with the index's own record: an index
+    written by an older tracediff recorded the caller's variables differently (issue 22: "env {}"
+    beside manifests holding CUDA_HOME=..., so a resume from the very same shell was refused)."""
     old = index.get("workload") or {}
-    key = next((k for k in p.workload if old.get(k) != p.workload[k]), "workload")
-    was, now = old.get(key), p.workload.get(key)
-    if key == "env" and isinstance(was, dict) and isinstance(now, dict):
-        name = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))[0]
-        key, was, now = f"env {name}", was.get(name, "<unset>"), now.get(name, "<unset>")
-    return f"{key} was {json.dumps(was)}, now {json.dumps(now)}"
+    for key in p.workload:
+        if key != "env" and old.get(key) != p.workload[key]:
+            was, now = json.dumps(old.get(key)), json.dumps(p.workload[key])
+            return f"another workload ({key} was {was}, now {now})", ""
+    now_env = p.workload["env"]
+    for r in index["runs"]:
+        d = p.folder / r["path"]
+        if r["status"] != "ok" or not good_capture(d):
+            continue
+        m = json.loads((d / "manifest.json").read_text())
+        if not isinstance(m.get("env"), dict) or not isinstance(m.get("cwd"), str):
+            continue  # a manifest without an env says nothing either way
+        ran = comparable_env(m["env"], m["cwd"])
+        if ran != now_env:
+            name = sorted(k for k in set(ran) | set(now_env) if ran.get(k) != now_env.get(k))[0]
+            was, now = ran.get(name, "<unset>"), now_env.get(name, "<unset>")
+            return (
+                f"another workload ({r['name']}: env {name} was {json.dumps(was)}, "
+                f"now {json.dumps(now)})",
+                f"run with the environment of {d / 'manifest.json'} ('env'), ",
+            )
+    return None, ""
 
 
 def _finished(folder: Path, index: dict[str, Any]) -> set[int]:

@@ -12,7 +12,10 @@ folders; `sides.list_runs` is what `bisect` lists runs with).
      "ref": "HEAD", "commit": "<40 hex>", "variant": "good" | null,
      "workload": {...},                     what makes two runs comparable: command, preset, nsys
                                             options, PYTHONPATH, NVTX shim, env; a capture into an
-                                            existing run set must match it (and the commit) exactly
+                                            existing run set must match it (and the commit) exactly,
+                                            and `env` (the workload's, as each run's manifest holds
+                                            it, its worktree path written "<worktree>") must match
+                                            the finished runs' manifests
      "repeat": 4,                           runs asked for by the last call
      "created_utc": "...Z",
      "runs": [                              in capture order (by start_utc)

@@ -388,3 +388,46 @@ def test_a_larger_repeat_adds_runs_to_the_run_set(repo: Path, nsys: str, tmp_pat
     assert len(counted(counter)) == 3 and rs.read_index(out)["repeat"] == 3
     assert all(p.stat().st_mtime_ns == t for p, t in first.items())
     assert [p.parent.name for p in sides.list_runs(out)] == ["run-01", "run-02", "run-03"]
+
+
+def test_a_resume_compares_the_environment_the_runs_ran_with(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    """The run set's workload env and every run's manifest env are one thing (the per-call worktree
+    path named, not spelled). A second process with another unrelated variable resumes; one whose
+    CUDA_HOME differs from what the runs ran with is refused, naming the run and the variable.
+    The index is first rewritten as tracediff before 2026-12-01 10:56 wrote it (workload env {}
+    beside manifests holding the caller's CUDA_*: samples/runs/*/runset.json are such indexes):
+    the H200 resume was refused from the very same shell ('env CUDA_HOME was "<unset>"')."""
+    out, counter = tmp_path / "set", tmp_path / "counter.txt"
+    env = {"COUNTER": str(counter), "CUDA_HOME": "/opt/cuda-12.4"}
+    r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "2"), **env)
+    assert r.returncode == 0, r.stderr
+    index = rs.read_index(out)
+    m = json.loads((out / "run-01" / "manifest.json").read_text())
+    assert m["env"]["CUDA_HOME"] == "/opt/cuda-12.4" and m["cwd"] in m["env"]["PYTHONPATH"]
+    recorded = index["workload"]["env"]
+    assert recorded["CUDA_HOME"] == "/opt/cuda-12.4"
+    assert recorded["PYTHONPATH"].split(os.pathsep)[0] == "<worktree>"
+    assert {**m["env"], "PYTHONPATH": m["env"]["PYTHONPATH"].replace(m["cwd"], "<worktree>")} == (
+        recorded
+    )
+    index["workload"]["env"] = {}  # an index written by an older tracediff
+    rs.write_index(out, index)
+
+    r = run(cmd(repo, out, nsys, "--commit", "a", "--repeat", "3"), **env, CALIB_UNRELATED="yes")
+    assert r.returncode == 0, r.stderr
+    assert "(1 captured, 2 reused)" in r.stderr and len(counted(counter)) == 3
+    assert rs.read_index(out)["workload"]["env"] == recorded  # rewritten as this tracediff does
+    assert [x["status"] for x in rs.read_index(out)["runs"]] == ["ok"] * 3
+
+    before = (out / "runset.json").read_text()
+    argv = cmd(repo, out, nsys, "--commit", "a", "--repeat", "4")
+    r = run(argv, COUNTER=str(counter), CUDA_HOME="/usr/local/cuda")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (
+        'another workload (run-01: env CUDA_HOME was "/opt/cuda-12.4", now "/usr/local/cuda")'
+        in r.stderr
+    ), r.stderr
+    assert str(out / "run-01" / "manifest.json") in r.stderr and "--force" in r.stderr
+    assert len(counted(counter)) == 3 and (out / "runset.json").read_text() == before
