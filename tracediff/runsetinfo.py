@@ -4,12 +4,19 @@ Stage: inspection. Input: a run-set `Side` (parse/sides.py); output: the plain d
 writes as a table or JSON. The runs are read one at a time (memory grows with the largest run,
 not with the set) and cut as `compare` cuts a side: the first run by the rule found for it
 (engine/cycles.find), every other run by that same rule, so the cycle counts shown are the ones
-compare works with. A run the rule cannot cut shows no count and says why.
+compare works with. A run the rule cannot cut shows no count and says why. A run set whose
+first run has no GPU operations (an NVTX-only capture) is cut at its host ranges, as compare does
+(engine/ranges.host_only).
+
+Each run's mean cycle time is the number compare's run-set statistics take as that run's sample
+(engine/verdict.py): the mean over its cycles of the cycle's span on its critical device (the
+device that finishes last; ties: the longer span, then the lower device id: engine/attribute.py's
+rule), or, host-only, of the cycle range's wall time (the longest process's).
 
 JSON schema (stable, for scripts):
   {"run_set": str, "cycle_rule": str|null, "runs": [{"path": str, "source_format": str|null,
-   "cycles": int|null, "kernels": int, "kernel_time_ns": int, "span_ns": int|null,
-   "cycle_error": str|null}], "warnings": [str]}
+   "cycles": int|null, "mean_cycle_ms": float|null, "kernels": int, "kernel_time_ns": int,
+   "span_ns": int|null, "cycle_error": str|null}], "warnings": [str]}
 """
 
 from __future__ import annotations
@@ -23,16 +30,40 @@ from tracediff.parse.sides import Side
 
 
 def _cycles(seg: Any) -> int:
+    if seg.ops.height == 0:  # host-only: the cycles are the host ranges
+        return int(seg.ranges["cycle"].n_unique())
     return int(seg.ops["cycle"].drop_nulls().n_unique())
+
+
+def mean_cycle_ms(seg: Any) -> float | None:
+    """A run's mean cycle time as compare's run-set statistics take it (see the docstring)."""
+    from tracediff.engine.verdict import host_walls
+
+    if seg.ops.height == 0:
+        walls = host_walls(seg)
+        return None if walls is None or len(walls) == 0 else float(walls.mean())
+    per_device = (
+        seg.ops.filter(pl.col("cycle").is_not_null())
+        .group_by("cycle", "device_id")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+    )
+    critical = per_device.sort(
+        "cycle", "end_ns", "span_ns", "device_id", descending=[False, True, True, False]
+    ).unique("cycle", keep="first", maintain_order=True)
+    return float(critical["span_ns"].mean()) / 1e6 if critical.height else None
 
 
 def summarize_set(side: Side, cycle: str | None = None) -> dict[str, Any]:
     """Per run of `side`: cycles (cut by the first run's rule), kernels, kernel time, span."""
     from tracediff.engine import cycles
     from tracediff.engine.ops import gpu_ops_counted
+    from tracediff.engine.ranges import host_only
+    from tracediff.engine.segmentation import CycleRule
     from tracediff.parse import load
 
     rule = None
+    host = None  # decided on the first run, as compare decides on base's first run
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for path in side.runs:
@@ -44,6 +75,7 @@ def summarize_set(side: Side, cycle: str | None = None) -> dict[str, Any]:
             "path": str(path),
             "source_format": run.metadata.get("source_format"),
             "cycles": None,
+            "mean_cycle_ms": None,
             "kernels": k.height,
             "kernel_time_ns": int(k["duration_ns"].clip(lower_bound=0).sum() or 0),
             "span_ns": None,
@@ -54,14 +86,20 @@ def summarize_set(side: Side, cycle: str | None = None) -> dict[str, Any]:
             if lo is not None and hi is not None:
                 row["span_ns"] = int(hi) - int(lo)  # type: ignore[arg-type]
         ops, _ = gpu_ops_counted(run)
+        if host is None:
+            host = ops.height == 0
         try:
-            if rule is None:
+            if host:
+                seg = host_only(run, rule or (CycleRule.range_named(cycle) if cycle else None))
+            elif rule is None:
                 seg = cycles.find(run, ops, cycle)
-                rule = seg.rule
-                warnings += seg.warnings
             else:
                 seg = cycles.cut(run, ops, rule)
+            if rule is None:
+                rule = seg.rule
+                warnings += seg.warnings
             row["cycles"] = _cycles(seg)
+            row["mean_cycle_ms"] = mean_cycle_ms(seg)
         except TracediffError as e:
             row["cycle_error"] = e.message
         rows.append(row)
@@ -83,11 +121,14 @@ def render_table(info: dict[str, Any]) -> str:
         f"cycles cut by   {info['cycle_rule'] or '-'} (the first run's rule, as compare cuts)",
     ]
     width = max(12, *(len(r["path"]) for r in runs))
-    lines.append(f"  {'run':<{width}} {'cycles':>7} {'kernels':>9} {'kernel time':>14}")
+    lines.append(
+        f"  {'run':<{width}} {'cycles':>7} {'mean cycle':>13} {'kernels':>9} {'kernel time':>14}"
+    )
     for r in runs:
         cyc = "?" if r["cycles"] is None else str(r["cycles"])
+        mean = "?" if r["mean_cycle_ms"] is None else f"{r['mean_cycle_ms']:.3f}"
         lines.append(
-            f"  {r['path']:<{width}} {cyc:>7} {r['kernels']:>9} "
+            f"  {r['path']:<{width}} {cyc:>7} {mean:>10} ms {r['kernels']:>9} "
             f"{r['kernel_time_ns'] / 1e6:>11.3f} ms"
         )
         if r["cycle_error"]:

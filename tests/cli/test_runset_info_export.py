@@ -51,13 +51,24 @@ def test_info_lists_each_run_with_its_cycles_and_kernels() -> None:
         kernels, cycle_ranges = _alone(path)
         assert (row["kernels"], row["cycles"]) == (kernels, cycle_ranges)
         assert row["cycle_error"] is None
+    # each run's mean cycle time is the sample compare's run-set verdict takes for that run
+    cmp = td("compare", GOOD, GOOD.parent / "bad", "--format", "json")
+    assert cmp.returncode == 0, cmp.stderr
+    means = json.loads(cmp.stdout)["base"]["run_means_ms"]
+    assert [round(x["mean_cycle_ms"], 9) for x in info["runs"]] == [round(m, 9) for m in means]
+    assert max(means) - min(means) > 1.0  # the runs differ (host-bound draft swing): not one copy
     table = td("info", GOOD)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].startswith("run set") and "(4 runs)" in lines[0]
     for row in info["runs"]:
         line = next(ln for ln in lines if row["path"] in ln)
-        assert line.split()[1:3] == [str(row["cycles"]), str(row["kernels"])]
+        assert line.split()[1:5] == [
+            str(row["cycles"]),
+            f"{row['mean_cycle_ms']:.3f}",
+            "ms",
+            str(row["kernels"]),
+        ]
 
 
 def test_info_on_one_capture_folder_is_one_run() -> None:

@@ -72,6 +72,8 @@ for name, path in {
 }.items():
     for fmt in ("table", "json"):
         CASES[f"info_{name}.{fmt}"] = ["info", path, "--format", fmt]
+for fmt in ("table", "json"):  # a run set: each run's cycles and mean cycle time
+    CASES[f"info_runs_good.{fmt}"] = ["info", "samples/runs/good", "--format", fmt]
 
 # The JSON of `compare` on every bundled real pair (and the single reports with themselves).
 PAIRS: dict[str, tuple[str, str]] = {
