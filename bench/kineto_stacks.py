@@ -1,20 +1,26 @@
-"""What launch-stack resolution (issue 19) adds to a Kineto parse: before/after, interleaved.
+"""What launch-stack resolution (issue 19) adds to a Kineto parse: stacks on vs off, interleaved.
 
-    bench/kineto_stacks.py [--before REV] [--trace PATH.json.gz ...] [--rounds 7]
+    bench/kineto_stacks.py [--before REV] [--trace PATH ...] [--generated N] [--rounds 7]
 
-"before" is the package at git revision REV (default: the first commit whose
-tracediff/parse/kineto/stacks.py is absent, i.e. the parent of the commit that added it),
-extracted into a temp folder with this checkout's built C modules copied in; "after" is this
-checkout. Each round parses every trace once with each, in a fresh child process (a tiny trace
-read first, so polars' thread pools are not counted), alternating which goes first: this VM's
-speed drifts within minutes, so only interleaved runs compare. Prints the median and the fastest
-wall time of read_kineto per side and the added share. Goal: at most +25 % on the SGLang
-prefill-decode trace.
+Each round parses every trace once per side, each in a fresh child process (a tiny trace read
+first, so polars' thread pools are not counted), the order of the sides rotating from round to
+round: this VM's speed drifts up to 3x within minutes, so only interleaved runs compare. A side
+is timed by the CPU seconds of read_kineto in the child (all its threads: the scanner's second
+one and polars' pools), which follow the machine's load less than wall time does.
+
+Sides: `off` (this checkout with TRACEDIFF_KINETO_STACKS=0: `python_function` events are not
+read), `on` (this checkout), and with --before REV `before` (the package at git revision REV,
+extracted into a temp folder with this checkout's built C modules; its stacks are on). The
+table gives min and median CPU seconds per side and what stacks add over `off`, by the medians
+and by the minima. Goal: at most +25 % on the SGLang prefill-decode trace and on a generated
+1 M-kernel trace with stacks (--generated 1000000: bench/gen_kineto_stacks.py, written once
+to /tmp/tracediff-bench/, ~0.9 GB).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -27,25 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "kineto"
 DEFAULT = [DATA / "sglang_Qwen3-8B_prefilldecode.json.gz", DATA / "sglang_Qwen3-8B_decode.json.gz"]
+WORK = Path("/tmp/tracediff-bench")
 CHILD = """
 import sys, time
 from tracediff.parse.kineto import read_kineto
 read_kineto(sys.argv[2])
-t = time.perf_counter()
+t = time.process_time()
 read_kineto(sys.argv[1])
-print(time.perf_counter() - t)
+print(time.process_time() - t)
 """
-
-
-def _before_rev() -> str:
-    out = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-         "tracediff/parse/kineto/stacks.py"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    if not out:
-        raise SystemExit("stacks.py is not committed here: give --before REV")
-    return out[-1] + "^"
 
 
 def _extract(rev: str, into: Path) -> None:
@@ -58,43 +54,64 @@ def _extract(rev: str, into: Path) -> None:
         shutil.copy(so, into / "tracediff" / "parse" / so.name)
 
 
-def _time(tree: Path, trace: Path) -> float:
+def _time(tree: Path, trace: Path, stacks: bool) -> float:
     env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}
-    small = DATA / "base.json.gz"
+    if not stacks:
+        env["TRACEDIFF_KINETO_STACKS"] = "0"
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(trace), str(small)],
+        [sys.executable, "-c", CHILD, str(trace), str(DATA / "base.json.gz")],
         capture_output=True, text=True, check=True, env=env, cwd=tree,
     )  # fmt: skip
     return float(out.stdout.split()[-1])
 
 
+def _generated(n: int) -> Path:
+    out = WORK / f"kineto_stacks_{n}.json"
+    if not out.exists():
+        WORK.mkdir(parents=True, exist_ok=True)
+        sys.path.insert(0, str(ROOT / "bench"))
+        from gen_kineto_stacks import write
+
+        part = out.with_suffix(".part")
+        write(part, n)
+        os.replace(part, out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", help="git revision to compare with")
+    ap.add_argument("--before", help="git revision to compare with (its stacks on)")
     ap.add_argument("--trace", type=Path, action="append")
+    ap.add_argument("--generated", type=int, action="append", help="kernels of a generated trace")
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
-    rev = a.before or _before_rev()
-    traces = [t.resolve() for t in a.trace or DEFAULT]  # the children run in the trees
+    traces = [t.resolve() for t in (a.trace or ([] if a.generated else DEFAULT))]
+    traces += [_generated(n) for n in a.generated or []]
     with tempfile.TemporaryDirectory(prefix="td-stacks-bench-") as tmp:
-        before = Path(tmp)
-        _extract(rev, before)
+        sides: list[tuple[str, Path, bool]] = [("off", ROOT, False), ("on", ROOT, True)]
+        if a.before:
+            _extract(a.before, Path(tmp))
+            sides.append(("before", Path(tmp), True))
         times: dict[tuple[str, str], list[float]] = {}
         for r in range(a.rounds):
             for trace in traces:
-                sides = [("before", before), ("after", ROOT)]
-                for side, tree in sides if r % 2 == 0 else sides[::-1]:
-                    times.setdefault((trace.name, side), []).append(_time(tree, trace))
-    print(f"before = {rev}, after = this checkout; {a.rounds} interleaved rounds, wall s")
-    print(f"{'trace':44} {'before med':>10} {'after med':>10} {'before min':>10} "
-          f"{'after min':>10} {'added (med)':>11}")  # fmt: skip
+                k = r % len(sides)
+                for side, tree, stacks in sides[k:] + sides[:k]:
+                    times.setdefault((trace.name, side), []).append(_time(tree, trace, stacks))
+    load = os.getloadavg()[0]
+    print(f"{a.rounds} interleaved rounds, CPU s of read_kineto per child; load (1 min) {load:.1f}")
+    names = [s[0] for s in sides]
+    head = "".join(f" {n + ' min':>10} {n + ' med':>10}" for n in names)
+    adds = "".join(f" {n + ' +med':>10} {n + ' +min':>10}" for n in names[1:])
+    print(f"{'trace':40}{head}{adds}")
     for trace in traces:
-        b, f = times[trace.name, "before"], times[trace.name, "after"]
-        mb, mf = statistics.median(b), statistics.median(f)
-        print(
-            f"{trace.name:44} {mb:10.3f} {mf:10.3f} {min(b):10.3f} {min(f):10.3f} "
-            f"{(mf / mb - 1) * 100:+10.1f}%"
-        )
+        t = {n: times[trace.name, n] for n in names}
+        row = "".join(f" {min(t[n]):10.3f} {statistics.median(t[n]):10.3f}" for n in names)
+        med0, min0 = statistics.median(t["off"]), min(t["off"])
+        for n in names[1:]:
+            row += f" {(statistics.median(t[n]) / med0 - 1) * 100:+9.1f}%"
+            row += f" {(min(t[n]) / min0 - 1) * 100:+9.1f}%"
+        print(f"{trace.name[:40]:40}{row}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Stage: plumbing, below every stage (stdlib only, imports nothing of tracediff). The tool reads
 its environment only through the functions here, each at the moment its caller asks (the Kineto
-scanner's two are read once, when parse/kineto/scan.py is imported); no other module of
+scanner's two are read once, when parse/kineto/scan.py is imported, and
+TRACEDIFF_KINETO_STACKS when parse/kineto/fields.py is); no other module of
 tracediff or capture reads a `TRACEDIFF_*` variable itself (tests/unit/test_settings.py greps
 for it), and README.md's "Environment variables" lists exactly `VARIABLES` (the same test).
 
@@ -15,6 +16,8 @@ Read by tracediff:
                                1800; not a number: the default)
     TRACEDIFF_SQLITE_PAGES     "0": read nsys SQLite through SQLite (ADBC), not the page decoder
     TRACEDIFF_KINETO_SCAN      "0": read Kineto JSON with msgspec, not the native scanner
+    TRACEDIFF_KINETO_STACKS    "0": skip Kineto `python_function` events (no launch stacks; for
+                               timing what stack resolution costs, bench/kineto_stacks.py)
     TRACEDIFF_KINETO_THREADS   threads the native scanner splits a piece of >= 1 MB over
                                (default 2 where there are 2 or more CPUs, else 1)
     TRACEDIFF_MEMORY_BYTES     bytes of memory a Kineto parse may fill, instead of MemAvailable
@@ -58,6 +61,7 @@ NSYS = Variable("TRACEDIFF_NSYS", "tracediff")
 NSYS_TIMEOUT = Variable("TRACEDIFF_NSYS_TIMEOUT", "tracediff")
 SQLITE_PAGES = Variable("TRACEDIFF_SQLITE_PAGES", "tracediff")
 KINETO_SCAN = Variable("TRACEDIFF_KINETO_SCAN", "tracediff")
+KINETO_STACKS = Variable("TRACEDIFF_KINETO_STACKS", "tracediff")
 KINETO_THREADS = Variable("TRACEDIFF_KINETO_THREADS", "tracediff")
 MEMORY_BYTES = Variable("TRACEDIFF_MEMORY_BYTES", "tracediff")
 SET_ALLOC = Variable("TRACEDIFF_SET_ALLOC", "tracediff")
@@ -73,6 +77,7 @@ VARIABLES: tuple[Variable, ...] = (
     NSYS_TIMEOUT,
     SQLITE_PAGES,
     KINETO_SCAN,
+    KINETO_STACKS,
     KINETO_THREADS,
     MEMORY_BYTES,
     SET_ALLOC,
@@ -115,6 +120,11 @@ def sqlite_pages() -> bool:
 def kineto_scan() -> bool:
     """Whether Kineto JSON may be read by the native scanner (anything but "0": yes)."""
     return _get(KINETO_SCAN) != "0"
+
+
+def kineto_stacks() -> bool:
+    """Whether Kineto `python_function` events are read for launch stacks (anything but "0")."""
+    return _get(KINETO_STACKS) != "0"
 
 
 def kineto_threads() -> int:

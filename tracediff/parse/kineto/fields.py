@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracediff import settings
+
 CATEGORY_ROLE: dict[str, str] = {
     # current names, then the 2021 schema's capitalised ones
     "kernel": "kernel",
@@ -38,8 +40,13 @@ CATEGORY_ROLE: dict[str, str] = {
 ROLE_NAMES: tuple[str, ...] = tuple(sorted(set(CATEGORY_ROLE.values())))
 """The roles a category maps to, in code order: role ROLE_NAMES[i] has code i + 1."""
 
-ROLE_CODE: dict[str, int] = {cat: ROLE_NAMES.index(role) + 1 for cat, role in CATEGORY_ROLE.items()}
-"""Category → one-byte role code (0, absent here: not read); the C scanner's role numbering."""
+ROLE_CODE: dict[str, int] = {
+    cat: ROLE_NAMES.index(role) + 1
+    for cat, role in CATEGORY_ROLE.items()
+    if role != "python" or settings.kineto_stacks()
+}
+"""Category → one-byte role code (0, absent here: not read); the C scanner's role numbering.
+$TRACEDIFF_KINETO_STACKS=0 leaves `python_function` out (its frame then stays empty)."""
 
 _COMM = ("coll", "in_nelems", "out_nelems", "dtype", "group_size", "pg_name", "rank")
 _COPY = ("device", "stream", "correlation", "nbytes", "kind")

@@ -1,0 +1,129 @@
+"""Launch-stack resolution (parse/launch_stacks.py, issue 19) against definitions, not itself.
+
+1. A generated Kineto trace (bench/gen_kineto_stacks.py: two threads, one without launches,
+   object addresses in built-in names): every kernel's stack equals the brute-force chain of
+   Python calls holding its launch's midpoint in the raw JSON, the same check the real traces
+   get in test_kineto_stacks.py.
+2. Random frame calls with shared starts, zero-length calls, partial overlaps and several
+   threads: each call's chain equals a plain-Python reading of the rules (depth by the boundary
+   sweep of intervals.nesting_depth, caller = latest earlier call one level up on the thread,
+   launching call = latest start at or before the midpoint, then up while it had returned).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tracediff.parse import launch_stacks
+from tracediff.parse.intervals import nesting_depth
+from tracediff.parse.kineto import read_kineto
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location("gen", ROOT / "bench" / "gen_kineto_stacks.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _chains(run) -> dict[int, list[str]]:
+    st = pl.from_arrow(run.tables["stacks"])
+    fr = pl.from_arrow(run.tables["frames"]).with_columns(pl.col(pl.Categorical).cast(pl.String))
+    j = st.join(fr, on="frame_id", how="left").sort("stack_id", "depth")
+    out: dict[int, list[str]] = {}
+    for sid, f, line, fn in j.select("stack_id", "file", "line", "function").iter_rows():
+        out.setdefault(sid, []).append(fn if f is None else f"{f}({line}): {fn}")
+    return out
+
+
+def test_generated_trace_resolves_as_the_brute_force_search(tmp_path: Path) -> None:
+    path = tmp_path / "gen.json"
+    n = _gen().write(path, 2000)
+    run = read_kineto(path)
+    k = pl.from_arrow(run.tables["kernels"])
+    assert k.height == n and k["stack_id"].null_count() == 0
+    chains = _chains(run)
+
+    ev = json.loads(path.read_text())["traceEvents"]
+    py = [e for e in ev if e["cat"] == "python_function"]
+    assert {e["tid"] for e in py} == {7, 9}  # the detokenizer thread has Python calls only
+    key = np.array([(e["pid"], e["tid"]) for e in py])
+    t0 = np.array([round(e["ts"] * 1000) for e in py])
+    t1 = t0 + np.array([round(e["dur"] * 1000) for e in py])
+    names = [re.sub(r" at 0x[0-9a-fA-F]+", "", e["name"]) for e in py]
+    calls = {e["args"]["correlation"]: e for e in ev if e["cat"] == "cuda_runtime"}
+    for corr, sid in k.select("correlation_id", "stack_id").iter_rows():
+        c = calls[corr]
+        s = round(c["ts"] * 1000)
+        mid = s + round(c["dur"] * 1000) // 2
+        hold = np.flatnonzero(
+            (key[:, 0] == c["pid"]) & (key[:, 1] == c["tid"]) & (t0 <= mid) & (t1 >= mid)
+        )
+        chain = sorted(hold, key=lambda i: (t0[i], -t1[i]))
+        assert chains[sid] == [names[i] for i in reversed(chain)], corr
+    # ops of one kind share one stack; the address-free built-in names make it so
+    assert len(chains) == 8
+
+
+def _parent(i: int, order: list[int], d: dict[int, int]) -> int | None:
+    ups = [j for j in order[: order.index(i)] if d[j] == d[i] - 1]
+    return ups[-1] if ups else None
+
+
+def _reference(pid, tid, s, e, text, cp, ct, cm) -> list[list[str]]:
+    """The rules in plain Python, one API call at a time (depths: intervals.nesting_depth)."""
+    out = []
+    for p, t, m in zip(cp, ct, cm, strict=True):
+        # only calls holding some midpoint of their thread take part (the others are dropped
+        # before depths are counted)
+        mids = [cm[j] for j in range(len(cm)) if cp[j] == p and ct[j] == t]
+        mine = [
+            i for i in range(len(s))
+            if pid[i] == p and tid[i] == t and any(s[i] <= x <= e[i] for x in mids)
+        ]  # fmt: skip
+        sub = pl.DataFrame({"s": s[mine], "e": e[mine], "g": np.zeros(len(mine), np.int64)})
+        d = dict(zip(mine, nesting_depth(sub, "s", "e", ["g"]).to_list(), strict=True))
+        order = sorted(mine, key=lambda i: (s[i], -e[i], i))
+        before = [i for i in order if s[i] <= m]
+        cur = before[-1] if before else None
+        while cur is not None and e[cur] < m:
+            cur = _parent(cur, order, d)
+        chain = []
+        while cur is not None:
+            chain.append(text[cur])
+            cur = _parent(cur, order, d)
+        out.append(chain)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_frame_calls_resolve_by_the_rules(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, m = 120, 40
+    pid = rng.integers(1, 3, n)
+    tid = rng.integers(1, 3, n)
+    s = rng.integers(0, 60, n) * 10  # a coarse clock: many shared starts
+    e = s + rng.choice([0, 10, 20, 50, 100, 300], n)  # zero-length calls, partial overlaps
+    text = [f"f.py({i % 17}): fn{i % 17}" for i in range(n)]
+    cp, ct = rng.integers(1, 3, m), rng.integers(1, 4, m)  # thread 3 has no frame calls
+    cm = rng.integers(0, 700, m)
+    got = launch_stacks.resolve(cp, ct, cm, pid, tid, s, e, pl.Series(text))
+    rows = dict.fromkeys(got.stack_id[got.stack_id != 0].tolist())
+    st, _, fr = got.stack_rows
+    texts = dict(zip(got.frame_ids.tolist(), got.frame_texts.to_pylist(), strict=True))
+    chain = {sid: [texts[f] for f in fr[st == sid]] for sid in rows}
+    want = _reference(pid, tid, s, e, text, cp, ct, cm)
+    assert any(want) and not all(want)
+    for i, w in enumerate(want):
+        sid = int(got.stack_id[i])
+        assert (chain[sid] if sid else []) == w, i
