@@ -7,8 +7,10 @@ Stage: parse (after `load`, before the engine). Input: `Run`s; output: `Gpu` ide
 
 Identity. A joined run (join.py) lists its GPUs in `metadata["gpus"]`. A run read from one file
 is described from its tables: the devices its kernels, copies and collectives ran on, the process
-that used each, and a rank where the trace says it: Kineto's `distributedInfo.rank` (a trace with
-one GPU), else the NCCL communicator rank its collectives carry (one rank per device).
+that used each, and a rank where the trace says it: Kineto's `distributedInfo.rank` or the RANK
+(LOCAL_RANK, MPI launchers' rank) in an nsys report's session environment (a trace with one GPU:
+the readers' `rank`, `rank_from`), else the NCCL communicator rank its collectives carry (one
+rank per device).
 
 Matching (`match`), in this order: `--device-map` pairs as given; by rank when both sides know
 every GPU's rank and the ranks are the same set; by device id when both sides have the same ids;
@@ -104,7 +106,8 @@ def gpus_of(run: Run) -> list[Gpu]:
     one = used.height == 1 and isinstance(meta_rank, int)
     out = []
     for r in used.iter_rows(named=True):
-        rank, rfrom = (meta_rank, "distributedInfo") if one else (r["rank"], "nccl")
+        rfrom_meta = run.metadata.get("rank_from") or "distributedInfo"
+        rank, rfrom = (meta_rank, rfrom_meta) if one else (r["rank"], "nccl")
         out.append(
             Gpu(
                 device_id=int(r["device_id"]),

@@ -12,9 +12,9 @@ What the join decides:
   shifted onto the earliest origin, so files of one host share its clock. When a file has none,
   its times cannot be placed: the files keep their own clocks and a warning says that timing
   across files (which GPU finished last, collective wait) is not meaningful. Files of different
-  hosts share a clock only as far as the hosts' clocks agree: `offsets_ns` is where an estimate
-  of each file's offset (from collectives that must end together) is applied; nothing estimates
-  it yet.
+  hosts (nsys `Hostname`) share a clock only as far as the hosts' clocks agree, and a warning
+  says so: an estimate of each host's offset (from collectives that must end together) would be
+  added to `clock_shifts`' result; nothing estimates it yet.
 - GPU identity (`metadata["gpus"]`, gpus.Gpu): each GPU is (host, process, device ordinal) with
   its rank: `distributedInfo` / NCCL rank first, else the file name's. Device ids are renumbered
   to the ranks when every GPU has a distinct one, kept when the files' ordinals are distinct,
@@ -59,6 +59,9 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
     if clock_note:
         warnings.append(clock_note)
     per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(runs)]
+    hosts = sorted({g.host for gs in per_file for g in gs if g.host is not None})
+    if len(hosts) > 1:
+        warnings.append(cross_host_warning(hosts))
     ids = _new_ids(per_file)
     pid_offset = _pid_offsets(runs)
     tables: dict[str, pa.Table] = {}
@@ -87,6 +90,16 @@ def clock_shifts(runs: list[Run]) -> tuple[list[int], str | None]:
     return [0] * len(runs), (
         f"{', '.join(missing)}: no time origin in the trace: each file keeps its own clock, so "
         "timing across files (the GPU that finished last, collective wait) is not meaningful"
+    )
+
+
+def cross_host_warning(hosts: list[str]) -> str:
+    """Files of several hosts are placed by each host's clock (its tracer's time origin): their
+    offsets are not estimated yet (the seam: `clock_shifts`, module docstring)."""
+    return (
+        f"files from {len(hosts)} hosts ({', '.join(hosts)}): each placed on its host's clock, "
+        "the offsets between hosts are not estimated, so timing across hosts (the GPU that "
+        "finished last, collective wait vs transfer) is only as good as their clock sync"
     )
 
 

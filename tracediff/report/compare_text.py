@@ -175,10 +175,15 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
 
 
 def device_map_lines(c: Comparison) -> list[str]:
-    """`GPUs matched by rank: base GPU 0 (rank 0) = head GPU 0 (rank 0), ...` where the GPUs
-    were matched otherwise than by equal device ids (parse/gpus.py); else nothing."""
+    """`GPUs matched by rank: base GPU 0 (rank 0) = head GPU 1 (rank 0), ...` where a GPU was
+    compared with one of another id, or one side lacks it (parse/gpus.py); else nothing."""
     pairs = c.device_map
-    if not pairs or all(p["by"] == "device" for p in pairs):
+
+    def same(p: dict[str, Any]) -> bool:
+        b, h = p["base"], p["head"]
+        return b is not None and h is not None and b["device_id"] == h["device_id"]
+
+    if all(same(p) and not p["guessed"] for p in pairs):
         return []
 
     def one(g: dict[str, Any] | None) -> str:

@@ -108,6 +108,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         Read(MEMSET, MEMSET_COLS), Read(SYNC, SYNC_COLS | events.SYNC_COLS),
         Read(NVTX, NVTX_COLS, ("eventType", nvtx_types)),
         Read(events.CUDA_EVENT, events.EVENT_COLS),
+        Read(SYSTEM_ENV, {"name": STR, "value": STR}),
     ]  # fmt: skip
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
@@ -119,7 +120,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         if kern_job is None:
             kern = got.pop(7)
         (meta, strs, start, ecopy, emem, payload, gpu, api, cp, ms, sync, nvtx,
-         cuda_ev) = got  # fmt: skip
+         cuda_ev, sysenv) = got  # fmt: skip
         strings = Strings(strs)
         # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
         clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
@@ -181,15 +182,42 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         "nsys_schema_version": version,
         "time_origin_utc_ns": start["utcEpochNs"][0] if start.height else None,
         "time_base": "nsys session start",
+        **identity(sysenv),
     }
     return Run(tables=tables, metadata=metadata, warnings=warnings)
+
+
+SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+"""Environment variables that name a process's global rank, in the order they are trusted:
+torchrun's, Open MPI's, PMI's (MPICH, Intel MPI), Slurm's task id."""
+
+
+def identity(sysenv: pl.DataFrame) -> dict[str, object]:
+    """host, rank, local_rank, rank_from from the session's system environment: `Hostname`, and
+    RANK / LOCAL_RANK (or an MPI launcher's) in `DeviceEnvironment`, the environment nsys was
+    started in (a per-rank `nsys profile` under torchrun or srun has the rank's). Absent: None."""
+    d = dict(zip(sysenv["name"].to_list(), sysenv["value"].to_list(), strict=True))
+    env: dict[str, str] = {}
+    for item in str(d.get("DeviceEnvironment") or "").split(";"):
+        k, sep, v = item.partition("=")
+        if sep:
+            env.setdefault(k, v)
+    rank = next(((k, env[k]) for k in RANK_VARS if env.get(k, "").isdigit()), None)
+    local = env.get("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", ""))
+    return {
+        "host": d.get("Hostname") or None,
+        "rank": int(rank[1]) if rank else None,
+        "rank_from": f"env {rank[0]}" if rank else None,
+        "local_rank": int(local) if local.isdigit() else None,
+    }
 
 
 # Every table read_nsys reads: `nsys export --tables` exports only these (faster, smaller).
 TABLES_READ = (
     *META_TABLES, STRINGS, "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
     "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
-    events.CUDA_EVENT,
+    events.CUDA_EVENT, SYSTEM_ENV,
 )  # fmt: skip
 
 
