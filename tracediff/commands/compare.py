@@ -70,6 +70,18 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         metavar="OUT.json[.gz]",
         help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace",
     )
+    p.add_argument(
+        "--repo",
+        type=Path,
+        metavar="DIR",
+        help="the workload's git checkout: rank the commits between base and head by how much "
+        "of the change runs through the code each touched (needs launch stacks)",
+    )
+    p.add_argument(
+        "--commits",
+        metavar="A..B",
+        help="with --repo: base's and head's commits (default: from the capture manifests)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
     p.add_argument(
         "--layout",
@@ -179,6 +191,12 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
+    if args.commits is not None and args.repo is None:
+        raise UsageError("--commits needs --repo DIR (the git checkout the commits are in)")
+    if args.repo is not None:
+        from tracediff.suspects import gitlog
+
+        gitlog.toplevel(args.repo)  # refuse a non-repo before the work
     bases, heads, labels, dmatch = load_sides(
         args.base, args.head, args.layout, say, args.device_map
     )
@@ -191,6 +209,12 @@ def run(args: argparse.Namespace) -> int:
         bases, heads, cycle=args.cycle, n_boot=args.bootstrap, progress=say, labels=labels
     )
     result.device_map = dmatch.rows()
+    suspects = None
+    if args.repo is not None:
+        from tracediff.suspects import suspects_for
+
+        say(f"ranking the commits of {args.repo}")
+        suspects = suspects_for(result, bases, heads, args.repo, args.commits)
     whatif = None
     if args.whatif:
         from tracediff.replay import recover_top
@@ -198,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         say(f"replaying the top {args.whatif} contributors")
         whatif = recover_top(result, args.whatif)
     with Transaction() as txn:  # a failure below removes the outputs written above
-        code = _outputs_and_report(args, result, whatif, use_tui, say, txn)
+        code = _outputs_and_report(args, result, whatif, use_tui, say, txn, suspects)
     return code
 
 
@@ -209,6 +233,7 @@ def _outputs_and_report(
     use_tui: bool,
     say: Callable[[str], None],
     txn: Any,
+    suspects: Any = None,
 ) -> int:
     from tracediff.report import render
     from tracediff.report.text import safe
@@ -229,13 +254,13 @@ def _outputs_and_report(
         except ModuleNotFoundError:
             use_tui = False
         else:
-            run_app(result)
+            run_app(result, suspects=suspects)
     if not use_tui:
         fmt = args.format or "table"
         if fmt != "table":  # table prints them itself; machine formats keep stdout pure data
             for w in result.warnings:
                 print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
-        sys.stdout.write(render(result, fmt, args.top, whatif=whatif))
+        sys.stdout.write(render(result, fmt, args.top, whatif=whatif, suspects=suspects))
     if args.fail_above is not None:
         from tracediff.engine.gate import gate
 

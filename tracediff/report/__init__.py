@@ -15,7 +15,9 @@ from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup, to_dict
 from tracediff.report.compare_text import render_csv, render_markdown, render_table
 from tracediff.report.jsonout import dumps
+from tracediff.report.suspects import suspects_json
 from tracediff.report.verdict import verdict_lines, verdict_words
+from tracediff.suspects import Suspects
 
 FORMATS = ("table", "markdown", "json", "csv")
 
@@ -32,13 +34,22 @@ __all__ = [
 ]
 
 
-def render(c: Comparison, fmt: str, top: int = 15, *, whatif: pl.DataFrame | None = None) -> str:
+def render(
+    c: Comparison,
+    fmt: str,
+    top: int = 15,
+    *,
+    whatif: pl.DataFrame | None = None,
+    suspects: Suspects | None = None,
+) -> str:
     """`compare`'s report in `fmt` (one of FORMATS); `whatif`: the `--whatif` recovery table
-    (tracediff.replay.recover_top), shown in table and JSON when given."""
+    (tracediff.replay.recover_top), shown in table and JSON when given; `suspects`: the
+    `--repo` suspect commits (tracediff.suspects), in table, markdown and JSON when given."""
     if fmt == "json":
-        return dumps(to_dict(c, whatif=whatif))
+        d = to_dict(c, whatif=whatif)
+        return dumps(d if suspects is None else {**d, **suspects_json(suspects)})
     if fmt == "markdown":
-        return render_markdown(c, top)
+        return render_markdown(c, top, suspects=suspects)
     if fmt == "csv":
         return render_csv(c)
-    return render_table(c, top, whatif=whatif)
+    return render_table(c, top, whatif=whatif, suspects=suspects)

@@ -14,8 +14,10 @@ import polars as pl
 
 from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup
+from tracediff.report.suspects import suspects_lines, suspects_markdown
 from tracediff.report.text import ci_cell, op_label, plural, safe, safe_lines, short
 from tracediff.report.verdict import verdict_lines
+from tracediff.suspects import Suspects
 
 SIGNIFICANT = "95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
 STATUSES = {
@@ -114,7 +116,13 @@ def _whatif_lines(c: Comparison, w: pl.DataFrame | None) -> list[str]:
     return out
 
 
-def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = None) -> str:
+def render_table(
+    c: Comparison,
+    top: int = 15,
+    *,
+    whatif: pl.DataFrame | None = None,
+    suspects: Suspects | None = None,
+) -> str:
     out = []
     if c.env_diffs:
         out.append("ENVIRONMENT DIFFERS (check before trusting the diff):")
@@ -140,6 +148,8 @@ def render_table(c: Comparison, top: int = 15, *, whatif: pl.DataFrame | None = 
         out.append(
             f"... {plural(c.attribution.height - top, 'more contributor')}, together {rest:+.3f} ms/cycle"
         )
+    if suspects is not None:
+        out += suspects_lines(suspects) + [""]
     out += _wrapped(legend())
     if any(
         s == "host-side" and sig
@@ -201,7 +211,7 @@ def device_map_lines(c: Comparison) -> list[str]:
     ]
 
 
-def render_markdown(c: Comparison, top: int = 20) -> str:
+def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None = None) -> str:
     out = ["## tracediff", ""]
     if c.env_diffs:
         out += (
@@ -241,6 +251,8 @@ def render_markdown(c: Comparison, top: int = 20) -> str:
             f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
             f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{name}` |"
         )
+    if suspects is not None:
+        out += suspects_markdown(suspects)
     out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
     out += [f"> {line}" for line in device_map_lines(c)]
     out += [f"> warning: {w}" for w in c.warnings]

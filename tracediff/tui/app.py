@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from tracediff.engine.result import Comparison
+from tracediff.suspects import Suspects
 from tracediff.tui.main import MainScreen
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen
 from tracediff.tui.timeline import CELLS, LEGEND
@@ -34,13 +35,18 @@ class TracediffApp(App[None]):
     BINDINGS = [Binding("ctrl+c", "quit", "Quit", show=False)]
 
     def __init__(
-        self, comparison: Comparison | None = None, *, loader: Loader | None = None
+        self,
+        comparison: Comparison | None = None,
+        *,
+        loader: Loader | None = None,
+        suspects: Suspects | None = None,
     ) -> None:
         super().__init__()
         if (comparison is None) == (loader is None):
             raise ValueError("give either a comparison or a loader")
         self.comparison = comparison
         self.loader = loader
+        self.suspects = suspects  # `compare --repo`: the suspect commits (the stack view)
 
     def on_mount(self) -> None:
         if self.comparison is not None:
@@ -111,7 +117,11 @@ class TracediffApp(App[None]):
 
 
 def run_app(
-    comparison: Comparison | None = None, *, loader: Loader | None = None, **kw: Any
+    comparison: Comparison | None = None,
+    *,
+    loader: Loader | None = None,
+    suspects: Suspects | None = None,
+    **kw: Any,
 ) -> None:
     """Run the TUI until the user quits (the CLI has already loaded and compared the runs)."""
-    TracediffApp(comparison, loader=loader).run(**kw)
+    TracediffApp(comparison, loader=loader, suspects=suspects).run(**kw)
