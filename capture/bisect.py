@@ -43,26 +43,30 @@ during runs leaves that state: the same command again continues.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import math
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from capture import bisect_pool as bp
 from capture import worktree as wt
 from capture.runner import CaptureSpec
-from capture.runsets import capture_runsets
+from capture.runsets import capture_runsets, plan_sets
 from tracediff import runset as rs
 from tracediff.engine.compare import compare
 from tracediff.engine.split import part_of
-from tracediff.errors import OutputError, TracediffError, UsageError
+from tracediff.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.parse import sides
 
 STATE = "bisect.json"
+LOCK = ".bisect.lock"
 KIND = "tracediff.bisect"
 SHARE_TO_CONTINUE = 0.6
 MAX_CULPRITS = 4
@@ -90,6 +94,7 @@ class BisectSpec:
     max_runs: int | None = None  # default 2 * repeat
     contributor: str | None = None
     cycle: str | None = None
+    pool: Path | None = None  # --pool DIR: runs taken from there first (capture/bisect_pool.py)
 
 
 @dataclass
@@ -113,6 +118,8 @@ class Bisection:
     captured: int = 0
     reused: int = 0
     skipped_now: set[str] = field(default_factory=set)  # skipped commits met by this call
+    exhausted: list[str] = field(default_factory=list)  # undecided: the pool had too few runs
+    loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -138,8 +145,41 @@ class Bisection:
         mids = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}") or ""
         self.commits = [good] + mids.split()
         self.outdir = Path(s.capture.outdir)
+        self.live = bool(s.capture.command) or s.capture.preset is not None
+        self.pool = None if s.pool is None else bp.open_pool(s.pool)
+        if self.pool is not None and self.live:
+            bp.check_command(self.pool, list(s.capture.command), s.capture.preset)
+        if self.pool is None and not self.live:
+            raise UsageError("no workload given", "add `-- COMMAND ARGS...` at the end, or --pool")
+        self.from_pool: dict[str, int] = {}  # runs of each commit taken from the pool
 
     # ---- state -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """OUTDIR created (or checked to be a bisection's) and locked for the call: a second
+        bisect on it is refused; the lock goes with the process (exit, Ctrl-C, kill)."""
+        out = self.outdir
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"{out}: exists and is not a folder", "choose another -o")
+        # a bisection's folder has its state, or at least its lock (a call killed during the
+        # ends' captures has not written the state yet)
+        mine = (out / STATE).is_file() or (out / LOCK).is_file()
+        if out.is_dir() and not mine and any(out.iterdir()):
+            raise OutputError(
+                f"{out}: already exists and is not a bisect folder (no {STATE} in it)",
+                "choose another -o (bisect never replaces a folder)",
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / LOCK, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise OutputError(
+                    f"{out}: another tracediff bisect is running on this folder",
+                    "wait for it to end, or choose another -o",
+                ) from None
+            yield
 
     def _key(self) -> dict[str, Any]:
         s = self.spec
@@ -150,6 +190,8 @@ class Bisection:
             "max_runs": self.max_runs,
             "contributor": s.contributor,
             "cycle": s.cycle,
+            "pool": None if s.pool is None else str(Path(s.pool).resolve()),
+            "live": self.live,
         }
 
     def load_state(self) -> None:
@@ -166,11 +208,14 @@ class Bisection:
             raise OutputError(
                 f"{f}: not a readable bisect state ({e})", "choose another -o"
             ) from None
-        differs = [k for k, v in self._key().items() if old.get(k) != v]
+        # a state from before --pool has no "pool"/"live": it was live, without a pool
+        was = {"pool": None, "live": True}
+        differs = [k for k, v in self._key().items() if old.get(k, was.get(k)) != v]
         if old.get("kind") != KIND or differs:
             raise OutputError(
                 f"{f}: holds a bisection with other settings ({', '.join(differs) or 'kind'})",
-                "run it with the same --good/--bad/--repeat/--max-runs/--contributor, or choose another -o",
+                "run it with the same --good/--bad/--repeat/--max-runs/--contributor/--pool and "
+                "workload, or choose another -o",
             )
         self.state = {**fresh, "skipped": old.get("skipped", {})}
 
@@ -196,34 +241,96 @@ class Bisection:
                 f"interrupted: {r.problem}", "run the same command again to resume"
             )
 
-    def capture_ends(self, n: int) -> None:
-        good, bad = self.commits[0], self.commits[-1]
-        self.say(f"capturing the ends: good {good[:12]} and bad {bad[:12]}, {n} runs each")
-        spec = replace(self.spec.capture, outdir=self.outdir, force=False)
-        r = capture_runsets(spec, [good, bad], n, None, None, self._progress)
+    def _capture(self, outdir: Path, shas: list[str], n: int) -> Any:
+        """capture_runsets into outdir; its "--force" advice does not apply to bisect."""
+        spec = replace(self.spec.capture, outdir=outdir, force=False)
+        try:
+            r = capture_runsets(spec, shas, n, None, None, self._progress)
+        except OutputError as e:
+            if "--force" not in (e.hint or ""):
+                raise
+            raise OutputError(
+                e.message, "bisect never starts a run set over: choose another -o"
+            ) from None
         self._count(r)
-        if r.exit_code:
+        return r
+
+    def _pooled(self, sha: str, n: int) -> int:
+        """Runs of sha taken from the pool into its folder, up to n (0 without a pool)."""
+        if self.pool is None:
+            return 0
+        if self.live:
+            spec = replace(self.spec.capture, outdir=self.folder(sha))
+            workload = plan_sets(spec, [sha], None)[0][0].workload  # what live runs check
+        else:
+            workload = dict(self.pool.workload)
+        k = bp.take(self.pool, sha, self.folder(sha), n, workload)
+        self.from_pool[sha] = k
+        return k
+
+    def capture_ends(self, n: int) -> list[int]:
+        """Runs at GOOD and BAD up to n each, interleaved; the counts reached (below n only when
+        the pool is exhausted and no workload is given)."""
+        ends = [self.commits[0], self.commits[-1]]
+        how = (
+            "capturing"
+            if self.pool is None
+            else "taking from the pool" + (" (capturing what it lacks)" if self.live else "")
+        )
+        self.say(f"{how} the ends: good {ends[0][:12]} and bad {ends[1][:12]}, {n} runs each")
+        if self.pool is None:
+            r = self._capture(self.outdir, ends, n)
+            problem = r.problem if r.exit_code else None
+        else:
+            pooled = [self._pooled(s, n) for s in ends]
+            problem = None
+            if self.live and min(pooled) < n:
+                # one run at a time in the A B B A order, as capture --repeat interleaves
+                need = [n - k for k in pooled]
+                for rnd in range(1, max(need) + 1):
+                    order = [0, 1] if rnd % 2 else [1, 0]
+                    for i in order:
+                        if rnd <= need[i] and problem is None:
+                            r = self._capture(self.folder(ends[i]), [ends[i]], rnd)
+                            problem = r.problem if r.exit_code else None
+        if problem is not None:
             raise TracediffError(
-                f"an end of the range does not run: {r.problem}",
+                f"an end of the range does not run: {problem}",
                 "bisect needs GOOD and BAD to run; fix the command, or pick other ends",
             )
+        got = [self.n_runs(s) for s in ends]
+        for s, k in zip(ends, got, strict=True):
+            if k < 2:
+                raise InputError(
+                    f"{self.spec.pool}: {k} run{'s' if k != 1 else ''} of "
+                    f"{'good' if s == ends[0] else 'bad'} {s[:12]}; bisect needs >= 2 a commit",
+                    "capture the ends into the pool (capture --repeat N --commit ...), "
+                    "or give the workload command to capture the rest here",
+                )
+        return got
 
-    def runs_at(self, sha: str, n: int) -> bool:
-        """Capture up to n runs at sha; False (and recorded) when its workload fails: skip."""
+    def runs_at(self, sha: str, n: int) -> str:
+        """Up to n runs at sha: "ok"; "skipped" (recorded) when its workload fails;
+        "exhausted" when the pool has fewer and no workload is given to capture the rest."""
         if sha in self.state["skipped"]:
-            return False
-        spec = replace(self.spec.capture, outdir=self.folder(sha), force=False)
-        r = capture_runsets(spec, [sha], n, None, None, self._progress)
-        self._count(r)
+            return "skipped"
+        k = self._pooled(sha, n)
+        if k >= n:
+            return "ok"
+        if not self.live:
+            return "exhausted"
+        r = self._capture(self.folder(sha), [sha], n - k)
         if r.exit_code:
             self.state["skipped"][sha] = r.problem
             self.save()
             self.say(f"{sha[:12]}: skipped (does not run): {r.problem}")
-            return False
-        return True
+            return "skipped"
+        return "ok"
 
     def n_runs(self, sha: str) -> int:
-        return len(sides.list_runs(self.folder(sha)))
+        """Finished runs of sha in OUTDIR (taken from the pool or captured)."""
+        f = self.folder(sha)
+        return len(rs.finished_runs(f)) if (f / rs.INDEX).is_file() else 0
 
     def _progress(self, msg: str) -> None:
         m = re.search(r"run (\d+/\d+) \(([0-9a-f]{12})\): profiling", msg)
@@ -232,10 +339,20 @@ class Bisection:
         elif msg.startswith("resuming"):
             self.say(f"  {msg}")
 
-    def compare(self, a: str, b: str) -> Any:
+    def runs_of(self, sha: str) -> list[Any]:
+        """The loaded runs of sha (kept while its run set does not grow: ends are compared at
+        every step)."""
         from tracediff.parse import load
 
-        runs = [[load(p) for p in sides.list_runs(self.folder(x))] for x in (a, b)]
+        paths = sides.list_runs(self.folder(sha))
+        have = self.loaded.get(sha)
+        if have is None or have[0] != paths:
+            have = (paths, [load(p) for p in paths])
+            self.loaded[sha] = have
+        return have[1]
+
+    def compare(self, a: str, b: str) -> Any:
+        runs = [self.runs_of(x) for x in (a, b)]
         return compare(runs[0], runs[1], cycle=self.spec.cycle, labels=(a[:12], b[:12]))
 
     # ---- what is followed ------------------------------------------------------------------

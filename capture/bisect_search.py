@@ -51,18 +51,25 @@ def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
     """The whole bisection; raises NothingToBisect, BisectInterrupted or TracediffError."""
     t0 = time.monotonic()
     b = Bisection(spec, say)
-    b.load_state()
+    with b.hold():
+        b.load_state()
+        return _run(b, spec, say, t0)
+
+
+def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) -> dict[str, Any]:
     good, bad = b.commits[0], b.commits[-1]
     n_commits = len(b.commits) - 1
     say(
         f"{n_commits} first-parent commit{'s' if n_commits != 1 else ''} in {good[:12]}..{bad[:12]}"
     )
     n = spec.repeat
+    exhausted = False
     while True:  # ends not told apart at N runs: more runs a side, up to the cap
-        b.capture_ends(n)
+        got = b.capture_ends(n)
         c0 = b.compare(good, bad)
         follow = b.follow(c0)
-        if follow is not None or n >= b.max_runs:
+        exhausted = min(got) < n
+        if follow is not None or n >= b.max_runs or exhausted:
             break
         n = min(n + RUNS_PER_EXTRA, b.max_runs)
         say(f"the ends are not told apart at {n - RUNS_PER_EXTRA} runs a side: capturing up to {n}")
@@ -74,6 +81,7 @@ def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
             "commit": bad,
             "against": good,
             "runs": [b.n_runs(good), b.n_runs(bad)],
+            "from_pool": [b.from_pool.get(good, 0), b.from_pool.get(bad, 0)],
             "decision": "regression" if follow else "nothing to bisect",
             "p_value": c0.p_value,
             "delta_ms_per_cycle": c0.delta_ms_per_cycle,
@@ -87,8 +95,13 @@ def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
             f"nothing to bisect: {good[:12]} and {bad[:12]} are not significantly different across "
             f"runs (cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p}"
             + (f"; no contributor matching {spec.contributor!r} moved" if spec.contributor else "")
+            + (f"; the pool has no more runs of them ({got[0]} and {got[1]})" if exhausted else "")
             + ")",
-            f"capture more runs (--repeat {2 * spec.repeat}) or check that BAD really is slower",
+            (
+                f"capture more runs (--repeat {2 * spec.repeat}"
+                + (" into the pool" if exhausted else "")
+                + ") or check that BAD really is slower"
+            ),
         )
     totals = b.quantities(c0, follow)
     total = sum(q.delta for q in totals)
@@ -160,32 +173,27 @@ def _search(b: Bisection, lo: int, hi: int, ends: list[Q]) -> tuple[int, int]:
 
 
 def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
-    """Capture at commits[x] until decided or at the cap; None: skipped."""
+    """Capture at commits[x] (or take its runs from the pool) until decided or at the cap;
+    None: skipped (does not run) or undecided with the pool exhausted."""
     t0 = time.monotonic()
     sha, n = b.commits[x], b.spec.repeat
     while True:
-        if not b.runs_at(sha, n):
-            b.skipped_now.add(sha)
-            b.log(
-                {
-                    "step": len(b.state["log"]),
-                    "commit": sha,
-                    "runs": 0,
-                    "decision": "skipped",
-                    "problem": b.state["skipped"][sha],
-                    "wall_s": round(time.monotonic() - t0, 1),
-                }
-            )
+        status = b.runs_at(sha, n)
+        runs = b.n_runs(sha)
+        if status == "skipped" or (status == "exhausted" and runs < 2):
+            _not_decided(b, sha, status, runs, t0)
             return None
         cg = b.compare(b.commits[lo], sha)
         cb = b.compare(sha, b.commits[hi])
         qg, qb = b.quantities(cg, _follow_of(b)), b.quantities(cb, _follow_of(b))
         each = [decide(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True)]
         d = "bad" if "bad" in each else "good" if all(e == "good" for e in each) else None
-        runs = b.n_runs(sha)
         fracs = [g.delta / t.delta for g, t in zip(qg, ends, strict=True) if t.delta]
         frac = sum(fracs) / len(fracs) if fracs else math.nan
         by = "test"
+        if d is None and status == "exhausted":
+            _not_decided(b, sha, status, runs, t0, cg.p_value, cb.p_value)
+            return None
         if d is None and runs >= b.max_runs:
             d, by = ("bad" if frac >= 0.5 else "good"), "closeness"
             b.say(f"  {sha[:12]}: undecided at {runs} runs: like {d} by closeness only")
@@ -195,6 +203,7 @@ def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
                     "step": len(b.state["log"]),
                     "commit": sha,
                     "runs": runs,
+                    "from_pool": b.from_pool.get(sha, 0),
                     "decision": f"like {d}",
                     "by": by,
                     "p_value_vs_good": cg.p_value,
@@ -208,6 +217,38 @@ def _step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> str | None:
             return d
         n = min(runs + RUNS_PER_EXTRA, b.max_runs)
         b.say(f"  {sha[:12]}: undecided at {runs} runs: capturing up to {n}")
+
+
+def _not_decided(
+    b: Bisection,
+    sha: str,
+    status: str,
+    runs: int,
+    t0: float,
+    p_good: float | None = None,
+    p_bad: float | None = None,
+) -> None:
+    """Log a commit the search goes around (as `git bisect skip`): it does not run, or the pool
+    has too few of its runs to decide (and no workload command was given to capture more)."""
+    b.skipped_now.add(sha)
+    entry: dict[str, Any] = {"step": len(b.state["log"]), "commit": sha, "runs": runs}
+    if status == "skipped":
+        entry.update(decision="skipped", problem=b.state["skipped"][sha])
+    else:
+        if sha not in b.exhausted:
+            b.exhausted.append(sha)
+        entry.update(
+            decision="undecided: pool exhausted",
+            from_pool=b.from_pool.get(sha, 0),
+            p_value_vs_good=p_good,
+            p_value_vs_bad=p_bad,
+        )
+        b.say(
+            f"  {sha[:12]}: undecided: pool exhausted ({runs} run{'s' if runs != 1 else ''} "
+            "in the pool, no workload command to capture more)"
+        )
+    entry["wall_s"] = round(time.monotonic() - t0, 1)
+    b.log(entry)
 
 
 def _follow_of(b: Bisection) -> dict[str, Any]:
@@ -265,7 +306,7 @@ def _result(
         if (b.folder(s) / rs.INDEX).is_file():
             failed += sum(1 for r in rs.read_index(b.folder(s))["runs"] if r["status"] != "ok")
     ends = b.state["log"][0]["runs"]
-    extra = sum(r - n for r in ends) + sum(
+    extra = sum(max(r - n, 0) for r in ends) + sum(
         e["runs"] - n for e in b.state["log"] if e.get("decision", "").startswith("like ")
     )
     uncertain = [e["commit"] for e in b.state["log"] if e.get("by") == "closeness"]
@@ -288,6 +329,8 @@ def _result(
             {"commit": s, "subject": commit_info(b.repo, s)["subject"], "problem": p}
             for s, p in b.state["skipped"].items()
         ],
+        # commits the search went around because the pool had too few of their runs
+        "pool_exhausted": list(b.exhausted),
         "steps": b.state["log"],
         # steps still undecided at --max-runs, decided by which end they were closer to: the
         # culprits that depend on them are a best guess, not a significant finding
@@ -301,6 +344,7 @@ def _result(
             "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra and failed runs",
             "captured_now": b.captured,
             "reused": b.reused,
+            "from_pool": sum(b.from_pool.values()),
         },
         "wall_s": round(time.monotonic() - t0, 1),
         "outdir": str(b.outdir),

@@ -95,7 +95,11 @@ def prepare_runset_outdir(outdir: Path, grouped: bool, force: bool) -> None:
                 f"{outdir}: holds {shape}; this call writes {'several' if grouped else 'one'}",
                 "choose another -o, or pass --force to replace it",
             )
-        foreign = [p for p in outdir.iterdir() if p.name != LOCK]
+        # lock files (this call's, and bisect's .bisect.lock when bisect captures its ends into
+        # its own OUTDIR) are not the user's
+        foreign = [
+            p for p in outdir.iterdir() if not (p.name.startswith(".") and p.name.endswith(".lock"))
+        ]
         if foreign and not mine.is_file():
             raise OutputError(
                 f"{outdir}: already exists and is not a run set",

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_capture import _git
+from tests.integration.test_capture_qdstrm import target_only_nsys
 
 NOISE_MS, SLOW_MS = 6.0, 8.0
 
@@ -82,18 +83,19 @@ SEVEN = [
 
 
 def bisect(
-    repo: Path, out: Path, nsys: str, *extra: str, **env: str
+    repo: Path, out: Path, nsys: str, *extra: str, command: bool = True, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    argv = bisect_argv(repo, out, nsys, *extra)
+    argv = bisect_argv(repo, out, nsys, *extra, command=command)
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
     )
 
 
-def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str) -> list[str]:
+def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str, command: bool = True) -> list[str]:
     return [
         sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
-        "--nsys", nsys, "--format", "json", *extra, "--", sys.executable, "work.py",
+        "--nsys", nsys, "--format", "json", *extra,
+        *(["--", sys.executable, "work.py"] if command else []),
     ]  # fmt: skip
 
 
@@ -295,3 +297,67 @@ def test_usage_errors_are_one_line_and_create_nothing(
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+FIVE = [SEVEN[0], SEVEN[2], SEVEN[3], SEVEN[5], ("bump (bad)", SLOW_MS, False, "notes")]
+
+
+def test_pool_of_qdstrm_runs_gives_the_live_answer(tmp_path: Path, nsys: str) -> None:
+    """--pool: every commit captured ahead of time by `capture --repeat --commit ...` with an nsys
+    that can only write .qdstrm (as on the lent H200), then bisected here without a workload
+    command: the same culprit as the live bisect, nothing captured, the runs imported."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, FIVE)  # good, red herring, broken, culprit, bad
+    r = bisect(
+        repo, tmp_path / "live", nsys, "--good", shas[0], "--bad", shas[-1],
+        COUNTER=str(tmp_path / "live.txt"), SEED="21",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    live = json.loads(r.stdout)
+    assert live["first_bad"] == shas[3]
+    # the pool: every commit that runs (a failing run stops capture --repeat), 6 runs each,
+    # interleaved, written as .qdstrm + manifest only (no importer beside that nsys)
+    pool = tmp_path / "pool"
+    target = target_only_nsys(nsys, tmp_path)
+    refs = [a for s in shas if s != shas[2] for a in ("--commit", s)]
+    cap = subprocess.run(
+        [sys.executable, "-m", "tracediff", "capture", "--repo", str(repo), *refs,
+         "--repeat", "6", "-o", str(pool), "--nsys", str(target), "--", sys.executable, "work.py"],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "COUNTER": str(tmp_path / "pool.txt"), "SEED": "22"},
+    )  # fmt: skip
+    assert cap.returncode == 0, cap.stderr
+    assert len(list(pool.glob("*/run-*/report.qdstrm"))) == 24
+    assert not list(pool.glob("*/run-*/run.arrow"))
+    before = sorted(p.relative_to(pool) for p in pool.rglob("*"))
+    counter = tmp_path / "bisect.txt"
+    r = bisect(
+        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
+        command=False, COUNTER=str(counter), TRACEDIFF_NSYS=nsys,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["first_bad"] == live["first_bad"]
+    assert {c["commit"] for c in res["culprits"]} == {c["commit"] for c in live["culprits"]}
+    assert not counter.exists() and res["captures"]["captured_now"] == 0  # nothing ran here
+    assert res["captures"]["from_pool"] == res["captures"]["used"] >= 8
+    assert res["steps"][0]["from_pool"] == res["steps"][0]["runs"]
+    assert min(res["steps"][0]["runs"]) >= 4
+    # the broken commit is not in the pool: gone around, said so
+    assert res["pool_exhausted"] == [shas[2]]
+    gone = [e for e in res["steps"] if e["commit"] == shas[2]]
+    assert [e["decision"] for e in gone] == ["undecided: pool exhausted"]
+    assert "undecided: pool exhausted" in r.stderr
+    assert all(e["from_pool"] == e["runs"] for e in res["steps"][1:])
+    # each run taken was imported from its .qdstrm into OUTDIR; the pool is untouched
+    taken = list((tmp_path / "out").glob("*/pool-*/run.arrow"))
+    assert len(taken) == res["captures"]["used"]
+    assert sorted(p.relative_to(pool) for p in pool.rglob("*")) == before
+    # the same command again: nothing imported twice, the same answer
+    again = bisect(
+        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
+        command=False, TRACEDIFF_NSYS=nsys,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["first_bad"] == res["first_bad"]

@@ -1,12 +1,18 @@
-"""`tracediff bisect --good REF --bad REF -o OUTDIR [--repeat N] -- COMMAND ...`.
+"""`tracediff bisect --good REF --bad REF -o OUTDIR [--repeat N] (-- COMMAND ... | --preset NAME
+| --pool DIR)`.
 
 Finds the first-parent commit(s) between GOOD and BAD that made the workload slower: captures
 run sets (N runs a commit, through `tracediff capture --repeat`'s code), compares them across runs,
 binary-searches, and reports each culprit with its share of the change and what it moved in the
 timeline (capture/bisect.py: the algorithm and the decision rule). OUTDIR keeps one run set per
-commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes.
+commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes. One bisect at a time on
+an OUTDIR (OUTDIR/.bisect.lock); an existing folder that is not a bisection's is refused.
 
     tracediff bisect --good v1.2 --bad main -o bisect-runs -- python bench.py --steps 20
+
+Pool (capture/bisect_pool.py): `--pool DIR` takes each commit's runs from DIR, the OUTDIR of
+`tracediff capture --repeat N --commit A --commit B ... -o DIR` run elsewhere (e.g. a GPU host
+that can only write .qdstrm files: they are imported here), instead of capturing.
 
 Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool failed);
 2 usage; 5 nothing to bisect (GOOD and BAD not significantly different across runs);
@@ -21,8 +27,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+POOL_HELP = """\
+pool: --pool DIR takes each commit's runs from DIR instead of capturing them. DIR is what
+  tracediff capture --repeat N --commit A --commit B ... -o DIR
+writes (DIR/runsets.json, and per commit DIR/<name>/runset.json + run-01/ ...: one run set per
+commit, matched by the full hash in its runset.json; a folder of such outputs also works). A run
+with only its report (report.qdstrm + manifest.json, from a GPU host without QdstrmImporter) is
+imported here, as tracediff parse does. Pool runs are copied into OUTDIR/<sha12>/pool-NN/; the
+step log's from_pool counts them. With no workload command, a commit whose pool runs cannot decide
+is "undecided: pool exhausted" and the search goes around it (as a skipped commit); with the
+pool's command given too, the missing runs are captured here.
+"""
+
 
 def add_parser(p: argparse.ArgumentParser) -> None:
+    p.epilog = POOL_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--good", required=True, metavar="REF", help="a commit that is fast")
     p.add_argument("--bad", required=True, metavar="REF", help="a later commit that is slow")
     p.add_argument(
@@ -43,6 +63,13 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cycle", metavar="NAME", help="NVTX range that is one cycle (as compare)")
     p.add_argument(
+        "--pool",
+        type=Path,
+        metavar="DIR",
+        help="take runs from DIR (capture --repeat's OUTDIR) instead of capturing (see below)",
+    )
+    p.add_argument("--preset", choices=["sglang-eagle3"], help="a ready-made workload (as capture)")
+    p.add_argument(
         "--format", choices=["table", "markdown", "json"], default="table", help="stdout format"
     )
     n = p.add_argument_group("nsys (as tracediff capture)")
@@ -55,6 +82,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     n.add_argument("--nsys", metavar="PATH", help="nsys binary")
     p.add_argument("--pythonpath", action="append", metavar="SUBDIR")
     p.add_argument("--nvtx-shim", choices=["sglang-eagle"])
+    from capture.presets import sglang_eagle3
+
+    sglang_eagle3.add_arguments(p.add_argument_group("--preset sglang-eagle3 (as capture)"))
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
 
 
@@ -66,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
     from capture.bisect import BisectInterrupted, BisectSpec
     from capture.bisect_search import run_bisect
     from capture.runner import CaptureSpec
-    from tracediff.commands.capture import capture_range_args
+    from tracediff.commands.capture import apply_preset, capture_range_args
     from tracediff.errors import UsageError
 
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        raise UsageError("no workload given", "add `-- COMMAND ARGS...` at the end")
+    if args.preset and command:
+        raise UsageError("give either --preset or `-- COMMAND`, not both")
+    if not command and not args.preset and args.pool is None:
+        raise UsageError(
+            "no workload given", "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
+        )
     spec = CaptureSpec(
         repo=args.repo,
         ref=args.good,
@@ -84,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
         extra_nsys_args=list(args.nsys_arg),
         nvtx_shim=args.nvtx_shim,
     )
+    preset_range = apply_preset(spec, args)
     if args.pythonpath:
         spec.pythonpath = list(args.pythonpath)
-    spec.capture_range = capture_range_args(args, [])
+    spec.capture_range = capture_range_args(args, preset_range)
     bspec = BisectSpec(
         capture=spec,
         good=args.good,
@@ -95,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         contributor=args.contributor,
         cycle=args.cycle,
+        pool=args.pool,
     )
     try:
         result = run_bisect(bspec, _say)

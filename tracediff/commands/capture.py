@@ -146,6 +146,20 @@ def capture_range_args(args: argparse.Namespace, preset_default: list[str]) -> l
     return out
 
 
+def apply_preset(spec: Any, args: argparse.Namespace) -> list[str]:
+    """Fill spec's workload from --preset NAME and its options (capture and bisect alike);
+    returns the preset's default nsys capture-range options ([] without a preset)."""
+    if not args.preset:
+        return []
+    built = importlib.import_module("capture.presets.sglang_eagle3").build(args)
+    spec.preset = args.preset
+    spec.command = built["command"]
+    spec.pythonpath = built["pythonpath"]
+    spec.nvtx_shim = spec.nvtx_shim or built["nvtx_shim"]
+    spec.python = built["python"]
+    return list(built["capture_range"])
+
+
 def _suggest_base(outdir: Path, explicit: Path | None) -> Path | None:
     """The baseline to name in the compare hint: --base, else the newest good sibling capture
     (a failed or interrupted capture is never a baseline)."""
@@ -190,16 +204,8 @@ def run(args: argparse.Namespace) -> int:
         nvtx_shim=args.nvtx_shim,
         include_uncommitted=args.include_uncommitted,
     )
-    preset_range: list[str] = []
-    if args.preset:
-        built = importlib.import_module("capture.presets.sglang_eagle3").build(args)
-        spec.preset = args.preset
-        spec.command = built["command"]
-        spec.pythonpath = built["pythonpath"]
-        spec.nvtx_shim = spec.nvtx_shim or built["nvtx_shim"]
-        spec.python = built["python"]
-        preset_range = built["capture_range"]
-    elif not command:
+    preset_range = apply_preset(spec, args)
+    if not args.preset and not command:
         raise UsageError(
             "no workload given", "add --preset NAME, or `-- COMMAND ARGS...` at the end"
         )
