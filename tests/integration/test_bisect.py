@@ -52,7 +52,9 @@ for _ in range(int(os.environ.get("CYCLES", "12"))):
 """
 
 
-def build_repo(root: Path, commits: list[tuple[str, float, bool, str]]) -> list[str]:
+def build_repo(
+    root: Path, commits: list[tuple[str, float, bool, str]], noise: float = NOISE_MS
+) -> list[str]:
     """commits: (subject, extra ms, fails, note); the first is GOOD. Returns the shas."""
     _git(root, "init", "-q", "-b", "main")
     shas = []
@@ -62,7 +64,7 @@ def build_repo(root: Path, commits: list[tuple[str, float, bool, str]]) -> list[
             _git(root, "add", "NOTES")
         else:
             (root / "work.py").write_text(
-                WORK.format(extra=extra, fail=fail, note=note, noise=NOISE_MS)
+                WORK.format(extra=extra, fail=fail, note=note, noise=noise)
             )
             _git(root, "add", "work.py")
         _git(root, "commit", "-qm", subject)
@@ -308,7 +310,8 @@ def test_pool_of_qdstrm_runs_gives_the_live_answer(tmp_path: Path, nsys: str) ->
     command: the same culprit as the live bisect, nothing captured, the runs imported."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    shas = build_repo(repo, FIVE)  # good, red herring, broken, culprit, bad
+    # good, red herring, broken, culprit, bad; less noise than above: this tests the pool
+    shas = build_repo(repo, FIVE, noise=2.0)
     r = bisect(
         repo, tmp_path / "live", nsys, "--good", shas[0], "--bad", shas[-1],
         COUNTER=str(tmp_path / "live.txt"), SEED="21",
