@@ -14,12 +14,16 @@ import sys
 from pathlib import Path
 
 import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
+from tracediff.engine.compare import compare
 from tracediff.errors import UsageError
 from tracediff.parse import gpus, load
 from tracediff.parse.load import load_files
-from tracediff.runfile import read_run
+from tracediff.runfile import Run, read_run
 
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 R0, R1 = KINETO / "sampled_rank-0.json.gz", KINETO / "sampled_rank-1.json.gz"
@@ -163,3 +167,53 @@ def test_sglang_names_and_a_rank_the_trace_contradicts(tmp_path: Path) -> None:
     assert run.table("kernels").num_rows == 2 * load(src).table("kernels").num_rows
     # the same pid in both files: offset, so each file stays its own process
     assert len({g["process_id"] for g in run.metadata["gpus"]}) == 2
+
+
+def _without(run: Run, pid: int, name: str) -> Run:
+    """The run without one rank's range `name`, as a rank whose profiling began a step later
+    records it (an in-memory copy; the trace is not changed)."""
+    t = run.table("nvtx_ranges")
+    drop = pc.and_(
+        pc.equal(t.column("process_id"), pid), pc.equal(t.column("name").cast(pa.string()), name)
+    )
+    tables = {n: run.table(n) for n in run.tables} | {"nvtx_ranges": t.filter(pc.invert(drop))}
+    return Run(tables=tables, metadata=dict(run.metadata), warnings=[])
+
+
+def test_cycles_of_ranks_are_matched_by_step_number(ranks: Path) -> None:
+    """Both ranks ran ProfilerStep#551 and #552. Rank 1 without #551 (it began a step later):
+    by order its #552 would be cycle 0 beside rank 0's #551; by step number the one cycle
+    both ranks have is #552, on both GPUs."""
+    run = load(ranks)
+    whole = compare(run, run)
+    assert whole.base.cycles == 2
+    late = _without(run, 4045, "ProfilerStep#551")
+    c = compare(late, late)
+    assert c.base.cycles == 1
+    steps = pl.from_arrow(run.table("nvtx_ranges")).filter(
+        pl.col("name").cast(pl.String) == "ProfilerStep#552"
+    )
+    cyc = c.cycles.filter(pl.col("side") == "base")
+    assert sorted(cyc["device_id"].to_list()) == [0, 1]
+    # each GPU's cycle starts inside that rank's step #552 range (launched in it)
+    for dev, pid in ((0, 4037), (1, 4045)):
+        s = steps.filter(pl.col("process_id") == pid).row(0, named=True)
+        start = cyc.filter(pl.col("device_id") == dev)["start_ns"][0]
+        assert s["start_ns"] <= start <= s["end_ns"] + 50_000_000
+
+
+def test_files_read_in_worker_processes_join_to_the_same_run(ranks: Path) -> None:
+    """The process pool (spawned workers, each told its memory share) gives the run the
+    in-process reading gives, and one progress line per file."""
+    from tracediff.parse import pool
+
+    files = [R0, R1]
+    said: list[str] = []
+    local = pool.read_all(files, load, pool.Local())
+    procs = pool.read_all(
+        files, load, pool.Processes(2, {"TRACEDIFF_MEMORY_BYTES": str(1 << 30)}), said.append
+    )
+    assert len(said) == 2 and all(s.startswith("read ") for s in said)
+    for a, b in zip(local, procs, strict=True):
+        for t in ("kernels", "api_calls", "nvtx_ranges", "collectives"):
+            assert a.table(t).equals(b.table(t))

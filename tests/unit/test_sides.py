@@ -132,3 +132,12 @@ def test_mixed_and_empty_folders_are_refused(tmp_path: Path) -> None:
     shutil.copy(ROOT / "tests/data/h200/g_good.sqlite", tmp_path / "b.sqlite")
     with pytest.raises(InputError, match="mixes file types"):
         resolve(tmp_path)
+
+
+def test_each_rank_as_sqlite_and_as_nsys_rep_is_refused(tmp_path: Path) -> None:
+    """nsys leaves a report's .sqlite beside its .nsys-rep: two groups of per-rank files."""
+    for r in range(2):
+        shutil.copy(ROOT / "tests/data/h200/g_good.sqlite", tmp_path / f"report_rank{r}.sqlite")
+        shutil.copy(ROOT / "tests/data/h200/g_good.nsys-rep", tmp_path / f"report_rank{r}.nsys-rep")
+    with pytest.raises(InputError, match=r"ambiguous.*report_rank0.nsys-rep .. report_rank1.nsys"):
+        resolve(tmp_path)

@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     say(f"reading {args.head}")
     head = load(resolve(args.head).runs[0])
     check_pair(base, head)
+    from tracediff.parse.gpus import align_sides
+
+    (base,), (head,), _ = align_sides([base], [head])  # GPUs matched as compare matches them
     result = compare(base, head, cycle=args.cycle, n_boot=200, progress=say)
     say("replaying")
     sys.stdout.write(render(predict(result, args.take, top=args.top), args.format))

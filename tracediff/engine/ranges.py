@@ -133,9 +133,34 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
 
 
 def number(sel: pl.DataFrame) -> pl.DataFrame:
-    """`sel` in start order with `cycle`: 0, 1, ... per process."""
-    return sel.sort("start_ns").with_columns(
-        pl.col("start_ns").rank("ordinal").over("process_id").cast(pl.Int64).sub(1).alias("cycle")
+    """`sel` in start order with `cycle`: 0, 1, ... per process, so cycle k of one process (rank)
+    is matched with cycle k of the others. Where several processes' cycle ranges all carry a
+    step number (`ProfilerStep#551`), distinct within each process, cycles are matched by it
+    instead: ranks whose profiling began at different steps (per-rank files of one job) meet at
+    the same step, and only the steps every process has are kept (a step one rank lacks would
+    compare a cycle without it)."""
+    out = sel.sort("start_ns")
+    by_order = pl.col("start_ns").rank("ordinal").over("process_id").cast(pl.Int64).sub(1)
+    if out.height == 0 or out["process_id"].n_unique() < 2:
+        return out.with_columns(by_order.alias("cycle"))
+    step = pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64, strict=False)
+    out = out.with_columns(step.alias("_step"))
+    per = out.group_by("process_id").agg(
+        pl.col("_step").null_count().alias("nulls"),
+        pl.col("_step").n_unique().alias("distinct"),
+        pl.len().alias("n"),
+    )
+    if (per["nulls"] > 0).any() or (per["distinct"] != per["n"]).any():
+        return out.with_columns(by_order.alias("cycle")).drop("_step")
+    n_proc = per.height
+    common = out.group_by("_step").agg(pl.col("process_id").n_unique().alias("_p"))
+    keep = common.filter(pl.col("_p") == n_proc)["_step"]
+    if keep.len() == 0:  # no step on every rank: by order, as without numbers
+        return out.with_columns(by_order.alias("cycle")).drop("_step")
+    return (
+        out.filter(pl.col("_step").is_in(keep.implode()))
+        .with_columns(pl.col("_step").rank("dense").cast(pl.Int64).sub(1).alias("cycle"))
+        .drop("_step")
     )
 
 

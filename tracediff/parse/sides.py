@@ -91,7 +91,7 @@ def rank_files(folder: Path, layout: Layout = "auto") -> list[Path] | None:
     if not rank_groups:
         return None
     if len(g.groups) == 1 and not g.plain:
-        return [n.path for n in g.groups[0]]
+        return [n.path for n in g.groups[0]]  # one suffix: it is part of the name compared
     raise InputError(
         f"{folder}: ambiguous: per-rank files of more than one run, or beside other files "
         f"({g.describe()})",
