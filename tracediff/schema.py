@@ -189,6 +189,7 @@ FRAMES = pa.schema(
         # same frame has the same id in every run. file is as the profiler wrote it (relative to
         # the working directory, or to sys.path for installed packages: `torch/nn/...`); null,
         # with line, for frames without a file (`<built-in method ...>`, `nn.Module: Linear_0`).
+        # nsys function-trace frames: file from the module (`pkg/mod.py`), line null.
         ("frame_id", pa.int64()),
         ("file", _name),
         ("line", pa.int32()),  # the function's first line (Kineto), not the calling line

@@ -57,6 +57,7 @@ from tracediff.parse.nsys.schema import (
     ints,
 )
 from tracediff.parse.nsys.source import Read, Source, SqliteSource, typed
+from tracediff.parse.nsys.stacks import add_stacks
 from tracediff.parse.nsys.tables import (
     api_calls_table,
     devices_table,
@@ -144,7 +145,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["kernels"] = kernels_table(kern, keys, strings, api_names)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
-    tables = {name: tables[name] for name in order}
+    tables = add_stacks({name: tables[name] for name in order})
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )

@@ -1,0 +1,111 @@
+"""nsys function-trace NVTX ranges → the launch stack of every CPU-launched GPU op.
+
+Stage: parse (nsys), after the tables are built. Input: the `nvtx_ranges`, `kernels` and
+`memops` tables; output: kernels and memops with `stack_id`, and the `frames` and `stacks`
+tables (tracediff/schema.py).
+
+`nsys profile --python-functions-trace=CONFIG.json` (nsys 2024.2+) wraps the named Python
+functions in NVTX push/pop ranges on the calling thread, with no code change and no CPU
+sampling (checked with nsys 2024.2.3 on the CPU development machine: a range per call, named
+`module.function`, in the entry's domain). The range name does not say where the module ends
+and the function (`Class.method`) begins, so frames are taken only from ranges in a domain named
+`python:MODULE` (FUNCTION_DOMAIN; what `tracediff capture` writes into the config it makes):
+file `MODULE` as a path (`pkg/mod.py`, relative to sys.path, as Kineto writes installed
+packages), function the name after `MODULE.`, no line. Ranges of other domains (the user's own
+annotations, NCCL's) are no frames.
+
+A GPU op's stack is that of its launching API call: the innermost function range on the
+launching thread holding the call's midpoint, resolved as for Kineto (parse/launch_stacks.py).
+CUDA-graph kernels carry the `cudaGraphLaunch` call's stack. nsys Python backtraces
+(`--python-backtrace=cuda`) need CPU sampling and are not read (docs/launch-stacks.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracediff import schema
+from tracediff.parse import launch_stacks
+
+FUNCTION_DOMAIN = "python:"
+"""NVTX domains named `python:MODULE` hold function-trace ranges of that module's functions."""
+
+_OPS = ("kernels", "memops")
+
+
+def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """`tables` with `stack_id` set on kernels and memops, and `frames` and `stacks` added
+    (empty, and stack_id null, without function-trace ranges)."""
+    out = {**tables, "frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
+    nv = pl.from_arrow(tables["nvtx_ranges"]).select(
+        "process_id", "thread_id", "start_ns", "end_ns",
+        pl.col("domain").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("range_kind").cast(pl.String),
+    )  # fmt: skip
+    assert isinstance(nv, pl.DataFrame)
+    nv = nv.filter(
+        pl.col("domain").str.starts_with(FUNCTION_DOMAIN)
+        & (pl.col("range_kind") == "push_pop")
+        & pl.col("end_ns").is_not_null()
+        & pl.col("process_id").is_not_null()
+        & pl.col("thread_id").is_not_null()
+    )
+    if not nv.height:
+        return out
+    module = pl.col("domain").str.strip_prefix(FUNCTION_DOMAIN)
+    nv = nv.with_columns(
+        pl.concat_str(
+            module,
+            pl.lit("\t"),
+            pl.when(pl.col("name").str.starts_with(module + "."))
+            .then(pl.col("name").str.slice(module.str.len_chars() + 1))
+            .otherwise(pl.col("name")),
+        ).alias("text")  # module TAB function: the frame's identity
+    )
+    ops = pl.concat(
+        [
+            pl.from_arrow(
+                tables[t].select(
+                    ["process_id", "launch_thread_id", "launch_start_ns", "launch_end_ns"]
+                )
+            )
+            .with_row_index("_r")
+            .with_columns(pl.lit(i, pl.Int8).alias("_t"))
+            for i, t in enumerate(_OPS)
+        ]
+    )
+    assert isinstance(ops, pl.DataFrame)
+    ops = ops.drop_nulls(["process_id", "launch_thread_id", "launch_start_ns"])
+    if not ops.height:
+        return out
+    start = ops["launch_start_ns"].to_numpy()
+    end = ops["launch_end_ns"].fill_null(ops["launch_start_ns"]).to_numpy()
+    got = launch_stacks.resolve(
+        ops["process_id"].to_numpy(), ops["launch_thread_id"].to_numpy(), start + (end - start) // 2,
+        *(nv[c].to_numpy() for c in ("process_id", "thread_id", "start_ns", "end_ns")), nv["text"],
+    )  # fmt: skip
+    if not got.frame_ids.size:
+        return out
+    which, row = ops["_t"].to_numpy(), ops["_r"].to_numpy()
+    for i, t in enumerate(_OPS):
+        sid = np.zeros(tables[t].num_rows, np.int64)
+        sid[row[which == i]] = got.stack_id[which == i]
+        col = pa.array(sid, mask=sid == 0)
+        tab = tables[t]
+        out[t] = tab.set_column(tab.schema.get_field_index("stack_id"), "stack_id", col)
+    st, dp, fr = got.stack_rows
+    parts = pc.split_pattern(got.frame_texts.cast(pa.string()), "\t", max_splits=1)
+    mod, fn = pc.list_element(parts, 0), pc.list_element(parts, 1)
+    file = pc.binary_join_element_wise(pc.replace_substring(mod, ".", "/"), ".py", "")
+    n = len(got.frame_ids)
+    frames = pa.table(
+        {"frame_id": got.frame_ids, "file": file, "line": pa.nulls(n, pa.int32()), "function": fn}
+    )
+    out["frames"] = schema.conform("frames", frames)
+    out["stacks"] = schema.conform(
+        "stacks", pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
+    )
+    return out
