@@ -1,6 +1,6 @@
 #!/bin/bash
 # The Nsight Systems 2024.2.3 *target* package, slimmed to fit the device tool's 64 MiB carry
-# beside the repository (~45 MiB tracked on 2026-12-01): .nsysslim/nsys-slim.tar.xz, ~15 MiB
+# beside the repository (45-49 MiB tracked on 2026-12-01): .nsysslim/nsys-slim.tar.xz, ~15 MiB
 # (108 MiB unpacked; the first slim, 23 MiB, no longer fitted beside the tree). Removed: CUPTI
 # builds for CUDA 10/11 (the H200 image runs CUDA 13: libcupti.so.12.5 stays), CollectX, the
 # bundled sqlite3, Vulkan layers, the MPI/UCX/SHMEM, cuDNN/cuBLAS injection libraries, the Python
