@@ -641,6 +641,22 @@ def test_different_cycle_names(corpus: Path) -> None:
     assert d["base"]["cycle_method"] == d["head"]["cycle_method"] == "whole-run"
 
 
+def test_runs_of_two_tracers_are_refused(corpus: Path, outdir: Path) -> None:
+    """Issue 17: base's kernel-period rule cut a Kineto trace and an nsys export alike and the
+    per-cycle verdict read "+118.9 %, significant"; the tracers name and time ops differently.
+    Raw files and run files, either side, markers on one side or none."""
+    kin = outdir / "k_good.arrow"
+    cli("parse", make_corpus.KINETO, "-o", kin).check_returncode()
+    for b, h in [
+        (make_corpus.KINETO, GOOD_NSYS),
+        (GOOD_RUN, kin),
+        (kin, corpus / "nsys_cycle_renamed.sqlite"),
+    ]:
+        for gate in ((), ("--fail-above", "5")):
+            line = assert_error(cli("compare", b, h, "--format", "json", *gate), b, "same tracer")
+            assert str(h) in line and "--cycle" in line
+
+
 # ---------------------------------------------------------------- memory
 
 

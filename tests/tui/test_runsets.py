@@ -74,9 +74,11 @@ def test_verdict_shows_each_runs_mean_on_one_scale(
         assert f"base 4 {_expected_spark(b.run_means_ms, lo, hi)} " in line
         assert f"head 4 {_expected_spark(h.run_means_ms, lo, hi)} " in line
         assert f"{min(b.run_means_ms):.3f}–{max(b.run_means_ms):.3f}" in line
-        # the runs line sits under the verdict's change line, above the table
+        # the runs line sits under the verdict's change and base → head lines (the text
+        # report's order), above the table
         at = lines.index(line)
-        assert lines[at - 1].strip().startswith("change ")
+        assert lines[at - 1].strip().startswith("base ")
+        assert lines[at - 2].strip().startswith("change ")
 
     _run(body, TracediffApp(runsets), size)
 

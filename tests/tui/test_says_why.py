@@ -161,7 +161,9 @@ def test_warnings_are_one_line_and_w_opens_them_with_short_paths(
     async def body(pilot: Pilot) -> None:
         s = await ready(pilot)
         verdict = s.query_one("#verdict").render().plain  # type: ignore[union-attr]
-        assert "⚠" not in verdict and len(verdict.splitlines()) == 2
+        # the report's headline (GPU work, host-bound idle, change, base → head), no warning
+        assert "⚠" not in verdict and len(verdict.splitlines()) == 4
+        assert verdict.startswith("GPU work: ")
         line = s.query_one("#notes")
         assert line.display and line.size.height == 1
         text = line.render().plain  # type: ignore[union-attr]

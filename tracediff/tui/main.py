@@ -25,6 +25,7 @@ from tracediff.tui import reasons as why_not
 from tracediff.tui.attribution import AttributionTable
 from tracediff.tui.drilldown import DrillScreen
 from tracediff.tui.edges import EdgeIndex
+from tracediff.tui.fit import timeline_rows
 from tracediff.tui.gpusplit import GpuSplitScreen
 from tracediff.tui.keys import KEYS
 from tracediff.tui.notes import NotesLine
@@ -89,7 +90,17 @@ class MainScreen(Screen[None]):
         yield Input(placeholder="search contributor name (enter: keep, escape: clear)", id="search")
         yield Footer()
 
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """The table keeps its rows on a short terminal; the timeline gives (tui/fit.py)."""
+        verdict = len(self.query_one(Verdict).render().plain.splitlines())  # type: ignore[union-attr]
+        notes = 1 if self.query_one(NotesLine).count else 0
+        self.timeline.styles.max_height = timeline_rows(self.app.size.height, verdict, notes)
+
     def on_mount(self) -> None:
+        self._fit()
         self.query_one("#search").display = False
         self.query_one("#attribution").border_title = "attribution"
         self.query_one("#replay").border_title = (

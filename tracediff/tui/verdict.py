@@ -1,7 +1,10 @@
-"""Verdict panel: mean cycle time base → head, the change with its CI, and what to distrust.
+"""Verdict panel: what moved, the change with its CI, mean cycle time base → head.
 
-Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text. A run-set
-comparison (a side with several runs) gets a third line: the runs per side and each run's mean
+Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text, in the text
+report's order and words (tracediff.report.verdict): where the runs were compared whole because
+the cut could not be trusted, that reason first; then "GPU work: …" and "host-bound idle: …"
+(which of the two moved, engine/split.py), the change with its CI, base → head. A run-set
+comparison (a side with several runs) gets one more line: the runs per side and each run's mean
 cycle time as a sparkline, both sides on one scale, so the spread between runs is seen beside
 the change it is judged against.
 """
@@ -15,7 +18,7 @@ from textual.widgets import Static
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
 from tracediff.report.text import safe
-from tracediff.report.verdict import MOVED, verdict_words
+from tracediff.report.verdict import MOVED, fallback_line, split_lines, verdict_words
 
 MAX_WARNING_LINES = 2
 
@@ -23,15 +26,15 @@ MAX_WARNING_LINES = 2
 def verdict_text(c: Comparison) -> Text:
     b, h = c.base, c.head
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append("base ", "#8a8a8a")
-    t.append(f"{b.mean_ms:.3f} ms", "bold")
-    t.append(" → head ", "#8a8a8a")
-    t.append(f"{h.mean_ms:.3f} ms", "bold")
-    word = "cycle" if b.cycles == h.cycles == 1 else "cycles"
-    t.append(f" per cycle · {b.cycles} vs {h.cycles} {word}", "#8a8a8a")
-    if c.critical_device is not None:
-        t.append(f" · critical GPU {c.critical_device}")
-    t.append(f" · {safe(b.label)} vs {safe(h.label)} ({safe(b.cycle_method)})\n", "#8a8a8a")
+    if c.cycle_fallback:  # every number below is of the whole runs: said before them
+        t.append(safe(fallback_line(c.cycle_fallback)) + "\n", "bold #ffaf00")
+    split = change_split(c.attribution)
+    if split is not None:  # the report's first two lines: GPU work, then host-bound idle
+        for line, part in zip(split_lines(c, split), ("gpu_work", "host_bound_idle"), strict=True):
+            head, _, rest = line.partition(": ")
+            moved = split.moved in (part, "both")
+            t.append(head + ":", "bold" if moved else "")
+            t.append(" " + safe(rest) + "\n", "" if moved else "#8a8a8a")
     v = verdict_words(c)  # the words are the report's (tracediff.report.verdict); styled here
     t.append("change ")
     t.append(
@@ -41,12 +44,20 @@ def verdict_text(c: Comparison) -> Text:
     t.append(f" CI {v.ci} ")
     if v.state == "significant":
         t.append(f" {v.significance.upper()} ", "bold reverse")
-        split = change_split(c.attribution)
         if split is not None and split.moved is not None:  # the report's words for what moved
             t.append(f" {MOVED[split.moved]}", "bold")
     else:
         t.append(v.significance, "italic")
     t.append(f" · noise {v.noise_floor} ms", "#8a8a8a")
+    t.append("\nbase ", "#8a8a8a")
+    t.append(f"{b.mean_ms:.3f} ms", "bold")
+    t.append(" → head ", "#8a8a8a")
+    t.append(f"{h.mean_ms:.3f} ms", "bold")
+    word = "cycle" if b.cycles == h.cycles == 1 else "cycles"
+    t.append(f" per cycle · {b.cycles} vs {h.cycles} {word}", "#8a8a8a")
+    if c.critical_device is not None:
+        t.append(f" · critical GPU {c.critical_device}")
+    t.append(f" · {safe(b.label)} vs {safe(h.label)} ({safe(b.cycle_method)})", "#8a8a8a")
     if b.runs > 1 or h.runs > 1:
         t.append("\n")
         t.append_text(runs_text(c))
