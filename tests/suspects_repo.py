@@ -68,8 +68,9 @@ def frame_files(launch_stacks: pl.DataFrame, prefix: str) -> dict[str, dict[int,
     return {p: {ln: {f"{names[(p, ln)]}\x00", *c} for ln, c in d.items()} for p, d in out.items()}
 
 
-def render(lines: dict[int, set[str]]) -> str:
-    """The text of one file: each frame's class and method at its line."""
+def render(lines: dict[int, set[str]], pad: bool = False) -> str:
+    """The text of one file: each frame's class and method at its line; `pad`: the lines between
+    them hold module-level statements (`_p12 = 12`: a file as long as real code), else blank."""
     text: dict[int, str] = {}
     order = sorted(lines)
     for i, ln in enumerate(order):
@@ -86,16 +87,17 @@ def render(lines: dict[int, set[str]]) -> str:
         for j, b in enumerate(body):
             text[ln + 1 + j] = "        " + b
     last = max(text)
-    return "\n".join(text.get(i, "") for i in range(1, last + 1)) + "\n"
+    fill = (lambda i: f"_p{i} = {i}") if pad else (lambda i: "")
+    return "\n".join(text.get(i, fill(i)) for i in range(1, last + 1)) + "\n"
 
 
-def build(repo: Path, files: dict[str, dict[int, set[str]]]) -> str:
+def build(repo: Path, files: dict[str, dict[int, set[str]]], pad: bool = False) -> str:
     """A new repository at `repo` holding the files; returns the first commit's sha."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     for path, lines in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(render(lines))
+        (repo / path).write_text(render(lines, pad))
     (repo / "README.md").write_text("sglang, as far as the stacks go\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")

@@ -11,7 +11,8 @@ relative to the workload's working directory, or absolute: `/tmp/wt/minispec/lay
 `minispec/layers.py` both map onto the repo's `minispec/layers.py`; library frames are left out,
 engine/sources.is_library; a name two repo files fit equally is left out). A frame names its
 function by (name, first line) at its side's commit (base or head), found there with Python's
-`ast` and followed to every commit of the range by qualified name. A commit's hunks (both sides
+`ast` (two parses per file, not two per file and commit) and carried to every commit of the
+range through the hunks in between (linemap.py). A commit's hunks (both sides
 of its diff) then hit each stack frame as one of
   line      a stack line: the frame's own first line, or a line calling the next frame of the
             stack (the callee's name: `<built-in function gelu>` is a call of `gelu`)   weight 1.0
@@ -38,7 +39,8 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.sources import is_library
-from tracediff.suspects import gitlog, pysource
+from tracediff.suspects import gitlog, linemap, pysource
+from tracediff.suspects.linemap import Span
 
 KIND_WEIGHT = {"line": 1.0, "function": 0.5, "branch": 0.25, "file": 0.1}
 DEPTH_DECAY = 0.3
@@ -93,45 +95,78 @@ def map_paths(files: list[str], repo_paths: set[str]) -> dict[str, str]:
     return out
 
 
-def _spans_hit(ranges: list[tuple[int, int]], spans: list[tuple[int, int]]) -> bool:
+def _spans_hit(ranges: list[Span], spans: list[Span]) -> bool:
     return any(a <= d and c <= b for a, b in ranges for c, d in spans)
 
 
-def _kind(
-    fr: _Frame,
-    qualname: str | None,
-    fd: gitlog.FileDiff,
-    old: pysource.Source | None,
-    new: pysource.Source | None,
-) -> str:
-    """How this commit's diff of the frame's file hits the frame (line, function or file)."""
+@dataclass(frozen=True)
+class _Shape:
+    """A frame's function in one version: its extent, its first lines (decorators to def), the
+    calls of the next frame, and the conditional blocks holding none of those calls."""
+
+    ext: Span
+    head: Span
+    calls: tuple[Span, ...]
+    dead: tuple[Span, ...]
+
+    def carried(self, hunks: list[linemap.Hunk], forward: bool) -> _Shape:
+        spans = [self.ext, self.head, *self.calls, *self.dead]
+        m = linemap.carry(spans, hunks, forward)
+        n = len(self.calls)
+        return _Shape(m[0], m[1], tuple(m[2 : 2 + n]), tuple(m[2 + n :]))
+
+
+def _shape(f: pysource.Func, callee: str | None) -> _Shape:
+    calls = tuple(f.calls.get(callee, [])) if callee else ()
+    dead = tuple(b for b in f.branches if not _spans_hit([b], list(calls)))
+    return _Shape((f.first, f.last), (f.first, f.def_line), calls, dead)
+
+
+def _kind(old: _Shape, new: _Shape, fd: gitlog.FileDiff) -> str:
+    """How one commit's diff of the frame's file hits the frame (line, function, branch, file)."""
     best = "file"
     sides = (
         (new, [(c, c + d - 1) for _, _, c, d in fd.hunks if d > 0]),
         (old, [(a, a + b - 1) for a, b, _, _ in fd.hunks if b > 0]),
     )
-    for src, ranges in sides:
-        if src is None or not ranges:
+    for sh, ranges in sides:
+        if not ranges:
             continue
-        f = src.by_qualname(qualname) if qualname else src.find(fr.function, None)
-        if f is None:
-            continue
-        calls = f.calls.get(fr.callee, []) if fr.callee else []
-        if _spans_hit(ranges, [(f.first, f.def_line), *calls]):
+        if _spans_hit(ranges, [sh.head, *sh.calls]):
             return "line"
-        inside = [
-            (max(a, f.first), min(b, f.last)) for a, b in ranges if a <= f.last and f.first <= b
-        ]
+        lo, hi = sh.ext
+        inside = [(max(a, lo), min(b, hi)) for a, b in ranges if a <= hi and lo <= b]
         if not inside:
             continue
         # a change only inside conditional blocks that hold none of the stack's calls may not
         # have run: "branch" (known only where the next frame's calls are found)
-        dead = [blk for blk in f.branches if not _spans_hit([blk], calls)]
-        off = calls and all(any(c <= a and b <= d for c, d in dead) for a, b in inside)
+        off = bool(sh.calls) and all(any(c <= a and b <= d for c, d in sh.dead) for a, b in inside)
         kind = "branch" if off else "function"
         if KIND_WEIGHT[kind] > KIND_WEIGHT[best]:
             best = kind
     return best
+
+
+def _kinds(
+    frames: set[_Frame], shapes: dict[_Frame, _Shape | None], commits: list[gitlog.Commit]
+) -> list[dict[_Frame, str]]:
+    """Per commit, how its diff hits each frame of a file it touched: a base-side frame's
+    function is carried forward from base through the commits, a head-side one back from head."""
+    out: list[dict[_Frame, str]] = [{} for _ in commits]
+    for f in frames:
+        touching = [i for i, c in enumerate(commits) if f.path in c.files]
+        cur = shapes.get(f)
+        forward = f.side == "base"
+        for i in touching if forward else reversed(touching):
+            fd = commits[i].files[f.path]
+            if cur is None:
+                out[i][f] = "file"
+                continue
+            nxt = cur.carried(fd.hunks, forward)
+            old, new = (cur, nxt) if forward else (nxt, cur)
+            out[i][f] = _kind(old, new, fd)
+            cur = nxt
+    return out
 
 
 def rank(
@@ -195,63 +230,42 @@ def rank(
     frames = {f for _, fl in stacks.values() for f in fl}
     at = {"base": base, "head": head}
     cap = gitlog.blobs(repo, {f"{at[f.side]}:{f.path}" for f in frames if f.path.endswith(".py")})
-    parsed: dict[str, pysource.Source | None] = {}
-
-    def source(name: str | None, data: bytes | None) -> pysource.Source | None:
-        if name is None or data is None:
-            return None
-        if name not in parsed:
-            parsed[name] = pysource.parse(data)
-        return parsed[name]
-
+    parsed = {name: pysource.parse(data) for name, data in cap.items()}
     qual: dict[_Frame, str | None] = {}
+    shapes: dict[_Frame, _Shape | None] = {}
     for f in frames:
-        name = f"{at[f.side]}:{f.path}"
-        src = source(name, cap.get(name))
+        src = parsed.get(f"{at[f.side]}:{f.path}")
         found = src.find(f.function, f.line) if src is not None else None
         qual[f] = found.qualname if found is not None else None
-
+        shapes[f] = _shape(found, f.callee) if found is not None else None
     stacked_paths = {f.path for f in frames}
-    need = {
-        b
-        for c in commits
-        for p, fd in c.files.items()
-        if p in stacked_paths and p.endswith(".py")
-        for b in (fd.old_blob, fd.new_blob)
-        if b
-    }
-    data = gitlog.blobs(repo, need)
+    kinds_of = _kinds(frames, shapes, commits)
+    index: dict[_Frame, list[tuple[tuple[str, str, int], int]]] = defaultdict(list)
+    for key, (_, fl) in stacks.items():
+        for k, f in enumerate(fl):
+            index[f].append((key, k))
     total = sum(weight.values()) or 1.0
     for pos, c in enumerate(commits):
-        touched = [p for p in c.files if p in stacked_paths]
-        if not touched:
+        kinds = kinds_of[pos]
+        if not kinds:
             continue
-        kinds: dict[_Frame, str] = {}
-        for p in touched:
-            fd = c.files[p]
-            py = p.endswith(".py")
-            old = source(fd.old_blob, data.get(fd.old_blob or "")) if py else None
-            new = source(fd.new_blob, data.get(fd.new_blob or "")) if py else None
-            for f in frames:
-                if f.path == p:
-                    kinds[f] = _kind(f, qual[f], fd, old, new) if py else "file"
+        per_stack: dict[tuple[str, str, int], tuple[float, int, _Frame, str]] = {}
+        through: set[str] = set()  # contributors whose stacks run through a function it changed
+        for f, kind in kinds.items():
+            for key, k in index[f]:
+                w = KIND_WEIGHT[kind] * DEPTH_DECAY**k
+                had = per_stack.get(key)
+                if had is None or (w, -k) > (had[0], -had[1]):  # innermost of equal weights
+                    per_stack[key] = (w, k, f, kind)
+                if kind != "file":
+                    through.add(key[0])
         score = 0.0
         best_of: dict[str, tuple[float, _Frame, str]] = {}
-        through: set[str] = set()  # contributors whose stacks run through a function it changed
-        for (cid, _side, _sid), (share, fl) in stacks.items():
-            hits = [
-                (KIND_WEIGHT[kinds[f]] * DEPTH_DECAY**k, f, kinds[f])
-                for k, f in enumerate(fl)
-                if f in kinds
-            ]
-            if not hits:
-                continue
-            best = max(hits, key=lambda h: h[0])  # the first (innermost) of equal weights
-            score += weight[cid] * share * best[0]
-            if any(h[2] != "file" for h in hits):
-                through.add(cid)
-            if cid not in best_of or best[0] > best_of[cid][0]:
-                best_of[cid] = best
+        for key, (w, _k, f, kind) in per_stack.items():
+            cid = key[0]
+            score += weight[cid] * stacks[key][0] * w
+            if cid not in best_of or w > best_of[cid][0]:
+                best_of[cid] = (w, f, kind)
         if not best_of:
             continue
         hit = list(through)
@@ -290,8 +304,11 @@ def rank(
     for r in out.rows:
         del r["_pos"]
     if not out.rows:
+        names = sorted(stacked_paths)
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         out.notes.append(
-            f"none of the {len(commits)} commits touched a file of the launch stacks "
-            f"({len(stacked_paths)} file{'s' if len(stacked_paths) != 1 else ''} in {repo.name})"
+            f"none of the {len(commits)} commits touched a file of the moved contributors' "
+            f"launch stacks ({', '.join(names[:3])}{more}); CUDA-graph replays are launched "
+            "from the replay call until capture-time stacks are recorded"
         )
     return out

@@ -1,0 +1,110 @@
+"""Commit suspects on real H200 captures (tests/data/h200-suspects: minispec at five commits,
+PyTorch-profiler with_stack traces and tracediff-capture nsys run sets; README there).
+
+The repository is the one the captures ran at, rebuilt here by tools/device/suspects_repo.py
+(fixed dates: the same hashes, checked against commits.txt). Eager: the MLP's new fp32 kernels
+are launched from layers.mlp, which only the culprit changed; the caller (model.block), the
+sibling (layers.norm) and the unused branch (model.forward's prefix cache) rank below it. Graph:
+the replayed kernels' stacks end at bench.py's replay call, which no commit touched, and the
+report says so instead of ranking anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracediff.engine.compare import compare
+from tracediff.parse import load
+from tracediff.suspects.rank import rank
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "h200-suspects"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    dest = tmp_path_factory.mktemp("h200") / "minispec"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    roles = {line.split()[1]: line.split()[0] for line in out.splitlines()}
+    want = {ln.split()[1]: ln.split()[0] for ln in (DATA / "commits.txt").read_text().splitlines()}
+    assert roles == want  # the repo the captures ran at
+    return dest, roles
+
+
+def _kineto(role_file: str) -> Path:
+    return DATA / "kineto" / role_file
+
+
+def test_eager_culprit_first_by_a_clear_margin_unused_branch_last(repo) -> None:  # type: ignore[no-untyped-def]
+    path, sha = repo
+    c = compare(
+        load(_kineto("c1_base_eager.json.gz")), load(_kineto("c5_unused_eager.json.gz")), n_boot=50
+    )
+    s = rank(c.launch_stacks, c.attribution, path, sha["base"], sha["unused"], "--commits")
+    assert s.commits == 4
+    order = [r["commit"] for r in s.rows]
+    assert order[0] == sha["culprit"], [r["subject"] for r in s.rows]
+    score = {r["commit"]: r["score"] for r in s.rows}
+    second = max(v for k, v in score.items() if k != sha["culprit"])
+    assert score[sha["culprit"]] >= 2 * second, score
+    # the unused branch is not above the caller nor the sibling; all below the culprit
+    assert order.index(sha["unused"]) == len(order) - 1
+    assert {sha["caller"], sha["sibling"]} <= set(order[1:])
+    top = s.rows[0]
+    assert "minispec/layers.py:mlp" in top["functions"]
+    assert {e["function"] for e in top["evidence"]} == {"mlp"}
+    assert top["delta_ms_per_cycle"] > 0.5  # the fp32 casts and GEMV, measured +1.04 ms/cycle
+
+
+def test_graph_replays_have_no_commit_and_it_is_said(repo) -> None:  # type: ignore[no-untyped-def]
+    path, sha = repo
+    c = compare(
+        load(_kineto("c1_base_graph.json.gz")), load(_kineto("c5_unused_graph.json.gz")), n_boot=50
+    )
+    s = rank(c.launch_stacks, c.attribution, path, sha["base"], sha["unused"], "--commits")
+    assert s.rows == []
+    assert any("bench.py" in n and "CUDA-graph" in n for n in s.notes), s.notes
+
+
+@pytest.mark.skipif(
+    shutil.which("nsys") is None and not Path("/opt/nsys-2024.2.3/bin/nsys").exists(),
+    reason="nsys is needed to read the .nsys-rep run sets",
+)
+def test_the_range_comes_from_the_capture_manifests(repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, sha = repo
+    env_path = "/opt/nsys-2024.2.3/bin:" + os.environ.get("PATH", "")
+    runs = []
+    for role in ("base", "unused"):
+        src = DATA / "nsys" / f"{sha[role][:12]}_eager"
+        dst = tmp_path / src.name
+        shutil.copytree(src, dst)  # the reader writes its run file beside the report
+        runs.append(dst)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracediff.cli", "compare", *map(str, runs), "--repo", str(path)]
+        + ["--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PATH": env_path},
+    )
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)["suspects_range"]
+    assert (r["base"], r["head"], r["from"], r["commits"]) == (
+        sha["base"],
+        sha["unused"],
+        "capture manifests",
+        4,
+    )
+    assert any("no launch stacks" in n for n in r["notes"])  # nsys: function-trace ranges only
