@@ -12,9 +12,9 @@ What the join decides:
   shifted onto the earliest origin, so files of one host share its clock. When a file has none,
   its times cannot be placed: the files keep their own clocks and a warning says that timing
   across files (which GPU finished last, collective wait) is not meaningful. Files of different
-  hosts (nsys `Hostname`) share a clock only as far as the hosts' clocks agree, and a warning
-  says so: an estimate of each host's offset (from collectives that must end together) would be
-  added to `clock_shifts`' result; nothing estimates it yet.
+  hosts (nsys `Hostname`) are then moved by each host's offset, estimated from collectives that
+  must end together (clocks.py); the offsets and the residual skew are `metadata["clock_offsets"]`,
+  and a host whose offset cannot be estimated is said in a warning.
 - GPU identity (`metadata["gpus"]`, gpus.Gpu): each GPU is (host, process, device ordinal) with
   its rank: `distributedInfo` / NCCL rank first, else the file name's. Device ids are renumbered
   to the ranks when every GPU has a distinct one, kept when the files' ordinals are distinct,
@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracediff import schema
+from tracediff.parse import clocks
 from tracediff.parse import gpus as gp
 from tracediff.runfile import Run
 
@@ -60,8 +61,19 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
         warnings.append(clock_note)
     per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(runs)]
     hosts = sorted({g.host for gs in per_file for g in gs if g.host is not None})
-    if len(hosts) > 1:
-        warnings.append(cross_host_warning(hosts))
+    est = None
+    if len(runs) > 1 and clock_note is None:
+        est = clocks.estimate(
+            [r.read("collectives") for r in runs],
+            [_host(r, gs) for r, gs in zip(runs, per_file, strict=True)],
+            shifts,
+        )
+        if len(hosts) > 1:
+            shifts = est.shifts
+            if est.note:
+                warnings.append(cross_host_warning(hosts) + ": " + est.note)
+    elif len(hosts) > 1:
+        warnings.append(cross_host_warning(hosts) + ": their offsets are not estimated")
     ids = _new_ids(per_file)
     pid_offset = _pid_offsets(runs)
     tables: dict[str, pa.Table] = {}
@@ -76,7 +88,10 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
         for i, gs in enumerate(per_file)
         for g in gs
     ]
-    return Run(tables=tables, metadata=_metadata(runs, source, gpus, shifts), warnings=warnings)
+    meta = _metadata(runs, source, gpus, shifts, est if len(hosts) > 1 else None)
+    if est is not None:
+        meta["clock_offsets"] = est.metadata(meta["clock"]) | {"estimated": len(hosts) > 1}
+    return Run(tables=tables, metadata=meta, warnings=warnings)
 
 
 def clock_shifts(runs: list[Run]) -> tuple[list[int], str | None]:
@@ -94,13 +109,14 @@ def clock_shifts(runs: list[Run]) -> tuple[list[int], str | None]:
 
 
 def cross_host_warning(hosts: list[str]) -> str:
-    """Files of several hosts are placed by each host's clock (its tracer's time origin): their
-    offsets are not estimated yet (the seam: `clock_shifts`, module docstring)."""
-    return (
-        f"files from {len(hosts)} hosts ({', '.join(hosts)}): each placed on its host's clock, "
-        "the offsets between hosts are not estimated, so timing across hosts (the GPU that "
-        "finished last, collective wait vs transfer) is only as good as their clock sync"
-    )
+    """The start of the warning for files of several hosts whose offsets are not all known."""
+    return f"files from {len(hosts)} hosts ({', '.join(hosts)})"
+
+
+def _host(run: Run, gpus: list[gp.Gpu]) -> str | None:
+    found = {g.host for g in gpus if g.host is not None}
+    h = run.metadata.get("host")
+    return found.pop() if len(found) == 1 else h if isinstance(h, str) else None
 
 
 def _file_gpus(run: Run, name_rank: int | None, warnings: list[str]) -> list[gp.Gpu]:
@@ -184,7 +200,11 @@ def _concat(name: str, parts: list[pa.Table]) -> pa.Table:
 
 
 def _metadata(
-    runs: list[Run], source: Path, gpus: list[dict[str, Any]], shifts: list[int]
+    runs: list[Run],
+    source: Path,
+    gpus: list[dict[str, Any]],
+    shifts: list[int],
+    est: clocks.ClockEstimate | None,
 ) -> dict[str, Any]:
     first = runs[0].metadata
     formats = {r.metadata.get("source_format") for r in runs}
@@ -205,7 +225,9 @@ def _metadata(
         ],
         "gpus": gpus,
         "time_origin_utc_ns": min(origins) if all(isinstance(o, int) for o in origins) else None,  # type: ignore[type-var]
-        "clock": "one clock: each file's time origin"
+        "clock": clocks.describe(est)
+        if est is not None
+        else "one clock: each file's time origin"
         if all(isinstance(o, int) for o in origins)
         else "each file its own clock",
     }

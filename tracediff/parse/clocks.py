@@ -1,0 +1,227 @@
+"""Putting the files of one run on one clock: each host's offset estimated from collectives.
+
+Stage: parse (inside join.py, after each file is placed by its tracer's time origin). Input: the
+files' collectives tables, the host each file came from and the shift its origin gives; output:
+a `ClockEstimate` (per-file ns to add, what was estimated, the residual skew) for the join and
+the run's metadata (`metadata["clock"]`).
+
+The rule (README "One run from many files"):
+
+- Files of one host share its clock as far as their tracers say (Kineto `baseTimeNanoseconds`,
+  nsys session start time): nothing is estimated between them.
+- Files of different hosts (the nsys `Hostname`) do not: an NCCL collective ends at about the same
+  time on every rank of its communicator (after the last rank arrives, the transfer completes on
+  all of them together), so per instance the gap between two hosts' end times is their clock
+  offset. Each host's offset from the reference host (the host of the first file, rank order) is
+  the median over every instance the two share of (reference host's median end - this host's
+  median end); the median makes it robust to the odd mismatched or late-reported instance.
+- An instance is the k-th kernel of one name on each GPU, within a communicator where the trace
+  names one (`comm_id`); it is used only when every GPU that should take part has it (the
+  communicator's `group_size`, else every GPU of the run) and each GPU has as many kernels of that
+  name, since otherwise the k-th kernels need not be the same collective.
+- The residual skew is the spread (latest - earliest GPU) of an instance's end times once the
+  offsets are applied, summarised over instances (median, 95th percentile, max): how far cross-GPU
+  timing (which GPU finished last, the wait for the last rank) can be trusted. The engine refuses
+  the collective wait/transfer split where it is larger than the wait it would measure.
+- Hosts that share no usable instance keep their own clock, and `note` says so (a warning on the
+  run): their offset is unknown, not zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+MIN_INSTANCES = 3
+"""Fewer shared instances than this estimate nothing (a median of one or two is no estimate)."""
+
+
+@dataclass
+class ClockEstimate:
+    """shifts: per file, the ns the join adds to its times (tracer origin + host offset).
+    hosts: per host {host, offset_ns (None: unknown), instances, spread_ns (MAD of the
+    per-instance offsets)}; skew_*: the residual spread of collective ends after correction
+    (None: no instance); note: a warning, when something could not be estimated."""
+
+    shifts: list[int]
+    hosts: list[dict[str, Any]] = field(default_factory=list)
+    instances: int = 0
+    skew_median_ns: int | None = None
+    skew_p95_ns: int | None = None
+    skew_max_ns: int | None = None
+    skew_before_median_ns: int | None = None
+    note: str | None = None
+
+    def metadata(self, base: str) -> dict[str, Any]:
+        """The `metadata["clock"]` record: `base` says how files were placed before this."""
+        return {
+            "rule": base,
+            "hosts": self.hosts,
+            "collective_instances": self.instances,
+            "residual_skew_ns": {
+                "median": self.skew_median_ns,
+                "p95": self.skew_p95_ns,
+                "max": self.skew_max_ns,
+            },
+            "skew_before_correction_median_ns": self.skew_before_median_ns,
+            "note": self.note,
+        }
+
+
+def collective_ends(colls: list[pa.Table], shifts: list[int]) -> pl.DataFrame:
+    """file, gpu (file-local device id), name, comm, group_size, end (on the origins' clock)
+    of every NCCL kernel of every file."""
+    parts = []
+    for i, t in enumerate(colls):
+        df = pl.from_arrow(
+            t.select(["source", "device_id", "name", "comm_id", "group_size", "end_ns"])
+        )
+        assert isinstance(df, pl.DataFrame)
+        parts.append(
+            df.filter(
+                (pl.col("source").cast(pl.String) == "kernel") & pl.col("end_ns").is_not_null()
+            ).select(
+                pl.lit(i, pl.Int32).alias("file"),
+                pl.col("device_id").fill_null(-1).cast(pl.Int32).alias("gpu"),
+                pl.col("name").cast(pl.String),
+                pl.col("comm_id").cast(pl.String).fill_null(""),
+                pl.col("group_size").cast(pl.Int32),
+                (pl.col("end_ns") + shifts[i]).alias("end"),
+            )
+        )
+    return pl.concat(parts) if parts else pl.DataFrame()
+
+
+def instances(ends: pl.DataFrame) -> pl.DataFrame:
+    """instance id, file, gpu, end: the collective instances every member GPU has (module
+    docstring), one row per instance and GPU."""
+    if ends.height == 0:
+        return pl.DataFrame(
+            schema={"inst": pl.Int64, "file": pl.Int32, "gpu": pl.Int32, "end": pl.Int64}
+        )
+    e = ends.sort("file", "gpu", "end").with_columns(
+        pl.int_range(pl.len()).over("file", "gpu", "comm_id", "name").alias("k")
+    )
+    total = e.select(pl.struct("file", "gpu").n_unique()).item()
+    # per (comm, name): every GPU that has one has the same count, and the members are the
+    # group (group_size where named, else every GPU of the run)
+    counts = e.group_by("comm_id", "name", "file", "gpu").agg(
+        pl.len().alias("n"), pl.col("group_size").max().alias("gs")
+    )
+    good = (
+        counts.group_by("comm_id", "name")
+        .agg(
+            pl.col("n").n_unique().alias("_counts"),
+            pl.len().alias("_members"),
+            pl.col("gs").max().alias("_gs"),
+        )
+        .filter(
+            (pl.col("_counts") == 1)
+            & (pl.col("_members") == pl.col("_gs").fill_null(total))
+            & (pl.col("_members") >= 2)
+        )
+        .select("comm_id", "name")
+    )
+    e = e.join(good, on=["comm_id", "name"], how="semi")
+    return e.with_columns(
+        pl.struct("comm_id", "name", "k").rank("dense").cast(pl.Int64).alias("inst")
+    ).select("inst", "file", "gpu", "end")
+
+
+def estimate(
+    colls: list[pa.Table], hosts: list[str | None], origin_shifts: list[int]
+) -> ClockEstimate:
+    """Each host's offset and the residual skew (the module docstring's rule). `hosts[i]`: file
+    i's host (None: not said; such files are taken to be on the first file's host's clock)."""
+    n = len(colls)
+    group = [h if h is not None else (hosts[0] or "") for h in hosts]
+    names = list(dict.fromkeys(group))
+    host_of = [names.index(g) for g in group]
+    est = ClockEstimate(shifts=list(origin_shifts))
+    inst = instances(collective_ends(colls, origin_shifts)) if n else pl.DataFrame()
+    offsets: list[int | None] = [0] + [None] * (len(names) - 1)
+    spread: list[int | None] = [0] + [None] * (len(names) - 1)
+    shared = [0] * len(names)
+    if inst.height:
+        inst = inst.with_columns(
+            pl.col("file").replace_strict(list(range(n)), host_of, return_dtype=pl.Int32).alias("h")
+        )
+        est.instances = int(inst["inst"].n_unique())
+        per = inst.group_by("inst", "h").agg(pl.col("end").median())
+        wide = per.pivot(on="h", index="inst", values="end")
+        shared[0] = est.instances
+        for h in range(1, len(names)):
+            if str(h) not in wide.columns:
+                continue
+            both = wide.select("0", str(h)).drop_nulls()
+            shared[h] = both.height
+            if both.height < MIN_INSTANCES:
+                continue
+            d = (both["0"] - both[str(h)]).to_numpy().astype(np.float64)
+            med = float(np.median(d))
+            offsets[h] = int(round(med))
+            spread[h] = int(round(float(np.median(np.abs(d - med)))))
+    est.hosts = [
+        {
+            "host": name or None,
+            "offset_ns": offsets[h],
+            "instances": shared[h],
+            "offset_spread_ns": spread[h],
+            "reference": h == 0,
+        }
+        for h, name in enumerate(names)
+    ]
+    est.shifts = [origin_shifts[i] + (offsets[host_of[i]] or 0) for i in range(n)]
+    if inst.height:
+        add = pl.DataFrame(
+            {"h": list(range(len(names))), "_add": [o or 0 for o in offsets]},
+            schema={"h": pl.Int32, "_add": pl.Int64},
+        )
+        s = (
+            inst.join(add, on="h")
+            .with_columns((pl.col("end") + pl.col("_add")).alias("c"))
+            .group_by("inst")
+            .agg(
+                (pl.col("c").max() - pl.col("c").min()).alias("after"),
+                (pl.col("end").max() - pl.col("end").min()).alias("before"),
+            )
+        )
+        a = s["after"].to_numpy()
+        est.skew_median_ns = int(np.median(a))
+        est.skew_p95_ns = int(np.percentile(a, 95))
+        est.skew_max_ns = int(a.max())
+        est.skew_before_median_ns = int(np.median(s["before"].to_numpy()))
+    unknown = [names[h] or "?" for h in range(1, len(names)) if offsets[h] is None]
+    if unknown:
+        est.note = (
+            f"the clock offset of host {', '.join(unknown)} (vs {names[0] or 'the first file'}) "
+            f"cannot be estimated: fewer than {MIN_INSTANCES} NCCL collectives that every rank "
+            "took part in; it keeps its own clock (the offset is unknown, not zero), so timing "
+            "across hosts (the GPU that finished last, collective wait) is not meaningful and "
+            "the collective wait/transfer split is not made"
+        )
+    return est
+
+
+def describe(est: ClockEstimate) -> str:
+    """The run's `clock` line for files of several hosts."""
+    known = [h for h in est.hosts if h["offset_ns"] is not None]
+    if not est.hosts:
+        return "one clock: each file's time origin"
+    if len(known) < len(est.hosts):
+        return (
+            "each file's time origin; hosts' offsets not all estimated: "
+            + ", ".join(str(h["host"]) for h in est.hosts if h["offset_ns"] is None)
+            + " on its own clock"
+        )
+    offs = ", ".join(f"{h['host']} {h['offset_ns'] / 1e6:+.3f} ms" for h in known[1:])
+    skew = est.skew_median_ns or 0
+    return (
+        f"each file's time origin + host offsets from {est.instances} collectives "
+        f"({offs} vs {known[0]['host']}); residual skew {skew / 1e3:.1f} us median, "
+        f"{(est.skew_p95_ns or 0) / 1e3:.1f} us p95"
+    )
