@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from capture import manifest as mf
+from capture import stacks as capture_stacks
 from capture import worktree as wt
 from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
 from tracediff import nsys_tool, settings
@@ -62,6 +63,8 @@ class CaptureSpec:
     commit: str | None = None  # `ref` already resolved (a run set pins it for all its runs)
     probe_cache: dict[Any, Any] | None = None  # shared by the runs of one call: python_info
     metadata: dict[str, Any] = field(default_factory=dict)  # extra run.metadata (e.g. "runset")
+    stacks: bool = True  # record launch stacks where cheap (capture/stacks.py)
+    stack_modules: list[str] | None = None  # modules to function-trace; None: the packages'
 
 
 @dataclass
@@ -133,7 +136,9 @@ def resolve_trace(trace: str, gpus: list[dict[str, Any]] | None) -> str:
     return "cuda,nvtx" if gpus else "nvtx"
 
 
-def nsys_command(nsys: str, spec: CaptureSpec, trace: str, report_base: Path) -> list[str]:
+def nsys_command(
+    nsys: str, spec: CaptureSpec, trace: str, report_base: Path, extra: list[str] | None = None
+) -> list[str]:
     cmd = [
         nsys,
         "profile",
@@ -146,7 +151,7 @@ def nsys_command(nsys: str, spec: CaptureSpec, trace: str, report_base: Path) ->
     ]
     if "cuda" in trace.split(","):
         cmd.append("--cuda-graph-trace=node")
-    return cmd + spec.capture_range + spec.extra_nsys_args + list(spec.command)
+    return cmd + (extra or []) + spec.capture_range + spec.extra_nsys_args + list(spec.command)
 
 
 def _python_of(command: list[str], fallback: str | None) -> str | None:
@@ -325,7 +330,11 @@ def capture(
             py, why = cache[key]
             m["workload_python"] = py
             m["reasons"].update(why)
-            cmd = nsys_command(nsys, spec, trace, report_base)
+            sp = capture_stacks.plan(
+                tree, spec.pythonpath, spec.stack_modules, spec.stacks, trace, staging
+            )
+            m["stacks"] = sp.manifest
+            cmd = nsys_command(nsys, spec, trace, report_base, sp.nsys_args)
             m["nsys_command"] = cmd
             say(f"profiling {sha[:12]} ({spec.ref}) under nsys -t {trace} → {outdir}")
             m["start_utc"] = mf.now_utc()
@@ -381,6 +390,7 @@ def _finish(
     elif rc != 0:
         problem, exit_code = f"the workload exited with code {rc}; the report is kept", 1
     run_file = None
+    warnings: list[str] = []
     if not rep.exists():
         try:
             rep = import_qdstrm(qd, nsys) or rep
@@ -394,6 +404,7 @@ def _finish(
                 label=m["label"], manifest=m, partial=m["partial"], commit=m["git"]["commit"]
             )
             run.metadata.update(spec.metadata)
+            warnings += [w for w in [capture_stacks.recorded(m, run)] if w]
             run.metadata["source"] = str((outdir / rep.name).resolve())  # not the staging path
             # the parser named the staging folder, which is renamed to OUTDIR below
             run.warnings = [w.replace(str(staging), str(outdir.resolve())) for w in run.warnings]
@@ -425,4 +436,5 @@ def _finish(
         manifest=m,
         exit_code=exit_code,
         problem=problem,
+        warnings=warnings,
     )

@@ -181,6 +181,9 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and "latency: ok" in r.stderr
     n = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))
+    traced = n["domain"].cast(pl.String).str.starts_with("python:").fill_null(False)
+    assert traced.any()  # the stand-in is small: its functions are traced for launch stacks
+    n = n.filter(~traced)  # the shim's ranges: their depths do not count the traced functions
     counts = dict(n.group_by("name").len().iter_rows())
     # warm-up + measured run, 6 decode cycles and one prefill each
     assert counts == {"cycle": 12, "prefill": 2, "draft": 12, "verify": 12, "draft_extend": 12}

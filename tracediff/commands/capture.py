@@ -95,6 +95,19 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     n.add_argument(
         "--nsys", metavar="PATH", help="nsys binary (default: $TRACEDIFF_NSYS, PATH, /opt)"
     )
+    n.add_argument(
+        "--no-stacks",
+        action="store_true",
+        help="do not record launch stacks (default: an nsys function trace of the workload's "
+        "own Python packages, when they have at most 2000 functions)",
+    )
+    n.add_argument(
+        "--stack-module",
+        action="append",
+        metavar="MODULE",
+        help="function-trace this module and its submodules for launch stacks (repeatable; "
+        "default: every package at the top of the PYTHONPATH folders)",
+    )
     w = p.add_argument_group("workload")
     w.add_argument(
         "--pythonpath",
@@ -203,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         extra_nsys_args=list(args.nsys_arg),
         nvtx_shim=args.nvtx_shim,
         include_uncommitted=args.include_uncommitted,
+        stacks=not args.no_stacks,
+        stack_modules=args.stack_module,
     )
     preset_range = apply_preset(spec, args)
     if not args.preset and not command:

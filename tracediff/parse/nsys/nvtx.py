@@ -12,6 +12,7 @@ import pyarrow as pa
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.nsys.columns import Strings, finish, label_column, pid_of, tid_of
 from tracediff.parse.nsys.schema import NVTX_DOMAIN, NVTX_MARK, RANGE_KINDS
+from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN
 
 
 def nvtx_table(
@@ -44,7 +45,13 @@ def nvtx_table(
         .then(tid_of("endGlobalTid"))
         .alias("end_thread_id"),
     )
-    r = r.with_columns(nesting_depth(r, "start", "end", ["process_id", "thread_id"]).alias("depth"))
+    # function-trace ranges (parse/nsys/stacks.py) nest among themselves: turning the trace on
+    # must not change the depth of the user's own ranges (cycles are found by them)
+    r = r.with_columns(
+        pl.col("domain").str.starts_with(FUNCTION_DOMAIN).fill_null(False).alias("_ft")
+    )
+    by = ["process_id", "thread_id", "_ft"]
+    r = r.with_columns(nesting_depth(r, "start", "end", by).alias("depth"))
     r = r.sort("start", maintain_order=True)
     out = r.select(
         "process_id", "thread_id", "end_thread_id",

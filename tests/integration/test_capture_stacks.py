@@ -1,0 +1,101 @@
+"""`tracediff capture` records launch stacks by default (issue 19), with the real nsys and git.
+
+The workload repo has a package `minipkg` (functions and a method, a test folder that is not
+traced) and a script that calls into it. capture writes the function-trace config for the
+package's own functions (capture/stacks.py), passes it to nsys, and says in the manifest what
+was recorded; the ranges are in the run file. --no-stacks leaves it out and says so.
+No GPU here: there are no launches, so no kernel gets a stack (test_nsys_function_trace.py
+covers the resolution).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tracediff.runfile import read_run
+
+pytest.importorskip("nvtx")
+
+WORK = """
+def leaf(n):
+    return sum(range(n))
+
+def middle(k):
+    return [leaf(1000) for _ in range(k)]
+
+class Helper:
+    def run(self):
+        return middle(2)
+"""
+MAIN = """
+import nvtx
+from minipkg.work import Helper, middle
+nvtx.mark("start")  # an event even without the function trace (--no-stacks)
+for _ in range(3):
+    Helper().run()
+middle(1)
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("stackrepo")
+    (r / "minipkg" / "tests").mkdir(parents=True)
+    (r / "minipkg" / "__init__.py").write_text("")
+    (r / "minipkg" / "work.py").write_text(WORK)
+    (r / "minipkg" / "tests" / "__init__.py").write_text("")
+    (r / "minipkg" / "tests" / "test_work.py").write_text("def test_x():\n    pass\n")
+    (r / "main.py").write_text(MAIN)
+    _git(r, "init", "-q", "-b", "main")
+    _git(r, "add", ".")
+    _git(r, "commit", "-qm", "base")
+    return r
+
+
+def _capture(repo: Path, out: Path, nsys: str, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "tracediff", "capture", "--commit", "main", "--repo", str(repo),
+           "-o", str(out), "--nsys", nsys, *extra, "--", sys.executable, "main.py"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads((out / "manifest.json").read_text())
+
+
+def test_capture_traces_the_package_s_functions_by_default(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "cap"
+    m = _capture(repo, out, nsys)
+    st = m["stacks"]
+    assert st["recorded"] == "nsys function trace" and st["functions"] == 3
+    cfg = json.loads((out / st["config"]).read_text())
+    assert cfg == [{"domain": "python:minipkg.work", "module": "minipkg.work",
+                    "functions": ["leaf", "middle", "Helper.run"]}]  # fmt: skip
+    assert f"--python-functions-trace={out.resolve() / 'function-trace.json'}" in m["nsys_command"]
+    # Helper.run 3 times, middle 3 + 1, leaf 3 * 2 + 1
+    assert st["recorded_ranges"] == 3 + 4 + 7
+    nv = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))
+    names = nv.filter(pl.col("domain").cast(pl.String) == "python:minipkg.work")["name"]
+    assert names.cast(pl.String).value_counts().sort("name").rows() == [
+        ("minipkg.work.Helper.run", 3), ("minipkg.work.leaf", 7), ("minipkg.work.middle", 4)
+    ]  # fmt: skip
+    assert st["kernels_with_stack"] == 0  # no GPU here
+
+
+def test_no_stacks_turns_it_off_and_says_so(repo: Path, nsys: str, tmp_path: Path) -> None:
+    m = _capture(repo, tmp_path / "cap", nsys, "--no-stacks")
+    assert m["stacks"] == {"recorded": "none", "why": "turned off (--no-stacks)"}
+    assert not any("--python-functions-trace" in a for a in m["nsys_command"])
+    assert not (tmp_path / "cap" / "function-trace.json").exists()
