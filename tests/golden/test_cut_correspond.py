@@ -135,3 +135,31 @@ def test_pairs_of_one_loop_keep_their_per_cycle_verdict(pair: tuple[str, str]) -
     assert d["base"]["cycle_method"] == d["head"]["cycle_method"]
     assert d["base"]["cycle_method"].startswith("kernel-period:")
     assert d["base"]["cycles"] >= 2 and d["head"]["cycles"] >= 2
+
+
+def test_run_sets_compared_whole_judge_nothing(tmp_path: Path) -> None:
+    """Run sets whose cut does not carry over (H200 k_good/k_bad runs against B200 eager and
+    vLLM graph traces): each run is compared whole, and the across-run test would call the
+    totals' difference significant (48 rows were, and the gate passed with exit 0). Totals of
+    runs not checked to do the same work are not judged: no row significant, gate exit 4."""
+    import shutil
+
+    base, head = tmp_path / "base", tmp_path / "head"
+    base.mkdir()
+    head.mkdir()
+    for i, src in enumerate([K_GOOD, K_BAD, K_GOOD, K_BAD]):
+        shutil.copyfile(ROOT / src, base / f"k{i}.json.gz")
+    for i, src in enumerate(["eager_trace", "graph_execution"] * 2):
+        shutil.copyfile(ROOT / KIN / f"{src}.json.gz", head / f"e{i}.json.gz")
+    rc, out, _ = cli("compare", str(base), str(head), "--format", "json", "--bootstrap", "50")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["runs"] == {"base": 4, "head": 4}
+    assert d["base"]["cycle_method"] == d["head"]["cycle_method"] == "whole-run"
+    assert d["cycle_fallback"]
+    assert not d["delta_ms_per_cycle"]["significant"]
+    assert not [r for r in d["attribution"] if r["significant"]]
+    rc, out, _ = cli("compare", str(base), str(head), "--format", "table", "--bootstrap", "50")
+    assert "undecided: whole runs' totals" in out and "significant change" not in out
+    rc, _, err = cli("compare", str(base), str(head), "--format", "json", "--fail-above", "5")
+    assert rc == 4 and "compared whole" in err

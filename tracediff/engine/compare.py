@@ -10,7 +10,7 @@ detail tables (engine/tables.py). Runs without GPU operations go to engine/host.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -87,6 +87,10 @@ def compare(
     v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     long = at.contributions(ops, cyc)
     attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, renamed, runs)
+    if fallback:  # whole-run totals of runs not checked to do the same work: nothing is judged
+        # (run sets would otherwise call the totals' difference significant across runs)
+        v = replace(v, significant=False)
+        attribution = attribution.with_columns(pl.lit(False).alias("significant"))
     if len(t.base_ms) < 2 or len(t.head_ms) < 2:
         warnings.append(vd.FEW_CYCLES)
     return _assemble(
@@ -218,6 +222,8 @@ def _assemble(
         if max(len(devices["base"]), len(devices["head"])) > 1
         else pl.DataFrame()
     )
+    if fallback and across.height:
+        across = across.with_columns(pl.lit(False).alias("significant"))
     nb, nh = len(t.base_cycles), len(t.head_cycles)
     set_b = vd.run_set_of(v, "base", bases, labels[0])
     set_h = vd.run_set_of(v, "head", heads, labels[1])

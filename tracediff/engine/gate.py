@@ -14,7 +14,9 @@ The rule (README "CI gate"):
 - Run sets, >= 2 runs a side (`noise_unit` "run"), also the whole cycle: fail when the mean
   cycle time's change is significant across runs (engine/runstats.py) and above PCT. Runs
   measure what a process does to launch timing, so there the whole cycle is fair to gate on.
-- Cannot decide (exit 4, never a silent pass): no confidence interval (fewer than 2 cycles a
+- Cannot decide (exit 4, never a silent pass): runs compared whole because their cut could not
+  be trusted (`cycle_fallback`: even run sets' totals are of runs not checked to do the same
+  work); no confidence interval (fewer than 2 cycles a
   side, `--cycle whole`); run counts that cannot reach 5 % (3 vs 3 runs); no GPU work to judge
   (host-only runs are judged on their cycle time as for run sets, when their CI exists); a base
   cycle time of 0; and a change or CI that is not a finite number.
@@ -46,6 +48,14 @@ def gate(c: Comparison, pct: float) -> Gate:
     """The gate's decision for `c` at PCT percent (a finite number, checked by the caller)."""
     lo, hi = c.delta_ci95
     base = c.base.mean_ms
+    if c.cycle_fallback:  # totals of runs whose cycles could not be checked to correspond
+        return Gate(
+            "undecided",
+            None,
+            "-",
+            "the runs were compared whole, not cycle by cycle (the report's first line says "
+            "why): mark cycles with NVTX ranges and pass --cycle NAME",
+        )
     if not base or not math.isfinite(base):
         return Gate("undecided", None, "-", "base's mean cycle time is 0 or unknown")
     if math.isnan(lo) or math.isnan(hi):

@@ -22,6 +22,7 @@ SIGNIFICANCE: dict[State, str] = {
     "noise": "not significant (within noise)",
     "undecided": "no CI with fewer than 2 cycles a side (try --cycle NAME)",
 }
+WHOLE_FALLBACK = "undecided: whole runs' totals, not cycles (see the first line); nothing is judged"
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,11 @@ RUNS_UNDECIDED = "undecided: too few runs to reach 5 % across runs (capture >= 4
 def verdict_words(c: Comparison) -> VerdictWords:
     lo, hi = c.delta_ci95
     few_runs = c.noise_unit == "run" and (math.isinf(lo) or math.isinf(hi))
-    undecided = math.isnan(lo) or math.isnan(hi) or few_runs
+    fallback = bool(c.cycle_fallback)  # engine/correspond.py: the cut could not be trusted
+    undecided = math.isnan(lo) or math.isnan(hi) or few_runs or fallback
     state: State = "undecided" if undecided else "significant" if c.significant else "noise"
-    words = RUNS_UNDECIDED if few_runs else SIGNIFICANCE[state]
-    if c.noise_unit == "run" and c.p_value is not None and not few_runs:
+    words = WHOLE_FALLBACK if fallback else RUNS_UNDECIDED if few_runs else SIGNIFICANCE[state]
+    if c.noise_unit == "run" and c.p_value is not None and not few_runs and not fallback:
         across = "across runs" if state == "significant" else "across runs (within noise)"
         words = f"{'significant' if state == 'significant' else 'not significant'} {across}, p={c.p_value:.3f}"
     pct = c.delta_pct
@@ -94,7 +96,8 @@ def split_lines(c: Comparison, split: ChangeSplit) -> list[str]:
         if len(c.head.devices) > 1 and top["device_id"] is not None:
             where += f" on GPU {top['device_id']}"
         if state == "undecided":
-            what = f"largest change: {name} {where} (no CI with one cycle)"
+            why = "whole runs: not judged" if c.cycle_fallback else "no CI with one cycle"
+            what = f"largest change: {name} {where} ({why})"
         elif top["significant"]:
             n = split.gpu_work_significant
             what = f"{plural(n, 'significant change')}, largest: {name} {where}"
