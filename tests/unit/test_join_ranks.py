@@ -217,3 +217,15 @@ def test_files_read_in_worker_processes_join_to_the_same_run(ranks: Path) -> Non
     for a, b in zip(local, procs, strict=True):
         for t in ("kernels", "api_calls", "nvtx_ranges", "collectives"):
             assert a.table(t).equals(b.table(t))
+
+
+def test_the_pool_is_used_only_for_enough_input_per_worker() -> None:
+    from tracediff.parse import pool
+
+    mb = 1 << 20
+    assert isinstance(pool.executor_for([3 * mb] * 16), pool.Local)  # small files: in turn
+    assert isinstance(pool.executor_for([]), pool.Local)  # run files (memory-mapped)
+    big = pool.executor_for([400 * mb] * 4, workers=2)
+    assert isinstance(big, pool.Processes) and big.workers == 2
+    assert big.env["TRACEDIFF_KINETO_THREADS"] == "1"
+    assert int(big.env["TRACEDIFF_MEMORY_BYTES"]) > 0

@@ -78,10 +78,7 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
     pid_offset = _pid_offsets(runs)
     tables: dict[str, pa.Table] = {}
     for name in schema.TABLES:
-        parts = [
-            _shifted(r, name, shifts[i], pid_offset[i], ids[i], per_file[i])
-            for i, r in enumerate(runs)
-        ]
+        parts = [_shifted(r, name, shifts[i], pid_offset[i], ids[i]) for i, r in enumerate(runs)]
         tables[name] = _concat(name, [p for p in parts if p.num_rows] or parts[:1])
     gpus = [
         asdict(g) | {"device_id": ids[i][g.device_id], "process_id": _pid(g, pid_offset[i])}
@@ -156,8 +153,10 @@ def _pid_offsets(runs: list[Run]) -> list[int]:
     seen: set[int] = set()
     clash = False
     for r in runs:
-        pids = set(pl.from_arrow(r.read("kernels", ["process_id"]))["process_id"].drop_nulls())  # type: ignore[index]
-        pids |= set(pl.from_arrow(r.read("api_calls", ["process_id"]))["process_id"].drop_nulls())  # type: ignore[index]
+        pids: set[int] = set()
+        for t in ("kernels", "api_calls"):
+            col = pl.from_arrow(r.read(t, ["process_id"]))["process_id"]  # type: ignore[index]
+            pids.update(col.drop_nulls().unique().to_list())
         clash |= bool(pids & seen)
         seen |= pids
     return [(i + 1) * PID_STRIDE if clash else 0 for i in range(len(runs))]
@@ -167,23 +166,23 @@ def _pid(g: gp.Gpu, offset: int) -> int | None:
     return None if g.process_id is None else g.process_id + offset
 
 
-def _shifted(
-    run: Run, name: str, shift: int, pid_offset: int, ids: dict[int, int], gpus: list[gp.Gpu]
-) -> pa.Table:
+def _shifted(run: Run, name: str, shift: int, pid_offset: int, ids: dict[int, int]) -> pa.Table:
+    """File `run`'s table `name` on the joined run's clock, process and device ids."""
     t = run.table(name)
     if t.num_rows == 0:
         return t
     if name == "devices":  # the devices the file's process used (a trace lists all it sees)
         used = pa.array(list(ids), pa.int32())
         t = t.filter(pc.is_in(t.column("device_id"), value_set=used))
-    df = pl.from_arrow(t)
-    assert isinstance(df, pl.DataFrame)
-    exprs = [pl.col(c) + shift for c in TIME_COLUMNS if c in df.columns and shift]
-    if pid_offset and "process_id" in df.columns:
-        exprs.append(pl.col("process_id") + pid_offset)
-    if exprs:
-        df = df.with_columns(exprs)
-    out = df.to_arrow()
+    times = [c for c in TIME_COLUMNS if c in t.column_names] if shift else []
+    moves_pid = bool(pid_offset) and "process_id" in t.column_names
+    if times or moves_pid:
+        df = pl.from_arrow(t)
+        assert isinstance(df, pl.DataFrame)
+        exprs = [pl.col(c) + shift for c in times]
+        exprs += [pl.col("process_id") + pid_offset] if moves_pid else []
+        t = df.with_columns(exprs).to_arrow()
+    out = t
     if ids and any(k != v for k, v in ids.items()):
         out = gp.relabel_table(out, ids)
     return schema.conform(name, out)
@@ -196,7 +195,7 @@ def _concat(name: str, parts: list[pa.Table]) -> pa.Table:
         assert isinstance(df, pl.DataFrame)
         key = ["frame_id"] if name == "frames" else ["stack_id", "depth"]
         t = schema.conform(name, df.unique(key, keep="first", maintain_order=True).to_arrow())
-    return t.unify_dictionaries().combine_chunks()
+    return t.unify_dictionaries()  # one dictionary per column (IPC files allow no other)
 
 
 def _metadata(

@@ -26,9 +26,12 @@ from typing import Any, Protocol
 
 from tracediff.runfile import Run
 
-PARALLEL_MIN_BYTES = 32 << 20
-"""Below this much input a pool costs more (a spawned worker imports polars: ~0.5 s) than it
-saves."""
+PARALLEL_MIN_BYTES = 256 << 20
+"""Input per worker below which a pool costs more than it saves: a spawned worker imports
+polars (~0.5-1 s) and its tables come back pickled. Measured on the 2-core development machine
+(load ~10): 16 one-rank nsys exports of 3 MB (0.48 M kernels in all) read in 1.6-1.9 s here and
+in 5.2-5.7 s by 2 workers; the nsys page decoder and the Kineto scanner already use a second
+core within one file."""
 
 
 class Executor(Protocol):
@@ -77,8 +80,8 @@ def executor_for(sizes: list[int], workers: int | None = None) -> Executor:
     many (default: the cores)."""
     from tracediff.parse.kineto.source import available_memory
 
-    n = min(workers or os.cpu_count() or 1, len(sizes))
-    if n < 2 or sum(sizes) < PARALLEL_MIN_BYTES:
+    n = min(workers or os.cpu_count() or 1, len(sizes), sum(sizes) // PARALLEL_MIN_BYTES)
+    if n < 2:
         return Local()
     share = available_memory() // n
     return Processes(n, {"TRACEDIFF_MEMORY_BYTES": str(share), "TRACEDIFF_KINETO_THREADS": "1"})
