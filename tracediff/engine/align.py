@@ -14,6 +14,8 @@ renamed or re-tuned kernel in the same place), with the launch configuration bre
 from __future__ import annotations
 
 import difflib
+import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -189,92 +191,196 @@ def _seq_hash(
         return h ^ (lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
 
-def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
-    """Add slot/status/contributor columns. Returns (ops in cycle order, templates by device).
+@dataclass(frozen=True)
+class DeviceTemplate:
+    """One device's cycle template: the op sequence every cycle of that GPU is aligned to
+    (base's most frequent sequence, ties: the one seen first). Small: one cycle's names."""
 
-    Works on numpy arrays of the few columns it needs; the wide frame only gains columns.
-    """
+    hash: int  # seq_hash of `names` (a sequence with this hash is the template itself)
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]
+
+
+@dataclass
+class Sequences:
+    """One file's ops in cycle order, grouped by (side, device, cycle), with each group's
+    sequence hash: what alignment and the template choice read."""
+
+    ops: pl.DataFrame
+    gid: np.ndarray  # group of each row
+    first: np.ndarray  # first row of each group
+    lengths: np.ndarray
+    pos: np.ndarray  # position of each row in its group
+    codes: np.ndarray  # each row's name as a code local to this file (texts[code])
+    texts: list[str]
+    h: np.ndarray  # each group's sequence hash (uint64)
+    g_dev: np.ndarray
+    g_cycle: np.ndarray
+
+    def stats(self) -> pl.DataFrame:
+        """device_id, hash, count, first_cycle: how often each distinct sequence occurs per
+        device and its first cycle (what the template choice across files needs)."""
+        return (
+            pl.DataFrame(
+                {
+                    "device_id": self.g_dev,
+                    "hash": self.h.view(np.int64),
+                    "cycle": self.g_cycle,
+                }
+            )
+            .group_by("device_id", "hash")
+            .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("cycle").min().alias("first_cycle"))
+            .sort("device_id", "count", "first_cycle", descending=[False, True, False])
+        )
+
+    def template(self, device: int, hash_: int) -> DeviceTemplate:
+        """The sequence of hash `hash_` on `device` (its first group)."""
+        on = np.flatnonzero((self.g_dev == device) & (self.h.view(np.int64) == hash_))
+        g = int(on[0])
+        s0, ln = int(self.first[g]), int(self.lengths[g])
+        names = tuple(self.texts[c] for c in self.codes[s0 : s0 + ln].tolist())
+        kinds = tuple(self.ops["kind"].slice(s0, ln).cast(pl.String).to_list())
+        return DeviceTemplate(hash_, names, kinds)
+
+
+def _name_hash(text: str) -> int:
+    """A name's 64-bit hash, the same in every process (the sequence hash is compared across
+    files and machines; Python's str hash is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def sequences(ops: pl.DataFrame) -> Sequences:
+    """`ops` (cycle-tagged, column `side`) in cycle order with each group's sequence hash."""
     ops, key = in_cycle_order(ops)
     gid, first = groups(key)
     n = ops.height
     lengths = np.diff(np.append(first, n))
     pos = np.arange(n, dtype=np.int32) - np.repeat(first.astype(np.int32), lengths)
-    codes = ops["name"].cast(pl.Categorical).to_physical().to_numpy().astype(np.int64, copy=False)
-    h = _seq_hash(codes, pos, first, lengths)
-    g_side = (ops["side"].gather(first) == "head").to_numpy().astype(np.int64)  # 0 base, 1 head
-    g_dev = ops["device_id"].gather(first).to_numpy().astype(np.int64)
-    del key
+    phys = ops["name"].cast(pl.Categorical).to_physical().to_numpy()
+    uniq, at, codes = np.unique(phys, return_index=True, return_inverse=True)
+    texts = ops["name"].gather(at).cast(pl.String).to_list() if n else []
+    hashes = np.array([_name_hash(t) for t in texts], dtype=np.uint64)
+    codes = codes.ravel().astype(np.int64)
+    h = _seq_hash(hashes[codes], pos, first, lengths)
+    return Sequences(
+        ops=ops,
+        gid=gid,
+        first=first,
+        lengths=lengths,
+        pos=pos,
+        codes=codes,
+        texts=texts,
+        h=h,
+        g_dev=ops["device_id"].gather(first).to_numpy().astype(np.int64),
+        g_cycle=ops["cycle"].gather(first).to_numpy().astype(np.int64),
+    )
+
+
+def own_templates(seqs: Sequences) -> dict[int, DeviceTemplate]:
+    """Each device's most frequent sequence in these ops (ties: the first cycle)."""
+    st = seqs.stats().unique("device_id", keep="first", maintain_order=True)
+    return {
+        int(d): seqs.template(int(d), int(hv))
+        for d, hv in zip(st["device_id"].to_list(), st["hash"].to_list(), strict=True)
+    }
+
+
+def align_to(
+    seqs: Sequences,
+    templates: dict[int, DeviceTemplate],
+    carry: dict[tuple[int, int], str] | None = None,
+) -> tuple[pl.DataFrame, dict[int, int]]:
+    """Add slot/status/contributor columns, each device's cycles aligned to its template
+    (`templates`; a device without one: this file's own most frequent sequence). Returns (ops
+    in cycle order, the template hash used per device). `carry`: base's ops only: (device,
+    slot) → the name head renamed that slot's op to in every head cycle (`carried`); those ops
+    are labelled `template → that name`, so base's and head's time land on one row.
+
+    Works on numpy arrays of the few columns it needs; the wide frame only gains columns."""
+    ops, n = seqs.ops, seqs.ops.height
+    gid, first, lengths, pos, h, g_dev = (
+        seqs.gid,
+        seqs.first,
+        seqs.lengths,
+        seqs.pos,
+        seqs.h,
+        seqs.g_dev,
+    )
+    texts = list(seqs.texts)
+    code_of = {t: i for i, t in enumerate(texts)}
+    codes = seqs.codes
     kind_col = ops["kind"]
+    missing = sorted(set(np.unique(g_dev).tolist()) - set(templates))
+    own = own_templates(seqs) if missing else {}
+    used: dict[int, int] = {}
 
     def kinds(lo: int, ln: int) -> list[str]:
         return kind_col.slice(lo, ln).cast(pl.String).to_list()
 
-    templates: dict[int, pl.DataFrame] = {}
     g_off = np.zeros(len(first), np.int64)  # each group's offset into `flat` (slot per position)
     flat_parts: list[np.ndarray] = []
     t_off: dict[int, int] = {}  # each device's offset into `t_flat` (template code per slot)
     t_parts: list[np.ndarray] = []
-    used = 0
+    used_n = 0
     t_used = 0
     for dev in np.unique(g_dev).tolist():
-        on_dev = np.flatnonzero(g_dev == dev)
-        cand = on_dev[g_side[on_dev] == 0]
-        if len(cand) == 0:
-            cand = on_dev  # device only in head: template from head
-        # template: base's most frequent sequence (ties: the one seen first)
-        uh, first_at, counts = np.unique(h[cand], return_index=True, return_counts=True)
-        best = np.lexsort((first_at, -counts))[0]
-        tg = int(cand[first_at[best]])
-        t0, tl = int(first[tg]), int(lengths[tg])
-        tpl = codes[t0 : t0 + tl]
-        tkind = kinds(t0, tl)
-        templates[dev] = (
-            ops.slice(t0, tl).select("name", "kind", "grid", "block").with_row_index("slot")
-        )
+        t = templates.get(dev) or own[dev]
+        used[dev] = t.hash
+        for name in t.names:  # a template name this file lacks gets a code of its own
+            if name not in code_of:
+                code_of[name] = len(texts)
+                texts.append(name)
+        tpl = np.array([code_of[x] for x in t.names], dtype=np.int64)
+        tkind = list(t.kinds)
         t_off[dev] = t_used
         t_parts.append(tpl)
-        t_used += tl
+        t_used += len(tpl)
+        on_dev = np.flatnonzero(g_dev == dev)
         dh, d_first, d_inv = np.unique(h[on_dev], return_index=True, return_inverse=True)
         offs = np.zeros(len(dh), np.int64)
         for i, hv in enumerate(dh.tolist()):  # one alignment per distinct sequence
             g = int(on_dev[d_first[i]])
             s0, ln = int(first[g]), int(lengths[g])
-            if hv == int(h[tg]):
+            if hv == (t.hash & 0xFFFFFFFFFFFFFFFF):
                 slots = np.arange(ln, dtype=np.int32)
             else:
                 seq = codes[s0 : s0 + ln]
                 slots = np.asarray(
-                    _align_seq(seq.tolist(), tpl.tolist(), kinds(s0, ln), tkind),
-                    dtype=np.int32,
+                    _align_seq(seq.tolist(), tpl.tolist(), kinds(s0, ln), tkind), dtype=np.int32
                 )
-            offs[i] = used
+            offs[i] = used_n
             flat_parts.append(slots)
-            used += ln
+            used_n += ln
         g_off[on_dev] = offs[d_inv.ravel()]
     flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
     t_flat = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
     slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int32)
-    del pos
     matched = slot >= 0
     # the template op's name at this slot; where it differs, the contributor is "old → new"
     devs = np.array(sorted(t_off), dtype=np.int64)
     dev_off = np.array([t_off[d] for d in devs.tolist()], dtype=np.int64)
-    # each op's device's offset in t_flat (a per-group lookup first)
     at = dev_off[np.searchsorted(devs, g_dev)][gid] if len(devs) else np.zeros(n, np.int64)
-    is_head, dev_of = g_side[gid] == 1, g_dev[gid]
-    del gid
     at += np.maximum(slot, 0)
-    tcode = t_flat[at]
+    tcode = t_flat[at] if n else np.zeros(0, np.int64)
     del at
     np.copyto(tcode, codes, where=~matched)
     differs = tcode != codes
-    own = _carry_renames(slot, differs, codes, is_head, dev_of)
-    del is_head, dev_of
+    named = codes
+    if carry:  # base's ops in a slot head renamed: labelled with head's name
+        named = codes.copy()
+        key = g_dev[gid] * (1 << 32) + slot
+        for (dev, sl), name in carry.items():
+            if name not in code_of:
+                code_of[name] = len(texts)
+                texts.append(name)
+            rows = np.flatnonzero((key == dev * (1 << 32) + sl) & matched & ~differs)
+            named[rows] = code_of[name]
+            differs[rows] = True
     ops = ops.with_columns(
         pl.Series("_slot", slot),
         _status(matched),
         pl.Series("_differs", differs),
-        _renamed(ops["name"], codes, own, tcode, differs),
+        _renamed(named, tcode, differs, texts),
     ).with_columns(
         pl.when(pl.col("_slot") >= 0).then(pl.col("_slot")).alias("slot"),
         pl.when(pl.col("_differs"))
@@ -282,7 +388,85 @@ def align(ops: pl.DataFrame) -> tuple[pl.DataFrame, dict[int, pl.DataFrame]]:
         .otherwise(pl.col("name").cast(pl.Categorical))
         .alias("contributor"),
     )
-    return ops.drop("_slot", "_differs", "_renamed"), templates
+    return ops.drop("_slot", "_differs", "_renamed"), used
+
+
+def slot_changes(ops: pl.DataFrame) -> pl.DataFrame:
+    """device_id, slot, n, name, count of one head file's aligned ops: per template slot its op
+    count (`n`) and the names of the ops in it that are not the template's (null name, count
+    0: none), what `carried` sums over head's files."""
+    o = ops.filter(pl.col("slot").is_not_null()).select(
+        "device_id",
+        "slot",
+        pl.when(pl.col("contributor").cast(pl.String) != pl.col("name").cast(pl.String))
+        .then(pl.col("name"))
+        .alias("moved"),
+    )
+    n = o.group_by("device_id", "slot").agg(pl.len().cast(pl.Int64).alias("n"))
+    moved = (
+        o.filter(pl.col("moved").is_not_null())
+        .group_by("device_id", "slot", "moved")
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .select("device_id", "slot", pl.col("moved").cast(pl.String).alias("name"), "count")
+    )
+    return n.join(moved, on=["device_id", "slot"], how="left")
+
+
+def carried(changes: list[pl.DataFrame]) -> dict[tuple[int, int], str]:
+    """(device, slot) → name where every head op in that template slot is another op (a kernel
+    renamed in place), over all head files' `slot_changes`: the name most of them have (ties:
+    the first by name). Base's ops in that slot take it as their label's new name."""
+    parts = [c for c in changes if c.height]
+    if not parts:
+        return {}
+    allc = pl.concat(parts, how="vertical_relaxed")
+    # n is per file and slot (repeated on every moved name's row): sum it once per file
+    totals = (
+        pl.concat([c.unique(["device_id", "slot"]).select("device_id", "slot", "n") for c in parts])
+        .group_by("device_id", "slot")
+        .agg(pl.col("n").sum())
+    )
+    moved = (
+        allc.filter(pl.col("name").is_not_null())
+        .group_by("device_id", "slot", "name")
+        .agg(pl.col("count").sum())
+    )
+    every = moved.group_by("device_id", "slot").agg(pl.col("count").sum().alias("_m"))
+    full = totals.join(every, on=["device_id", "slot"]).filter(pl.col("_m") == pl.col("n"))
+    if full.height == 0:
+        return {}
+    best = (
+        moved.join(full.select("device_id", "slot"), on=["device_id", "slot"], how="semi")
+        .sort("device_id", "slot", "count", "name", descending=[False, False, True, False])
+        .unique(["device_id", "slot"], keep="first", maintain_order=True)
+    )
+    return {
+        (int(d), int(sl)): str(nm)
+        for d, sl, nm in zip(best["device_id"], best["slot"], best["name"], strict=True)
+    }
+
+
+def choose_templates(stats: list[pl.DataFrame], head_stats: list[pl.DataFrame]) -> dict[int, int]:
+    """The template hash of every device from the files' `Sequences.stats` (each side's files
+    in order): base's most frequent sequence over all its files' cycles, ties the one seen
+    first (the lowest file, then cycle); a device only head has: head's, the same way."""
+    out: dict[int, int] = {}
+    for side in (stats, head_stats):
+        parts = [s.with_columns(pl.lit(i).alias("_f")) for i, s in enumerate(side) if s.height]
+        if not parts:
+            continue
+        allp = pl.concat(parts)
+        # first occurrence: lowest file index, then lowest cycle in it
+        firsts = (
+            allp.sort("_f", "first_cycle")
+            .group_by("device_id", "hash", maintain_order=True)
+            .agg(pl.col("count").sum(), pl.col("_f").first(), pl.col("first_cycle").first())
+            .sort("device_id", "count", "_f", "first_cycle", descending=[False, True, False, False])
+            .unique("device_id", keep="first", maintain_order=True)
+        )
+        for d, hv in zip(firsts["device_id"].to_list(), firsts["hash"].to_list(), strict=True):
+            out.setdefault(int(d), int(hv))
+    return out
 
 
 RENAMED = " → "
@@ -327,62 +511,20 @@ def _status(matched: np.ndarray) -> pl.Series:
     return lookup.gather(matched.astype(np.uint32))
 
 
-def _carry_renames(
-    slot: np.ndarray, differs: np.ndarray, codes: np.ndarray, is_head: np.ndarray, dev: np.ndarray
-) -> np.ndarray:
-    """The code each op's contributor label names as its own (`template → own`). Where every
-    head op in a template slot is another op (a kernel renamed in place), base's ops in that
-    slot take head's op (its most frequent, ties: the smallest code) and `differs` is set for
-    them: base's and head's time then land on one `old → new` row, not on a `removed` row for
-    the old name beside a `renamed` one that has no base time. Modifies `differs` in place."""
-    own = codes
-    head_moved = is_head & differs & (slot >= 0)
-    if not head_moved.any():
-        return own
-    key = dev.astype(np.int64) * (1 << 32) + slot
-    hm = is_head & (slot >= 0)
-    per = (
-        pl.DataFrame({"k": key[hm], "d": differs[hm], "c": codes[hm]})
-        .group_by("k")
-        .agg(pl.col("d").all().alias("all"), pl.col("c").filter(pl.col("d")).mode().min())
-        .filter(pl.col("all"))
-        .sort("k")
-    )
-    if per.height == 0:
-        return own
-    keys, new = per["k"].to_numpy(), per["c"].to_numpy()
-    base_rows = np.flatnonzero(~is_head & (slot >= 0) & ~differs)
-    at = np.minimum(np.searchsorted(keys, key[base_rows]), len(keys) - 1)
-    hit = keys[at] == key[base_rows]
-    rows = base_rows[hit]
-    own = codes.copy()
-    own[rows] = new[at[hit]]
-    differs[rows] = True
-    return own
-
-
 def _renamed(
-    names: pl.Series, codes: np.ndarray, own: np.ndarray, tcode: np.ndarray, differs: np.ndarray
+    codes: np.ndarray, tcode: np.ndarray, differs: np.ndarray, texts: list[str]
 ) -> pl.Series:
-    """`template name → own name` for ops whose template slot held another op (a renamed or
-    re-tuned kernel in the same place; `own`: the op's code, or for base's ops in a slot head
-    renamed, head's: _carry_renames); categorical, one label per distinct pair; elsewhere any
-    label."""
+    """`template name → name` for ops whose template slot held another op (a renamed or re-tuned
+    kernel in the same place); categorical, one label per distinct pair; elsewhere any label.
+    `texts[code]`: the name of a code."""
     rows = np.flatnonzero(differs)
     out = np.zeros(len(codes), np.uint32)
     if len(rows) == 0:
         return pl.Series("_renamed", [None], dtype=pl.Categorical).gather(out)
-    pair = tcode[rows] * (int(codes.max()) + 1) + own[rows]
+    pair = tcode[rows] * (len(texts) + 1) + codes[rows]
     upair, first_at, inv = np.unique(pair, return_index=True, return_inverse=True)
-    firsts = rows[first_at]
-    # each name from an op that carries it (codes, not `own`: a base op's own name is not the
-    # label's head name)
-    need = np.union1d(tcode[firsts], own[firsts])
-    carriers = np.flatnonzero(np.isin(codes, need))
-    uc, one = np.unique(codes[carriers], return_index=True)
-    text = {
-        int(c): str(names[int(carriers[i])]) for c, i in zip(uc.tolist(), one.tolist(), strict=True)
-    }
-    labels = [f"{text[int(tcode[r])]}{RENAMED}{text[int(own[r])]}" for r in firsts.tolist()]
+    labels = [
+        f"{texts[int(tcode[r])]}{RENAMED}{texts[int(codes[r])]}" for r in rows[first_at].tolist()
+    ]
     out[rows] = inv.ravel().astype(np.uint32)
     return pl.Series("_renamed", labels, dtype=pl.Categorical).gather(out)

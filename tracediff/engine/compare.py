@@ -1,34 +1,35 @@
 """`compare(base, head)`: segment both runs into cycles, align them, attribute the change.
 
-Stage: engine front door. Input: two `Run`s; output: a `Comparison` (engine/result.py). The steps,
-each a module of its own: segment base and take its cycle rule (engine/cycles.py), cut head by
-that rule, align both sides' ops (engine/align.py), attribute each cycle's time to contributors
-(engine/attribute.py, engine/stats.py), the headline and side summaries (engine/verdict.py), the
-detail tables (engine/tables.py). Runs without GPU operations go to engine/host.py.
+Stage: engine front door. Input: two runs or run sets (open `Run`s or their paths); output: a
+`Comparison` (engine/result.py). Each run goes through the per-file stage on its own
+(engine/reduce.py: cut by base's first run's rule, engine/cycles.py; aligned to the side's
+template, engine/align.py; reduced to per cycle × device × contributor sums), on an executor
+(engine/executor.py: in this process, one run at a time, by default), and the driver joins the
+reduced tables (engine/join.py: critical GPU, statistics engine/stats.py, verdict
+engine/verdict.py, tables engine/tables.py). So a run set costs the memory of its largest run
+plus the tables, not of all its runs. Runs without GPU operations go to engine/host.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import replace
+from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
-from tracediff.engine import correspond, cycles, runsets, sources
-from tracediff.engine import stats as st
+from tracediff.engine import correspond, cycles
+from tracediff.engine import executor as ex
 from tracediff.engine import tables as tb
-from tracediff.engine import verdict as vd
 from tracediff.engine.env import env_diffs
 from tracediff.engine.host import compare_host
+from tracediff.engine.join import join
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.period import RuleMismatch
+from tracediff.engine.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
-from tracediff.engine.segmentation import Segmentation
+from tracediff.engine.segmentation import CycleRule
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
 
@@ -36,275 +37,226 @@ __all__ = ["compare", "env_diffs"]
 
 
 def compare(
-    base: Run | Sequence[Run],
-    head: Run | Sequence[Run],
+    base: Run | Path | Sequence[Run | Path],
+    head: Run | Path | Sequence[Run | Path],
     *,
     cycle: str | None = None,
     n_boot: int = 1000,
     progress: Callable[[str], None] | None = None,
     labels: tuple[str | None, str | None] = (None, None),
+    executor: ex.Executor | None = None,
 ) -> Comparison:
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared.
 
     Either side may be a run set: several runs of one workload (engine/runsets.py). Every run is
     cut by base's first run's rule, the runs' cycles are aligned together, and with >= 2 runs a
     side each run's mean is one sample of the statistics. `labels`: the sides' names for run
-    sets (the user's folder names)."""
+    sets (the user's folder names). A run is an open `Run` or the path of one; each is reduced
+    on its own (engine/reduce.py, on `executor`: in-process by default), one at a time, and
+    the driver joins the reduced tables (engine/join.py)."""
     say = progress or (lambda _msg: None)
-    bases = [base] if isinstance(base, Run) else list(base)
-    heads = [head] if isinstance(head, Run) else list(head)
+    run_ex = executor or ex.InProcess()
+    bases = [base] if isinstance(base, (Run, Path)) else list(base)
+    heads = [head] if isinstance(head, (Run, Path)) else list(head)
+    one = len(bases) == 1 and len(heads) == 1
     say("collecting GPU operations")
-    # one run at a time, each run's untagged ops freed once it is cut into cycles: at most
-    # one untagged and one tagged copy of a run's ops are alive at once
-    ops_b, drop_b = gpu_ops_counted(bases[0])
-    bases[0].release()  # the run file's pages of the kernel table: read, no longer needed
-    if ops_b.height == 0 and gpu_ops_counted(heads[0])[0].height == 0:
-        one = len(bases) == 1 and len(heads) == 1  # host-only runs (NVTX, no CUDA trace)
-        return compare_host(
-            bases[0] if one else bases, heads[0] if one else heads, cycle, n_boot, labels
+    first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one))
+    if first.no_ops:
+        return _host_or_refuse(bases, heads, cycle, n_boot, labels)
+    given = [s for s in bases + heads if isinstance(s, Run)]
+    every_run = len(given) == len(bases) + len(heads)
+    tracers = None
+    if every_run:  # before any cut is refused: runs of two tracers are refused for that
+        tracers = correspond.check_tracers(given[: len(bases)], given[len(bases) :], cycle)
+    _refused(first)
+    rule = first.rule
+    templates = {d: t[0] for d, t in first.tops.items()}
+    rest = [FileTask("base", i, r, rule, keep_ops=one) for i, r in enumerate(bases) if i] + [
+        FileTask("head", i, r, rule, keep_ops=one) for i, r in enumerate(heads)
+    ]
+    for t in rest:
+        t.templates = templates
+    done = [first, *run_ex.map(rest, say)]
+    if not every_run:  # read by the per-file stage: their metadata came back with it
+        tracers = correspond.check_tracers(*_infos(done), cycle)
+    for p in done:
+        _refused(p)
+    fallback = None
+    mismatch = next((p for p in done if p.mismatch is not None), None)
+    others = [(_run_name(p.side, p.index, len(bases if p.side == "base" else heads)), p.per_cycle)
+              for p in done[1:]]  # fmt: skip
+    why = None if mismatch else correspond.cut_fallback(rule, first.per_cycle, others)
+    if mismatch is not None or why is not None:  # never a per-cycle verdict from two cuts
+        done = _whole(bases, heads, one, run_ex, say)
+        if mismatch is not None:
+            fallback = f"not cut as base is ({rule.label}): {mismatch.mismatch}"
+            done[len(bases)].seg_warnings.append(
+                f"{fallback}; compared the whole runs as one cycle each (pass --cycle NAME with "
+                "an NVTX range both runs have)"
+            )
+        else:
+            fallback = why
+            done[len(bases)].seg_warnings.append(
+                f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges "
+                "around each cycle and pass --cycle NAME)"
+            )
+    done, tpl = _final_templates(done, bases, heads, run_ex, say)
+    carry = al.carried([p.slot_changes for p in done if p.side == "head"])
+    if carry:  # head renamed an op in every cycle: base's ops in its slot take head's name
+        again = [replace(_task_of(p, bases, heads, tpl, carry), keep_ops=one)
+                 for p in done if p.side == "base"]  # fmt: skip
+        redone = {p.index: p for p in run_ex.map(again, say)}
+        done = [redone[p.index] if p.side == "base" else p for p in done]
+    parts_b = [p for p in done if p.side == "base"]
+    parts_h = [p for p in done if p.side == "head"]
+    ops = _kept_ops(parts_b, parts_h) if one else None
+    replay = ReplayInputs()
+    if ops is not None:
+        rb, rh = (_open(s[0]) for s in (bases, heads))
+        replay = ReplayInputs(
+            ops=ops,
+            head_api=rh.table("api_calls"),
+            base_events=rb.table("cuda_events"),
+            head_events=rh.table("cuda_events"),
         )
-    tracers = correspond.check_tracers(bases, heads, cycle)  # refuses without --cycle
-    say("finding cycles")
-    first = cycles.find(bases[0], ops_b, cycle)
-    del ops_b
-    dropped = {"base": drop_b, "head": 0}
-    segs_b, segs_h, fallback = _cut_all(bases, heads, first, dropped)
-    seg_b, run_b = runsets.merge(segs_b)
-    seg_h, run_h = runsets.merge(segs_h)
-    runs = runsets.RunIndex(run_b, run_h, len(bases), len(heads))
-    warnings = _warnings(bases, heads, seg_b, seg_h, dropped) + vd.run_set_warnings(runs)
-    if tracers:
-        warnings.insert(0, tracers)
-    devices = {s: sorted(g.ops["device_id"].unique().to_list()) for s, g in _sides(seg_b, seg_h)}
-    ops = _both_sides(seg_b, seg_h)
-    say(f"aligning {ops.height} operations")
-    ops, _ = al.align(ops)
-    renamed = al.renames(ops)
-    say("attributing")
-    ops, cyc = at.per_device_cycles(ops)
-    ops = at.collective_split(ops)
-    t = _cycle_times(cyc)
-    v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
-    long = at.contributions(ops, cyc)
-    attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, renamed, runs)
-    if fallback:  # whole-run totals of runs not checked to do the same work: nothing is judged
-        # (run sets would otherwise call the totals' difference significant across runs)
-        v = replace(v, significant=False)
-        attribution = attribution.with_columns(pl.lit(False).alias("significant"))
-    if len(t.base_ms) < 2 or len(t.head_ms) < 2:
-        warnings.append(vd.FEW_CYCLES)
-    return _assemble(
-        (bases, heads),
-        (seg_b, seg_h),
-        v,
-        t,
-        ops,
-        cyc,
-        long,
-        attribution,
-        warnings,
-        devices,
-        n_boot,
-        runs,
-        labels,
-        fallback,
-    )
+
+    def events(cyc: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
+        every = ops
+        if every is None:  # run sets: each run's ops again, only when the TUI asks for them
+            again = [replace(_task_of(p, bases, heads, tpl, carry), keep_ops=True) for p in done]
+            got = list(ex.InProcess().map(again, lambda _m: None))
+            every = _kept_ops(
+                [p for p in got if p.side == "base"], [p for p in got if p.side == "head"]
+            )
+        return tb.events(every, cyc, attribution)
+
+    return join(parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers)
 
 
-def _cut_all(
-    bases: list[Run], heads: list[Run], first: Segmentation, dropped: dict[str, int]
-) -> tuple[list[Segmentation], list[Segmentation], str | None]:
-    """Every run but base's first cut by its rule, one run at a time (each run's ops freed once
-    cut). Where base's kernel period does not fit a run, or the cycles it finds there cannot be
-    checked to hold the same loop (engine/correspond.py), every run is compared whole, and the
-    third value says why: never a per-cycle verdict from two different cuts."""
-    try:
-        segs_b = [first] + [_cut_one("base", r, first, dropped) for r in bases[1:]]
-        segs_h = [_cut_one("head", r, first, dropped) for r in heads]
-    except RuleMismatch as e:
-        misfit = f"not cut as base is ({first.rule.label}): {e.message}"
-        segs_b, segs_h = _wholes(bases, heads)
-        segs_h[0].warnings.append(
-            f"{misfit}; compared the whole runs as one cycle each (pass --cycle NAME with an "
-            "NVTX range both runs have)"
-        )
-        return segs_b, segs_h, misfit
-    others = [(_run_name("base", i, len(bases)), s) for i, s in enumerate(segs_b[1:], 1)]
-    others += [(_run_name("head", i, len(heads)), s) for i, s in enumerate(segs_h)]
-    why = correspond.cut_fallback(first, others)
-    if why is None:
-        return segs_b, segs_h, None
-    segs_b, segs_h = _wholes(bases, heads)
-    segs_h[0].warnings.append(
-        f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges around "
-        "each cycle and pass --cycle NAME)"
-    )
-    return segs_b, segs_h, why
+def _refused(p: Reduced) -> None:
+    """Raise the refusal of a run that could not be cut."""
+    if p.error is not None:
+        raise AnalysisError(*p.error)
+
+
+def _infos(done: list[Reduced]) -> tuple[list[Run], list[Run]]:
+    return [p.info for p in done if p.side == "base"], [p.info for p in done if p.side == "head"]
 
 
 def _run_name(side: str, i: int, n: int) -> str:
     return side if n == 1 else f"{side} run {i + 1}"
 
 
-def _wholes(bases: list[Run], heads: list[Run]) -> tuple[list[Segmentation], list[Segmentation]]:
-    """Every run as one cycle (its ops read again: the cut freed them)."""
-    wholes = [cycles.whole(gpu_ops_counted(r)[0]) for r in bases + heads]
-    for r in bases + heads:
-        r.release()
-    return wholes[: len(bases)], wholes[len(bases) :]
+def _open(source: Run | Path) -> Run:
+    from tracediff.parse import load
+
+    return source if isinstance(source, Run) else load(source)
 
 
-def _cut_one(side: str, run: Run, first: Segmentation, dropped: dict[str, int]) -> Segmentation:
-    """One run cut by base's first run's rule (a refusal says how that run was cut)."""
-    ops, n = gpu_ops_counted(run)
-    run.release()
-    dropped[side] += n
-    try:
-        return cycles.cut(run, ops, first.rule)
-    except RuleMismatch:
-        raise
-    except AnalysisError as e:
-        also = "" if side == "head" else "every run of a run set is cut the same way; "
-        raise AnalysisError(
-            f"{side} {e.message}",
-            f"base cycles are {first.rule.label}; {also}{e.hint or ''}".strip(),
-        ) from None
-
-
-@dataclass(frozen=True)
-class _CycleTimes:
-    """Each cycle's time: the span of the device that finished it last (the critical one)."""
-
-    base_ms: np.ndarray
-    head_ms: np.ndarray
-    base_cycles: list[int]
-    head_cycles: list[int]
-    critical_device: int | None  # the GPU that finishes last in most head cycles
-
-
-def _cycle_times(cyc: pl.DataFrame) -> _CycleTimes:
-    crit = cyc.filter(pl.col("critical"))
-    span = {s: crit.filter(pl.col("side") == s).sort("cycle") for s in ("base", "head")}
-    if span["base"].height == 0 or span["head"].height == 0:
-        raise AnalysisError("no complete cycles in one of the runs", "check --cycle")
-    dev = crit.filter(pl.col("side") == "head")["device_id"].mode().sort()
-    return _CycleTimes(
-        base_ms=span["base"]["span_ns"].to_numpy() / 1e6,
-        head_ms=span["head"]["span_ns"].to_numpy() / 1e6,
-        base_cycles=span["base"]["cycle"].to_list(),
-        head_cycles=span["head"]["cycle"].to_list(),
-        critical_device=int(dev[0]) if len(dev) else None,
-    )
-
-
-def _assemble(
-    runs_of: tuple[list[Run], list[Run]],
-    segs: tuple[Segmentation, Segmentation],
-    v: vd.Verdict,
-    t: _CycleTimes,
-    ops: pl.DataFrame,
-    cyc: pl.DataFrame,
-    long: pl.DataFrame,
-    attribution: pl.DataFrame,
-    warnings: list[str],
-    devices: dict[str, list[int]],
+def _host_or_refuse(
+    bases: list[Run | Path],
+    heads: list[Run | Path],
+    cycle: str | None,
     n_boot: int,
-    runs: runsets.RunIndex,
     labels: tuple[str | None, str | None],
-    fallback: str | None = None,
 ) -> Comparison:
-    """The `Comparison`: the verdict, both sides' summaries and every table. `devices`: each
-    side's GPUs (the segmentations have given their ops up to `ops`)."""
-    (bases, heads), (seg_b, seg_h) = runs_of, segs
-    base, head = bases[0], heads[0]
-    across = (
-        st.across_gpus(long, attribution, t.base_cycles, t.head_cycles, n_boot, runs)
-        if max(len(devices["base"]), len(devices["head"])) > 1
-        else pl.DataFrame()
-    )
-    if fallback and across.height:
-        across = across.with_columns(pl.lit(False).alias("significant"))
-    nb, nh = len(t.base_cycles), len(t.head_cycles)
-    set_b = vd.run_set_of(v, "base", bases, labels[0])
-    set_h = vd.run_set_of(v, "head", heads, labels[1])
-    return Comparison(
-        base=vd.side_summary(base, seg_b, t.base_ms, vd.host_walls(seg_b), devices["base"], set_b),
-        head=vd.side_summary(head, seg_h, t.head_ms, vd.host_walls(seg_h), devices["head"], set_h),
-        delta_ms_per_cycle=v.delta_ms_per_cycle,
-        delta_ci95=v.delta_ci95,
-        delta_pct=v.delta_pct,
-        significant=v.significant,
-        noise_floor_ms=v.noise_floor_ms,
-        residual_ms_per_cycle=v.delta_ms_per_cycle - float(attribution["delta_ms_per_cycle"].sum()),
-        critical_device=t.critical_device,
-        env_diffs=env_diffs(base, head),
-        attribution=attribution,
-        cycles=tb.cycle_table(cyc, seg_b.ranges, seg_h.ranges),
-        events_builder=partial(tb.events, ops, cyc, attribution),
-        host=schema.conform_diff("host", vd.host_phases(seg_b, seg_h, n_boot, runs)),
-        across_gpus=schema.conform_diff("across_gpus", across),
-        collectives=tb.collectives(ops, nb, nh),
-        totals=tb.totals(ops),
-        sources=sources.sources(ops, attribution, bases + heads),
-        launch_stacks=sources.launch_stacks(ops, attribution, bases, heads),
-        warnings=warnings,
-        replay_inputs=ReplayInputs(
-            ops=ops,
-            head_api=head.table("api_calls"),
-            base_events=base.table("cuda_events"),
-            head_events=head.table("cuda_events"),
-        )
-        if len(bases) == 1 and len(heads) == 1
-        else ReplayInputs(),  # the replay models one run's timeline: not a run set's
-        noise_unit=v.noise_unit,
-        p_value=v.p_value,
-        cycle_fallback=fallback,
-    )
+    """Base's first run has no GPU operations: host-only runs (NVTX, no CUDA trace) when head's
+    first has none either, else refused as base."""
+    rb, rh = _open(bases[0]), _open(heads[0])
+    if gpu_ops_counted(rh)[0].height:
+        cycles.refuse_no_ops(rb)
+    one = len(bases) == 1 and len(heads) == 1
+    if one:
+        return compare_host(rb, rh, cycle, n_boot, labels)
+    return compare_host(
+        [rb, *(_open(r) for r in bases[1:])], [rh, *(_open(r) for r in heads[1:])],
+        cycle, n_boot, labels,
+    )  # fmt: skip
 
 
-def _sides(seg_b: Segmentation, seg_h: Segmentation) -> tuple[tuple[str, Segmentation], ...]:
-    return (("base", seg_b), ("head", seg_h))
-
-
-def _warnings(
-    bases: list[Run],
-    heads: list[Run],
-    seg_b: Segmentation,
-    seg_h: Segmentation,
-    dropped: dict[str, int],
-) -> list[str]:
-    """The segmentations' and readers' warnings, each side's, then what the comparison skips."""
-
-    def readers(runs: list[Run]) -> list[str]:
-        if len(runs) == 1:
-            return list(runs[0].warnings)
-        return [f"run {i + 1}: {w}" for i, r in enumerate(runs) for w in r.warnings]
-
-    warnings = [f"base: {w}" for w in seg_b.warnings + readers(bases)] + [
-        f"head: {w}" for w in seg_h.warnings + readers(heads)
+def _whole(
+    bases: list[Run | Path], heads: list[Run | Path], one: bool, run_ex: ex.Executor,
+    say: Callable[[str], None],
+) -> list[Reduced]:  # fmt: skip
+    """Every run cut as one cycle (base's rule did not fit one of them)."""
+    tasks = [
+        FileTask(s, i, r, CycleRule.whole(), whole=True, keep_ops=one)
+        for s, runs in (("base", bases), ("head", heads))
+        for i, r in enumerate(runs)
     ]
-    warnings += [  # gpu_ops drops ops that end before they start
-        f"{s}: {n} GPU operations end before they start or have no end time; they are not compared"
-        for s, n in dropped.items()
-        if n
-    ]
-    ndev_b, ndev_h = seg_b.ops["device_id"].n_unique(), seg_h.ops["device_id"].n_unique()
-    if ndev_b != ndev_h:
-        warnings.append(
-            f"base ran on {ndev_b} GPU(s), head on {ndev_h}: per-GPU contributors are not comparable one to one"
-        )
-    return warnings
+    first = run_ex.run_one(tasks[0])
+    templates = {d: t[0] for d, t in first.tops.items()}
+    for t in tasks[1:]:
+        t.templates = templates
+    return [first, *run_ex.map(tasks[1:], say)]
 
 
-def _both_sides(seg_b: Segmentation, seg_h: Segmentation) -> pl.DataFrame:
-    """Both sides' cycle-tagged ops in one frame (column `side`); the segmentations give theirs
-    up, so one copy is alive."""
-    ops = pl.concat(
-        [
-            seg_b.ops.with_columns(pl.lit("base", al.SIDES).alias("side")),
-            seg_h.ops.with_columns(pl.lit("head", al.SIDES).alias("side")),
-        ],
-        how="vertical" if seg_b.ops.schema == seg_h.ops.schema else "diagonal_relaxed",
-    )
-    seg_b.ops, seg_h.ops = seg_b.ops.clear(), seg_h.ops.clear()
-    return ops
+def _final_templates(
+    done: list[Reduced],
+    bases: list[Run | Path],
+    heads: list[Run | Path],
+    run_ex: ex.Executor,
+    say: Callable[[str], None],
+) -> tuple[list[Reduced], dict[int, al.DeviceTemplate]]:
+    """Each device's template is base's most frequent cycle over all its runs (ties: the first
+    seen): the files were aligned to base's first run's, which it nearly always is. A file
+    aligned to another is reduced again to the right one, so the answer is the same as aligning
+    every run at once. Returns the files and the templates."""
+    base_p = [p for p in done if p.side == "base"]
+    head_p = [p for p in done if p.side == "head"]
+    final = al.choose_templates([p.seq_stats for p in base_p], [p.seq_stats for p in head_p])
+    tpl: dict[int, al.DeviceTemplate] = {}
+    for d, hv in final.items():
+        found = _find(done, d, hv)
+        if found is None:  # not among any file's most frequent: read it from a file that has it
+            holder = next(p for p in done if (p.seq_stats["hash"] == hv).any())
+            t = replace(_task_of(holder, bases, heads, {}), template_of=(d, hv))
+            found = run_ex.run_one(t).template
+            assert found is not None
+        tpl[d] = found
+    wrong = [p for p in done if any(final[d] != h for d, h in p.used.items())]
+    if not wrong:
+        return done, tpl
+    say(f"aligning {len(wrong)} run(s) again to the side's template")
+    again = [replace(_task_of(p, bases, heads, tpl), keep_ops=p.ops is not None) for p in wrong]
+    redone = {(p.side, p.index): p for p in run_ex.map(again, say)}
+    return [redone.get((p.side, p.index), p) for p in done], tpl
+
+
+def _task_of(
+    p: Reduced,
+    bases: list[Run | Path],
+    heads: list[Run | Path],
+    tpl: dict[int, al.DeviceTemplate],
+    carry: dict[tuple[int, int], str] | None = None,
+) -> FileTask:
+    """The task of a reduced file again: its run, its rule, these templates (and for base's
+    files, head's renames to carry)."""
+    src = (bases if p.side == "base" else heads)[p.index]
+    t = FileTask(p.side, p.index, src, p.rule, whole=p.rule.kind == "whole", templates=tpl)
+    if p.side == "base" and carry:
+        t.carry = carry
+    return t
+
+
+def _find(done: list[Reduced], device: int, hash_: int) -> al.DeviceTemplate | None:
+    for p in done:
+        for t in p.tops.get(device, []):
+            if t.hash == hash_:
+                return t
+    return None
+
+
+def _kept_ops(parts_b: list[Reduced], parts_h: list[Reduced]) -> pl.DataFrame:
+    """Both sides' aligned ops in one frame, cycles renumbered across runs, collectives split
+    into wait and transfer (what the replay and the TUI's events read)."""
+    frames = []
+    for parts in (parts_b, parts_h):
+        off = 0
+        for p in parts:
+            assert p.ops is not None
+            frames.append(p.ops.with_columns(pl.col("cycle") + off) if off else p.ops)
+            off += p.n_cycles
+    same = all(f.schema == frames[0].schema for f in frames)
+    ops = pl.concat(frames, how="vertical" if same else "diagonal_relaxed")
+    return at.collective_split(ops)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tracediff.engine.segmentation import Segmentation
+from tracediff.engine.segmentation import CycleRule
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
 
@@ -68,8 +68,9 @@ def check_tracers(bases: Sequence[Run], heads: Sequence[Run], cycle: str | None)
     )
 
 
-def _per_cycle(ops: pl.DataFrame) -> pl.DataFrame:
-    """device_id, name, per (mean count per cycle) of a segmentation's ops."""
+def per_cycle(ops: pl.DataFrame) -> pl.DataFrame:
+    """device_id, name, per (mean count per cycle) of a segmentation's ops: what the check
+    reads of a run (small: one row per GPU and op name; engine/reduce.py keeps it)."""
     return (
         ops.group_by("device_id", "name")
         .agg(pl.len().alias("n"))
@@ -80,11 +81,10 @@ def _per_cycle(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def shared_share(base: Segmentation, head: Segmentation) -> list[tuple[int, float]]:
+def shared_share(pb: pl.DataFrame, ph: pl.DataFrame) -> list[tuple[int, float]]:
     """Per base GPU (paired with head's GPU of the same rank, as the cut pairs them): the share
     of a cycle's ops that both sides' cycles hold, sum(min(count_b, count_h)) over the larger
-    cycle's op count."""
-    pb, ph = _per_cycle(base.ops), _per_cycle(head.ops)
+    cycle's op count. `pb`, `ph`: each side's `per_cycle`."""
     devs_b, devs_h = sorted(pb["device_id"].unique()), sorted(ph["device_id"].unique())
     out = []
     for i, dev in enumerate(devs_b):
@@ -100,17 +100,20 @@ def shared_share(base: Segmentation, head: Segmentation) -> list[tuple[int, floa
     return out
 
 
-def cut_fallback(base: Segmentation, others: Sequence[tuple[str, Segmentation]]) -> str | None:
-    """Why the runs `others` ((label, segmentation) pairs) cut by base's kernel-period rule
-    cannot be trusted to hold the same loop as base's cycles; None where they can (or the cut
-    is by host ranges or whole, which the user's markers or the whole run define)."""
-    if base.rule.kind != "kernel-period":
+def cut_fallback(
+    rule: CycleRule, base: pl.DataFrame, others: Sequence[tuple[str, pl.DataFrame]]
+) -> str | None:
+    """Why the runs `others` ((label, `per_cycle`) pairs) cut by base's rule cannot be trusted
+    to hold the same loop as base's cycles (`base`: base's first run's `per_cycle`); None where
+    they can (or the cut is by host ranges or whole, which the user's markers or the whole run
+    define)."""
+    if rule.kind != "kernel-period":
         return None
     for label, seg in others:
         for dev, share in shared_share(base, seg):
             if share < MIN_SHARED:
                 return (
-                    f"{label}'s cycles ({base.rule.label}) hold other ops than base's: on GPU "
+                    f"{label}'s cycles ({rule.label}) hold other ops than base's: on GPU "
                     f"{dev} {100 * share:.0f} % of a cycle's ops are in both (same-loop pairs "
                     f"hold >= {100 * MIN_SHARED:.0f} %), so the cut cannot be checked to find "
                     "the same loop on both sides"

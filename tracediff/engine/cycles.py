@@ -41,12 +41,17 @@ def whole(ops: pl.DataFrame) -> Segmentation:
     return Segmentation(ops=tagged, ranges=no_ranges(), phases=no_phases(), rule=CycleRule.whole())
 
 
+def refuse_no_ops(run: Run) -> None:
+    """Raise the refusal of a run without GPU operations."""
+    raise AnalysisError(
+        f"{run.path}: the run has no GPU operations",
+        "profile with CUDA tracing on (nsys -t cuda,nvtx)",
+    )
+
+
 def _has_ops(run: Run, ops: pl.DataFrame) -> None:
     if ops.height == 0:
-        raise AnalysisError(
-            f"{run.path}: the run has no GPU operations",
-            "profile with CUDA tracing on (nsys -t cuda,nvtx)",
-        )
+        refuse_no_ops(run)
 
 
 def find(run: Run, ops: pl.DataFrame, cycle: str | None) -> Segmentation:

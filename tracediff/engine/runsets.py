@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.engine.segmentation import Segmentation
+from tracediff.engine.segmentation import CycleRule, Segmentation
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,34 @@ def merge(segs: list[Segmentation]) -> tuple[Segmentation, np.ndarray]:
         warnings=warnings,
     )
     return merged, np.concatenate(run_of)
+
+
+def merge_reduced(
+    parts: list[tuple[pl.DataFrame, pl.DataFrame, list[str], int]], rule: CycleRule
+) -> tuple[Segmentation, np.ndarray, list[int]]:
+    """`merge` of runs already reduced (engine/reduce.py): each run's (ranges, phases,
+    segmentation warnings, cycle count). Returns the side's segmentation without ops, the run
+    of each cycle id and each run's first cycle id."""
+    if len(parts) == 1:
+        ranges, phases, warnings, n = parts[0]
+        seg = Segmentation(ops=pl.DataFrame(), ranges=ranges, phases=phases, rule=rule)
+        seg.warnings = list(warnings)
+        return seg, np.zeros(n, dtype=np.int64), [0]
+    rng, phs, run_of, offsets, warns = [], [], [], [], []
+    offset = 0
+    for i, (ranges, phases, warnings, n) in enumerate(parts):
+        shift = pl.col("cycle") + offset
+        rng.append(_dense_pid(ranges).with_columns(shift))
+        phs.append(_dense_pid(phases).with_columns(shift))
+        run_of.append(np.full(n, i, dtype=np.int64))
+        warns += [f"run {i + 1}: {w}" for w in warnings]
+        offsets.append(offset)
+        offset += n
+    merged = Segmentation(
+        ops=pl.DataFrame(),
+        ranges=pl.concat(rng, how="vertical_relaxed"),
+        phases=pl.concat(phs, how="vertical_relaxed"),
+        rule=rule,
+        warnings=warns,
+    )
+    return merged, np.concatenate(run_of), offsets

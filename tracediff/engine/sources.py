@@ -49,7 +49,11 @@ def is_library(file: pl.Expr) -> pl.Expr:
 
 def locations(runs: Sequence[Run]) -> pl.DataFrame:
     """stack_id → the launch location (file, line, function) of every stack of these runs."""
-    f = frames_of(runs)
+    return locations_of(frames_of(runs))
+
+
+def locations_of(f: pl.DataFrame) -> pl.DataFrame:
+    """`locations` from the runs' `frames_of`."""
     if not f.height:
         return pl.DataFrame()
     # preference: a user frame, then a frame with a file, then any; innermost first within each
@@ -63,23 +67,33 @@ def locations(runs: Sequence[Run]) -> pl.DataFrame:
     )
 
 
-def _per_stack(ops: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
-    """contributor_id, side, stack_id, `_t` (GPU ns launched by that stack on that side) and
-    `_all` (the contributor's GPU ns, both sides), attribution order kept in `_r`."""
-    key = ["kind", "name", "phase", "device_id"]
-    per = (
-        ops.select(
+def stack_sums(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """GPU time per (kind, contributor name, phase, device_id, stack_id) of one file's aligned
+    ops (None when the ops carry no launch stacks): what `sources` and `launch_stacks` need of
+    the ops, summable across files (engine/reduce.py)."""
+    if "stack_id" not in ops.columns:
+        return None
+    # grouped first, then made text: text made per op and grouped would keep its whole buffer
+    return (
+        ops.group_by("kind", "contributor", "phase", "device_id", "stack_id")
+        .agg(pl.col("duration_ns").sum().alias("_t"))
+        .select(
             pl.col("kind").cast(pl.String),
             pl.col("contributor").cast(pl.String).alias("name"),
             pl.col("phase").cast(pl.String),
             "device_id",
-            pl.col("side").cast(pl.String),
             "stack_id",
-            "duration_ns",
+            "_t",
         )
-        .group_by(*key, "side", "stack_id")
-        .agg(pl.col("duration_ns").sum().alias("_t"))
     )
+
+
+def _per_stack(sums: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
+    """contributor_id, side, stack_id, `_t` (GPU ns launched by that stack on that side) and
+    `_all` (the contributor's GPU ns, both sides), attribution order kept in `_r`. `sums`: the
+    files' `stack_sums` with `side`."""
+    key = ["kind", "name", "phase", "device_id"]
+    per = sums.group_by(*key, "side", "stack_id").agg(pl.col("_t").sum())
     # a collective split into wait and transfer rows: both were launched where the op was
     named = pl.concat(
         [
@@ -103,15 +117,19 @@ def _per_stack(ops: pl.DataFrame, attribution: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -> pl.DataFrame:
-    """`Comparison.sources`: per contributor, its launch locations and their shares."""
-    if "stack_id" not in ops.columns or not attribution.height:
+def sources(
+    sums: pl.DataFrame | None, attribution: pl.DataFrame, frames: pl.DataFrame
+) -> pl.DataFrame:
+    """`Comparison.sources`: per contributor, its launch locations and their shares. `sums`:
+    the files' `stack_sums` with `side` (None: the ops carry no stacks); `frames`: `frames_of`
+    every run of both sides."""
+    if sums is None or not attribution.height:
         return empty_frame("sources")
-    loc = locations(runs)
+    loc = locations_of(frames)
     if not loc.height:
         return empty_frame("sources")
     out = (
-        _per_stack(ops, attribution)
+        _per_stack(sums, attribution)
         .join(loc, on="stack_id", how="left")
         .filter(pl.col("function").is_not_null())
         .group_by("_r", "contributor_id", "file", "line", "function")
@@ -127,39 +145,51 @@ def sources(ops: pl.DataFrame, attribution: pl.DataFrame, runs: Sequence[Run]) -
     return conform_diff("sources", out)
 
 
+def stack_frames(run: Run) -> pl.DataFrame:
+    """stack_id, depth, file, line, function: every frame of every stack of one run (empty
+    without stacks), small enough to travel from a worker."""
+    st = pl.from_arrow(run.table("stacks"))
+    fr = pl.from_arrow(run.table("frames"))
+    assert isinstance(st, pl.DataFrame) and isinstance(fr, pl.DataFrame)
+    if not st.height:
+        return pl.DataFrame()
+    return st.join(fr, on="frame_id", how="left").select(
+        "stack_id",
+        "depth",
+        pl.col("file").cast(pl.String),
+        "line",
+        pl.col("function").cast(pl.String),
+    )
+
+
 def frames_of(runs: Sequence[Run]) -> pl.DataFrame:
     """stack_id, depth, file, line, function: every frame of every stack of these runs."""
-    parts = []
-    for run in runs:
-        st = pl.from_arrow(run.table("stacks"))
-        fr = pl.from_arrow(run.table("frames"))
-        assert isinstance(st, pl.DataFrame) and isinstance(fr, pl.DataFrame)
-        if st.height:
-            parts.append(
-                st.join(fr, on="frame_id", how="left").select(
-                    "stack_id",
-                    "depth",
-                    pl.col("file").cast(pl.String),
-                    "line",
-                    pl.col("function").cast(pl.String),
-                )
-            )
+    return frames_joined([stack_frames(r) for r in runs])
+
+
+def frames_joined(parts: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """`frames_of` from each run's `stack_frames`, in run order (a stack id two runs share
+    takes the first run's frames)."""
+    parts = [p for p in parts if p.height]
     if not parts:
         return pl.DataFrame()
     return pl.concat(parts).unique(["stack_id", "depth"], keep="first")
 
 
 def launch_stacks(
-    ops: pl.DataFrame, attribution: pl.DataFrame, bases: Sequence[Run], heads: Sequence[Run]
+    sums: pl.DataFrame | None,
+    attribution: pl.DataFrame,
+    frames_b: pl.DataFrame,
+    frames_h: pl.DataFrame,
 ) -> pl.DataFrame:
     """`Comparison.launch_stacks`: every frame of every stack each contributor was launched
-    from, per side (a side's frames come from its own runs: their lines are of its commit)."""
-    if "stack_id" not in ops.columns or not attribution.height:
+    from, per side (a side's frames come from its own runs: their lines are of its commit).
+    `frames_b` / `frames_h`: `frames_of` each side's runs."""
+    if sums is None or not attribution.height:
         return empty_frame("launch_stacks")
-    per = _per_stack(ops, attribution).filter(pl.col("stack_id").is_not_null())
+    per = _per_stack(sums, attribution).filter(pl.col("stack_id").is_not_null())
     parts = []
-    for side, runs in (("base", bases), ("head", heads)):
-        fr = frames_of(runs)
+    for side, fr in (("base", frames_b), ("head", frames_h)):
         if fr.height:
             parts.append(per.filter(pl.col("side") == side).join(fr, on="stack_id", how="inner"))
     if not parts:

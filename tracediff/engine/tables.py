@@ -172,12 +172,21 @@ def events(ops: pl.DataFrame, cyc: pl.DataFrame, attribution: pl.DataFrame) -> p
     )
 
 
-def totals(ops: pl.DataFrame) -> pl.DataFrame:
-    """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per cycle)."""
+def total_sums(ops: pl.DataFrame) -> pl.DataFrame:
+    """kind, name, duration_ns, n: one file's GPU time and op count per (kind, name), what
+    `totals` sums over a side's files."""
+    return ops.group_by("kind", "name").agg(
+        pl.col("duration_ns").sum(), pl.len().cast(pl.Int64).alias("n")
+    )
+
+
+def totals(sums: pl.DataFrame) -> pl.DataFrame:
+    """GPU time per (kind, name) summed over all GPUs and cycles of each side (ms, not per
+    cycle). `sums`: side and each file's `total_sums`."""
     g = (
-        ops.group_by("side", "kind", "name")
-        .agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.len().alias("n"))
-        .with_columns(pl.col("name").cast(pl.String))
+        sums.with_columns(pl.col("name").cast(pl.String))  # kind stays the enum: its order
+        .group_by("side", "kind", "name")
+        .agg((pl.col("duration_ns").sum() / 1e6).alias("ms"), pl.col("n").sum())
     )
     b = g.filter(pl.col("side") == "base").select(
         "kind", "name", pl.col("ms").alias("base_ms"), pl.col("n").alias("base_count")

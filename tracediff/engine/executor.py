@@ -1,0 +1,40 @@
+"""Where the per-file work runs: in this process, or (engine/cluster.py) on other processes.
+
+Stage: engine (scheduling). Input: `FileTask`s (engine/reduce.py); output: their `Reduced`, in
+task order. The driver (engine/compare.py) sends every file of both sides through one
+`Executor`; only the reduced tables come back, so the driver's memory is that of the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
+
+from tracediff.engine.reduce import FileTask, Reduced, reduce_file
+
+
+class Executor(Protocol):
+    def run_one(self, task: FileTask) -> Reduced: ...
+
+    def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]: ...
+
+
+def progress_line(done: dict[str, int], total: dict[str, int]) -> str:
+    """`files reduced: base 3/5, head 1/5`."""
+    return "files reduced: " + ", ".join(f"{s} {done[s]}/{total[s]}" for s in total if total[s])
+
+
+class InProcess:
+    """One file after the other in this process: memory is one file's work plus the tables."""
+
+    def run_one(self, task: FileTask) -> Reduced:
+        return reduce_file(task)
+
+    def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
+        total = {s: sum(t.side == s for t in tasks) for s in ("base", "head")}
+        done = dict.fromkeys(total, 0)
+        for t in tasks:
+            out = reduce_file(t)
+            done[t.side] += 1
+            say(progress_line(done, total))
+            yield out

@@ -1,0 +1,221 @@
+"""The per-file stage: one run's file read, cut into cycles, aligned and reduced to small tables.
+
+Stage: engine (per file; engine/join.py joins the files). Input: a `FileTask` (the file, or the
+run already open in-process; its side; the cycle rule, or none for base's first run, which
+finds it; the templates the driver broadcast); output: `Reduced`, whose tables grow with
+cycles × devices × contributors, not with ops: per cycle and device its GPU span, per cycle ×
+device × contributor its time and op count (gaps by cause too), each collective instance's start
+and duration (the driver matches the k-th collective of a cycle across devices), totals per
+kernel name, the launch-stack sums of `sources`, the host ranges and phases. Only these travel
+from a worker (engine/executor.py); the file's ops are dropped before the task returns, unless
+`keep_ops` asks for them (one run a side: the replay and the TUI read them).
+
+Nothing here needs another file: a run's several rank files fit the same stage, each reducing
+its own devices. What needs all files of a side (which GPU finished a cycle last, the wait for
+the last rank, the template choice) is the driver's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from tracediff.engine import align as al
+from tracediff.engine import attribute as at
+from tracediff.engine import correspond, cycles, sources
+from tracediff.engine import tables as tb
+from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.period import RuleMismatch
+from tracediff.engine.segmentation import CycleRule, Segmentation
+from tracediff.errors import AnalysisError
+from tracediff.runfile import Run
+
+TOP_SEQUENCES = 3
+"""Sequences per device a file returns whole (most frequent first), so the driver has the
+final template's ops without reading a file again in all but rare cases."""
+
+
+@dataclass
+class FileTask:
+    """One file's work. `source`: an open run (in-process) or the path to read (a worker)."""
+
+    side: str  # "base" | "head"
+    index: int  # the run's position in its side (its cycles follow the earlier runs')
+    source: Run | Path
+    rule: CycleRule | None  # None: find it (base's first run; `cycle` is --cycle)
+    cycle: str | None = None
+    templates: dict[int, al.DeviceTemplate] = field(default_factory=dict)
+    keep_ops: bool = False
+    whole: bool = False  # cut as one cycle, no questions asked (base's rule did not fit a run)
+    template_of: tuple[int, int] | None = None  # (device, hash): return only that sequence
+    carry: dict[tuple[int, int], str] = field(default_factory=dict)  # base: head's renames
+
+    @property
+    def name(self) -> str:
+        return self.source.path if isinstance(self.source, Run) else str(self.source)
+
+
+@dataclass
+class Reduced:
+    """One file reduced (see the module doc). Cycles are numbered within the file."""
+
+    side: str
+    index: int
+    info: Run  # the run without its tables: metadata, label, reader warnings
+    dropped: int = 0  # ops that end before they start
+    no_ops: bool = False  # no GPU operations (host-only runs go to engine/host.py)
+    mismatch: str | None = None  # base's rule did not fit: the reason
+    error: tuple[str, str | None] | None = None  # the run cannot be cut: (message, hint)
+    rule: CycleRule = field(default_factory=CycleRule.whole)
+    seg_warnings: list[str] = field(default_factory=list)
+    n_cycles: int = 0
+    ranges: pl.DataFrame = field(default_factory=pl.DataFrame)
+    phases: pl.DataFrame = field(default_factory=pl.DataFrame)
+    devices: list[int] = field(default_factory=list)
+    cyc: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """cycle, device_id, start_ns, end_ns, sum_ns, idle_ns: each device's span per cycle."""
+    long: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """cycle, kind, name, phase, device_id, value_ns, count: op time per contributor (all but
+    collectives, which the driver splits) and idle gaps by cause, on every device."""
+    coll: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """cycle, device_id, k, kind, contributor, phase, name, bytes, start_ns, duration_ns: the
+    k-th collective of each device's cycle."""
+    totals: pl.DataFrame = field(default_factory=pl.DataFrame)
+    pairs: pl.DataFrame = field(default_factory=pl.DataFrame)  # distinct (contributor, name)
+    stack_sums: pl.DataFrame | None = None
+    frames: pl.DataFrame = field(default_factory=pl.DataFrame)
+    seq_stats: pl.DataFrame = field(default_factory=pl.DataFrame)
+    tops: dict[int, list[al.DeviceTemplate]] = field(default_factory=dict)
+    used: dict[int, int] = field(default_factory=dict)  # template hash aligned to, per device
+    ops: pl.DataFrame | None = None  # aligned ops (keep_ops)
+    template: al.DeviceTemplate | None = None  # template_of's answer
+    per_cycle: pl.DataFrame = field(default_factory=pl.DataFrame)  # correspond.per_cycle
+    slot_changes: pl.DataFrame = field(default_factory=pl.DataFrame)  # head: align.slot_changes
+
+
+def _top(frame: pl.DataFrame) -> int:
+    if frame.height == 0 or "cycle" not in frame.columns:
+        return -1
+    top = frame["cycle"].max()
+    return int(top) if isinstance(top, int) else -1
+
+
+def _cut(task: FileTask, run: Run, ops: pl.DataFrame) -> Segmentation:
+    if task.whole:
+        return cycles.whole(ops)
+    if task.rule is None:
+        return cycles.find(run, ops, task.cycle)
+    try:
+        return cycles.cut(run, ops, task.rule)
+    except RuleMismatch:
+        raise
+    except AnalysisError as e:
+        also = "" if task.side == "head" else "every run of a run set is cut the same way; "
+        raise AnalysisError(
+            f"{task.side} {e.message}",
+            f"base cycles are {task.rule.label}; {also}{e.hint or ''}".strip(),
+        ) from None
+
+
+def reduce_file(task: FileTask) -> Reduced:
+    """The per-file stage (module doc). Raises AnalysisError / InputError naming the file."""
+    from tracediff.parse import load
+
+    run = task.source if isinstance(task.source, Run) else load(Path(task.source))
+    ops, dropped = gpu_ops_counted(run)
+    run.release()  # the run file's pages of the kernel table: read, no longer needed
+    info = Run(tables={}, metadata=dict(run.metadata), warnings=list(run.warnings))
+    out = Reduced(task.side, task.index, info, dropped=dropped)
+    if ops.height == 0 and task.rule is None and not task.whole:
+        out.no_ops = True
+        return out
+    try:
+        seg = _cut(task, run, ops)
+    except RuleMismatch as e:
+        out.mismatch = e.message
+        return out
+    except AnalysisError as e:  # said by the driver, after what it checks of all runs first
+        out.error = (e.message, e.hint)
+        return out
+    del ops
+    out.frames = sources.stack_frames(run)
+    out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
+    out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1
+    out.ranges, out.phases = seg.ranges, seg.phases
+    if seg.rule.kind == "kernel-period":  # what engine/correspond.py checks such a cut with
+        out.per_cycle = correspond.per_cycle(seg.ops)
+    tagged = seg.ops.with_columns(pl.lit(task.side, al.SIDES).alias("side"))
+    seg.ops = seg.ops.clear()
+    seqs = al.sequences(tagged)
+    del tagged
+    if task.template_of is not None:
+        out.template = seqs.template(*task.template_of)
+        return out
+    stats = seqs.stats()
+    out.seq_stats = stats
+    for dev, part in stats.group_by("device_id", maintain_order=True):
+        hashes = part["hash"].head(TOP_SEQUENCES).to_list()
+        out.tops[int(dev[0])] = [seqs.template(int(dev[0]), int(h)) for h in hashes]
+    aligned, out.used = al.align_to(seqs, task.templates, task.carry)
+    del seqs
+    if task.side == "head":
+        out.slot_changes = al.slot_changes(aligned)
+    ops, cyc = at.per_device_cycles(aligned)
+    del aligned
+    _reduce(out, ops, cyc)
+    if task.keep_ops:
+        out.ops = ops
+    return out
+
+
+def _reduce(out: Reduced, ops: pl.DataFrame, cyc: pl.DataFrame) -> None:
+    """The small tables of `Reduced` from one file's aligned ops and per-device cycles."""
+    out.devices = sorted(ops["device_id"].unique().to_list())
+    out.cyc = cyc.select("cycle", "device_id", "start_ns", "end_ns", "sum_ns", "idle_ns")
+    is_coll = pl.col("kind") == "collective"
+    plain = (
+        ops.filter(~is_coll)
+        .group_by("cycle", "kind", pl.col("contributor").alias("name"), "phase", "device_id")
+        .agg(pl.col("duration_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count"))
+    )
+    # grouped before any column becomes text: a string column made per op and grouped keeps
+    # views into its whole buffer alive (~40 MB a run of 176 k ops, per table kept)
+    gaps = (
+        ops.filter(pl.col("gap_ns") > 0)
+        .group_by("cycle", "gap_cause", "phase", "device_id")
+        .agg(pl.col("gap_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count"))
+        .with_columns(
+            pl.col("gap_cause")
+            .cast(pl.String)
+            .replace_strict(at.GAP_CAUSES, default="idle")
+            .alias("name"),
+            pl.lit("gap").alias("kind"),
+        )
+    )
+    text = [pl.col(c).cast(pl.String) for c in ("kind", "name", "phase")]
+    cols = ["cycle", "kind", "name", "phase", "device_id", "value_ns", "count"]
+    out.long = pl.concat(
+        [p.select(cols).with_columns(text) for p in (plain, gaps)], how="vertical_relaxed"
+    )
+    # ops come in cycle order (per_device_cycles): the k-th collective of a device's cycle
+    out.coll = ops.filter(is_coll).select(
+        "cycle",
+        "device_id",
+        pl.int_range(pl.len()).over("device_id", "cycle").cast(pl.Int64).alias("k"),
+        "kind",
+        "contributor",
+        "phase",
+        "name",
+        "bytes",
+        "start_ns",
+        "duration_ns",
+    )
+    out.totals = tb.total_sums(ops)
+    out.pairs = (
+        ops.select("contributor", "name")
+        .unique()
+        .select(pl.col("contributor").cast(pl.String), pl.col("name").cast(pl.String))
+    )
+    out.stack_sums = sources.stack_sums(ops)
