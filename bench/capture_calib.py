@@ -98,7 +98,9 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def build_repo(repo: Path, scale: float = 1.0, commits: dict[str, float] = COMMITS) -> None:
+def build_repo(
+    repo: Path, scale: float = 1.0, cycles: int = CYCLES, commits: dict[str, float] = COMMITS
+) -> None:
     """One commit per entry, tagged with its name (fixed dates: the same shas every time);
     `scale` multiplies every duration, the offset and the shifts."""
     repo.mkdir(parents=True, exist_ok=True)
@@ -107,7 +109,7 @@ def build_repo(repo: Path, scale: float = 1.0, commits: dict[str, float] = COMMI
     git(repo, "init", "-q", "-b", "main")
     for name, extra in commits.items():
         (repo / "work.py").write_text(
-            WORK.format(extra=extra, offset=OFFSET_MS, jitter=JITTER_MS, cycles=CYCLES, scale=scale)
+            WORK.format(extra=extra, offset=OFFSET_MS, jitter=JITTER_MS, cycles=cycles, scale=scale)
         )
         git(repo, "add", "work.py")
         git(repo, "commit", "-qm", name)
@@ -131,10 +133,11 @@ def capture_pool(
     commits: list[str],
     seed: str | None = None,
     scale: float = 1.0,
+    cycles: int = CYCLES,
 ) -> None:
     """`tracediff capture --commit ... --repeat runs` into pool/runs (resumes what is there)."""
     repo = pool / "repo"
-    build_repo(repo, scale)
+    build_repo(repo, scale, cycles)
     argv = ["capture", "--repo", str(repo), "-o", str(pool / "runs"), "--nsys", nsys]
     for c in commits:
         argv += ["--commit", c]
