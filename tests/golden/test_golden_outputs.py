@@ -64,6 +64,13 @@ for tag, (b, h) in {"g": G, "k": K}.items():
         CASES[f"whatif_{tag}_c0.{fmt}"] = ["whatif", b, h, "--take", "c0", "c1", "--format", fmt]
 CASES["compare_g_whole.table"] = ["compare", *G, "--format", "table", "--cycle", "whole"]
 CASES["compare_g_top3.markdown"] = ["compare", *G, "--format", "markdown", "--top", "3"]
+# launch stacks (Kineto with_stack, H200): the `launched from` column (issue 19)
+MINISPEC = (
+    "tests/data/h200-suspects/kineto/c1_base_eager.json.gz",
+    "tests/data/h200-suspects/kineto/c5_unused_eager.json.gz",
+)
+for fmt in ("table", "markdown"):
+    CASES[f"compare_minispec.{fmt}"] = ["compare", *MINISPEC, "--format", fmt, "--bootstrap", "200"]
 for name, path in {
     "g_good": G[0],
     "k_good": K[0],

@@ -129,3 +129,13 @@ def test_frame_paths_map_onto_repo_paths_by_suffix() -> None:
         "/tmp/wt/bench.py": "bench.py",
         "v.py": "u/v.py",
     }
+
+
+def test_a_frame_label_keeps_line_and_function_and_cuts_the_path_from_the_left() -> None:
+    from tracediff.report.text import frame_label
+
+    long = "/sgl-workspace/sglang/python/sglang/srt/layers/quantization/unquant.py"
+    got = frame_label(long, 136, "apply", 34)
+    assert len(got) <= 34 and got.startswith("…") and got.endswith("unquant.py:136 apply")
+    assert frame_label("minispec/layers.py", 18, "mlp", 34) == "minispec/layers.py:18 mlp"
+    assert frame_label(None, None, "<built-in function gelu>", 34) == "<built-in function gelu>"

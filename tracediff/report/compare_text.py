@@ -15,7 +15,15 @@ import polars as pl
 from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup
 from tracediff.report.suspects import suspects_lines, suspects_markdown
-from tracediff.report.text import ci_cell, op_label, plural, safe, safe_lines, short
+from tracediff.report.text import (
+    ci_cell,
+    frame_label,
+    op_label,
+    plural,
+    safe,
+    safe_lines,
+    short,
+)
 from tracediff.report.verdict import verdict_lines
 from tracediff.suspects import Suspects
 
@@ -116,6 +124,25 @@ def _whatif_lines(c: Comparison, w: pl.DataFrame | None) -> list[str]:
     return out
 
 
+FROM_WIDTH = 34
+"""The table's `launched from` column (runs with launch stacks only)."""
+
+
+def launched_from(c: Comparison, width: int) -> dict[str, str]:
+    """contributor_id → its largest launch location in user code (`…/layers.py:18 mlp`), with
+    ` +N` when N other locations share its time; runs without stacks: empty."""
+    if not c.sources.height:
+        return {}
+    out: dict[str, str] = {}
+    for cid, g in c.sources.group_by("contributor_id", maintain_order=True):
+        r = g.row(0, named=True)
+        more = f" +{g.height - 1}" if g.height > 1 else ""
+        out[str(cid[0])] = (
+            frame_label(r["file"], r["line"], r["function"], width - len(more)) + more
+        )
+    return out
+
+
 def render_table(
     c: Comparison,
     top: int = 15,
@@ -131,8 +158,10 @@ def render_table(
     out += verdict_lines(c)
     out += _across_table(c, min(top, 10))
     out.append("")
+    src = launched_from(c, FROM_WIDTH)
+    col = f"{'launched from':<{FROM_WIDTH}}  " if src else ""
     out.append(
-        f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  name"
+        f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  {col}name"
     )
     for r in c.attribution.head(top).iter_rows(named=True):
         mark = "*" if r["significant"] else " "
@@ -141,7 +170,9 @@ def render_table(
         dev = "-" if r["device_id"] is None else str(r["device_id"])
         out.append(
             f"{r['kind']:<10} {dev:>3} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
-            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  {op_label(r, 70)}"
+            f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  "
+            + (f"{src.get(r['contributor_id'], '-'):<{FROM_WIDTH}}  " if src else "")
+            + op_label(r, 70)
         )
     if c.attribution.height > top:
         rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
@@ -239,17 +270,25 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
                 f"`{name}` |"
             )
         out += ["", "Per GPU:", ""]
+    src = launched_from(c, 60)
     out += [
-        "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | name |",
-        "|---|---|---|---:|---:|---:|---|---|---:|---|---|",
+        "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | "
+        + ("launched from | " if src else "")
+        + "name |",
+        "|---|---|---|---:|---:|---:|---|---|---:|---|" + ("---|" if src else "") + "---|",
     ]
     for r in c.attribution.head(top).iter_rows(named=True):
         share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
         name = op_label(r, 90, status=False).replace("|", "\\|")
+        if src:
+            where = src.get(r["contributor_id"], "-").replace("|", "\\|")
+            name = f"{where} | `{name}"
+        else:
+            name = f"`{name}"
         out.append(
             f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
             f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
-            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | `{name}` |"
+            f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | {name}` |"
         )
     if suspects is not None:
         out += suspects_markdown(suspects)

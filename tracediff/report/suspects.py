@@ -53,7 +53,8 @@ def _why(r: dict[str, Any]) -> str:
     ev = r["evidence"][0] if r["evidence"] else None
     if ev is None:
         return ""
-    return f"{ev['kind']} {ev['file']}:{ev['function']} ({ev['contributor']})"
+    where = ev["file"] if ev["kind"] == "file" else f"{ev['file']}:{ev['function']}"
+    return f"{ev['kind']} {where} ({ev['contributor']})"
 
 
 def suspects_lines(s: Suspects) -> list[str]:

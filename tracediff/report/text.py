@@ -9,7 +9,7 @@ import math
 
 from tracediff.inert import safe, safe_lines
 
-__all__ = ["ci_cell", "plural", "safe", "safe_lines", "short"]
+__all__ = ["ci_cell", "frame_label", "plural", "safe", "safe_lines", "short"]
 
 
 def short(name: str, width: int) -> str:
@@ -57,3 +57,14 @@ def op_label(row: dict[str, object], width: int, *, status: bool = True) -> str:
     if status and row.get("status") not in (None, "matched", "-", "host-side"):
         name = f"{name} ({row['status']})"
     return short(name, width)
+
+
+def frame_label(file: str | None, line: int | None, function: str, width: int = 70) -> str:
+    """`…/layers.py:18 mlp`: the file cut from the left so the line and function fit."""
+    if file is None:
+        return short(function, width)
+    tail = f":{line} {function}" if line is not None else f" {function}"
+    room = width - len(tail)
+    if len(file) > room:
+        file = "…" + file[-max(room - 1, 8) :]
+    return short(file + tail, width)

@@ -54,6 +54,12 @@ KEYS: list[BindingType] = [
         "What if",
         tooltip="replay head with the selected contributor taken from base: predicted cycle time",
     ),
+    Binding(
+        "c",
+        "code",
+        "Code",
+        tooltip="the selected contributor's launch stacks and suspect commits (compare --repo)",
+    ),
     Binding("escape", "clear_search", "Clear search", show=False),
     # where p / e cannot act (check_action), they are left out of the footer and these
     # take the key instead: the action runs and says why it cannot act

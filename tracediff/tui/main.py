@@ -30,7 +30,7 @@ from tracediff.tui.gpusplit import GpuSplitScreen
 from tracediff.tui.keys import KEYS
 from tracediff.tui.notes import NotesLine
 from tracediff.tui.replay import CycleStrip
-from tracediff.tui.screens import NotesScreen
+from tracediff.tui.screens import NotesScreen, StackScreen
 from tracediff.tui.timeline import Timeline
 from tracediff.tui.verdict import Verdict
 
@@ -359,6 +359,12 @@ class MainScreen(Screen[None]):
 
     def action_notes(self) -> None:
         self.app.push_screen(NotesScreen(self.c))
+
+    def action_code(self) -> None:
+        cid = self.no_row("code")
+        if cid is None:
+            return
+        self.app.push_screen(StackScreen(self.c, cid, getattr(self.app, "suspects", None)))
 
     def action_worst_cycle(self) -> None:
         cid = self.no_row("worst cycle")

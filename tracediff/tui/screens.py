@@ -14,7 +14,9 @@ from textual.widgets import Footer, Static
 
 from tracediff.engine.result import Comparison
 from tracediff.report.text import safe
+from tracediff.suspects import Suspects
 from tracediff.tui.notes import shorten_paths
+from tracediff.tui.stackview import stack_text
 
 
 class _Dialog(ModalScreen[None]):
@@ -87,6 +89,13 @@ class NotesScreen(_Dialog):
         if not body.plain:
             body.append("No environment differences and no warnings.")
         super().__init__("environment and warnings", body)
+
+
+class StackScreen(_Dialog):
+    """The selected contributor's launch stacks and the suspect commits (tui/stackview.py)."""
+
+    def __init__(self, c: Comparison, cid: str, suspects: Suspects | None) -> None:
+        super().__init__("launch stacks and suspect commits", stack_text(c, cid, suspects))
 
 
 class LoadingScreen(Screen[None]):
