@@ -76,6 +76,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "gpus": gpus,
         "files": [f.get("source") for f in m.get("files", [])],
         "clock": m.get("clock"),
+        **({"clock_offsets": m["clock_offsets"]} if m.get("clock_offsets") else {}),
         "kernels": {
             "count": k.height,
             "total_time_ns": int(k["duration_ns"].clip(lower_bound=0).sum() or 0),

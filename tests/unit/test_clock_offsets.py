@@ -8,16 +8,22 @@ it by exactly that error. The joined run must find it, and compare the same as t
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from tests.gen_nodes import split_nodes
-from tests.gen_nsys import Straggler, write_report
+from tests.gen_nsys import NCCL_SHORT, Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
+from tracediff.report.compare_json import to_dict
+from tracediff.report.compare_text import render_table
 
 ERR_B, ERR_H = 5_300_000, -3_700_000  # node 1's clock error per side
 TOL_NS = 1_000
@@ -117,3 +123,80 @@ def test_no_collectives_across_hosts_is_said_not_assumed_zero(tmp_path: Path) ->
     assert "not all estimated" in run.metadata["clock"]
     (w,) = [w for w in run.warnings if "2 hosts" in w]
     assert "cannot be estimated" in w and "unknown, not zero" in w and "node-1" in w
+
+
+def test_the_report_gives_offsets_and_skew_and_keeps_the_split(pair: dict[str, Path]) -> None:
+    c = compare(load(pair["b"], layout="ranks"), load(pair["h"], layout="ranks"))
+    doc = to_dict(c)
+    assert doc["clocks"]["split"] is True and doc["clocks"]["reason"] is None
+    (rb,), (rh,) = doc["clocks"]["base"], doc["clocks"]["head"]
+    assert abs(rb["hosts"][1]["offset_ns"] + ERR_B) < TOL_NS
+    assert abs(rh["hosts"][1]["offset_ns"] + ERR_H) < TOL_NS
+    assert 0 < rh["residual_skew_ns"]["p95"] < 1_000
+    assert any(r["name"].endswith("[wait for last rank]") for r in doc["attribution"])
+    (line,) = [x for x in render_table(c).splitlines() if x.startswith("host clocks:")]
+    assert "base node-1 -5.300 ms vs node-0 (36 collectives)" in line
+    assert "head node-1 +3.700 ms" in line
+    one = to_dict(compare(load(pair["b1"]), load(pair["h1"])))
+    assert "clocks" not in one  # one file a side: nothing joined across hosts
+
+
+def _jitter_node_ends(report: Path, step_ns: int) -> None:
+    """Node 1's all-reduces end up to 4 steps late, the same on its 8 GPUs, varying per
+    instance: the hosts' collective ends then disagree by far more than the ranks wait."""
+    con = sqlite3.connect(report)
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + (correlationId % 5) * ? "
+        "WHERE shortName = (SELECT id FROM StringIds WHERE value = ?)",
+        (step_ns, NCCL_SHORT),
+    )
+    con.commit()
+    con.close()
+
+
+def test_split_refused_where_the_skew_is_larger_than_the_wait(tmp_path: Path) -> None:
+    for side, seed in (("b", 4), ("h", 5)):
+        src = write_report(tmp_path / f"{side}.sqlite", 16, 12, 24, seed=seed)
+        _, node1 = split_nodes(src.path, tmp_path / side, 8, [0, 2_000_000])
+        _jitter_node_ends(node1, 40_000)
+    c = compare(load(tmp_path / "b", layout="ranks"), load(tmp_path / "h", layout="ranks"))
+    assert c.clocks["split"] is False
+    assert "residual cross-host clock skew" in c.clocks["reason"]
+    assert c.clocks["base"][0]["residual_skew_ns"]["p95"] > 40_000
+    (w,) = [w for w in c.warnings if w.startswith("collective wait/transfer not split")]
+    assert "larger than the wait it would measure" in w
+    names = c.attribution["name"].cast(pl.String)
+    assert not names.str.ends_with("[wait for last rank]").any()
+    assert not names.str.ends_with("[transfer]").any()
+    assert c.collectives["base_wait_ms_per_cycle"].is_null().all()
+    assert c.collectives["base_ms_per_cycle"].sum() > 0
+
+
+def test_split_refused_where_an_offset_is_unknown(tmp_path: Path) -> None:
+    # one all-reduce a cycle, 2 cycles: 2 shared instances, too few to estimate from
+    for side, seed in (("b", 6), ("h", 7)):
+        src = write_report(tmp_path / f"{side}.sqlite", 16, 2, 24, seed=seed, allreduce_every=20)
+        split_nodes(src.path, tmp_path / side, 8, [0, 3_000_000])
+    c = compare(load(tmp_path / "b", layout="ranks"), load(tmp_path / "h", layout="ranks"))
+    assert c.clocks["split"] is False and "is not known" in c.clocks["reason"]
+    assert [h["offset_ns"] for h in c.clocks["base"][0]["hosts"]] == [0, None]
+    assert any(w.startswith("collective wait/transfer not split") for w in c.warnings)
+    assert not c.attribution["name"].cast(pl.String).str.ends_with("[transfer]").any()
+
+
+def test_parse_and_info_keep_the_offsets(pair: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "h.arrow"
+    tracediff = [sys.executable, "-m", "tracediff"]
+    subprocess.run(
+        [*tracediff, "parse", str(pair["h"]), "--layout", "ranks", "-o", str(run)],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    out = subprocess.run(
+        [*tracediff, "info", str(run), "--format", "json"], capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    info = json.loads(out.stdout)
+    co = info["clock_offsets"]
+    assert co["estimated"] and abs(co["hosts"][1]["offset_ns"] + ERR_H) < TOL_NS
+    assert co["residual_skew_ns"]["max"] < 1_000
+    assert "node-1 +3.700 ms vs node-0" in info["clock"]

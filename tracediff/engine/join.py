@@ -19,6 +19,7 @@ import polars as pl
 from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import runsets, sources
+from tracediff.engine import skew as sk
 from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
 from tracediff.engine import verdict as vd
@@ -260,6 +261,8 @@ def join(
         else pl.DataFrame()
     )
     coll = collective_waits(coll, ndev)
+    coll, skew_warnings, clocks = sk.guard_split(coll, b.infos, h.infos)  # across hosts
+    warnings += skew_warnings
     long_ops = pl.concat(
         [f for f in (_stack(b, "long", "base"), _stack(h, "long", "head")) if f.height],
         how="vertical_relaxed",
@@ -326,7 +329,7 @@ def join(
         events_builder=lambda: events(cyc, attribution),
         host=schema.conform_diff("host", vd.host_phases(b.seg, h.seg, n_boot, runs)),
         across_gpus=schema.conform_diff("across_gpus", across),
-        collectives=tb.collectives(coll, nb, nh)
+        collectives=sk.blank_split(tb.collectives(coll, nb, nh), clocks)
         if coll.height
         else schema.conform_diff("collectives", pl.DataFrame()),
         totals=tb.totals(totals),
@@ -337,4 +340,5 @@ def join(
         noise_unit=v.noise_unit,
         p_value=v.p_value,
         cycle_fallback=fallback,
+        clocks=clocks,
     )

@@ -174,6 +174,10 @@ class Comparison:
     read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
     rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",
     "rank", "device", "order") and `guessed` (true: matched by order, nothing said more)."""
+    clocks: dict[str, Any] = field(default_factory=dict)
+    """Runs joined across hosts (engine/skew.py): {"base": [...], "head": [...]} each run's host
+    offsets and residual skew, "split": whether the collective wait/transfer split was made,
+    "reason" when not; {} or empty lists when no run was joined across hosts."""
 
     noise_unit: str = "cycle"
     """What the CIs and decisions are over: "cycle" (one run a side: cycles of one process, blind

@@ -46,6 +46,11 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "device_map": [{"base": GPU|null, "head": GPU|null, "by": "given"|"rank"|"device"|"order",
                    "guessed": bool}],  # GPU: {"device_id", "rank", "rank_from", "process_id",
                    # "ordinal", "host", "file"} (parse/gpus.py); which head GPU met which base GPU
+   "clocks": {"base": [RUN], "head": [RUN], "split": bool, "reason": str|null},  # only where a
+       # run was joined from several hosts' files (engine/skew.py); RUN: {"run", "hosts": [{"host",
+       # "offset_ns"|null, "instances", "offset_spread_ns", "reference"}], "collective_instances",
+       # "residual_skew_ns": {"median", "p95", "max"}, "skew_before_correction_median_ns"};
+       # split false: the collective wait/transfer split was not made (reason says why)
    "warnings": [str],
    "whatif": [{"contributor_id", "predicted_ms_per_cycle", "recovered_ms_per_cycle"}]}  # --whatif only
 NaN and infinite numbers are null (jsonout.clean).
@@ -200,6 +205,7 @@ def to_dict(
         if c.collectives.height
         else [],
         "device_map": c.device_map,
+        **({"clocks": c.clocks} if c.clocks.get("base") or c.clocks.get("head") else {}),
         "warnings": c.warnings,
         **({"whatif": whatif.to_dicts()} if whatif is not None else {}),
     }

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.result import Comparison
+from tracediff.engine.skew import clock_lines
 from tracediff.report.compare_json import phase_rollup
 from tracediff.report.suspects import suspects_lines, suspects_markdown
 from tracediff.report.text import (
@@ -209,7 +210,7 @@ def render_table(
                 for r in c.host.iter_rows(named=True)
             )
         )
-    out += device_map_lines(c)
+    out += device_map_lines(c) + clock_lines(c.clocks)
     for warning in c.warnings:
         out.append(f"warning: {warning}")
     return safe_lines(out)
@@ -293,7 +294,7 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
     if suspects is not None:
         out += suspects_markdown(suspects)
     out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
-    out += [f"> {line}" for line in device_map_lines(c)]
+    out += [f"> {line}" for line in device_map_lines(c) + clock_lines(c.clocks)]
     out += [f"> warning: {w}" for w in c.warnings]
     return safe_lines(out)
 

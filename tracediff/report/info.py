@@ -11,6 +11,10 @@ JSON schema (stable, for scripts):
    "gpus": [{"device_id", "rank", "rank_from", "process_id", "ordinal", "host", "file"}],
    "files": [str] (a run joined from several files: each, in join order; else []),
    "clock": str|null (joined runs: how the files were put on one clock),
+   "clock_offsets": {...} (joined runs only: parse/clocks.py's record: "hosts" [{"host",
+     "offset_ns"|null, "instances", "offset_spread_ns", "reference"}], "collective_instances",
+     "residual_skew_ns" {"median", "p95", "max"}, "skew_before_correction_median_ns", "note",
+     "estimated": whether the files came from several hosts and offsets were applied),
    "kernels": {"count": int, "total_time_ns": int}, "warnings": [str]}
 """
 
