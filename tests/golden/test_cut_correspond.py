@@ -163,3 +163,33 @@ def test_run_sets_compared_whole_judge_nothing(tmp_path: Path) -> None:
     assert "undecided: whole runs' totals" in out and "significant change" not in out
     rc, _, err = cli("compare", str(base), str(head), "--format", "json", "--fail-above", "5")
     assert rc == 4 and "compared whole" in err
+
+
+TS = "tests/data/h200/twostream"
+RESNET0 = f"{KIN}/resnet50_num_workers_0.worker0.pt.trace.json.gz"
+
+
+@pytest.mark.parametrize(
+    ("pair", "few"),
+    [
+        ((RESNET0, f"{KIN}/nccl_data.json.gz"), True),  # both cut at ProfilerStep: 3 % common
+        ((f"{TS}/torch_good.sqlite", f"{TS}/cupy_good.sqlite"), True),  # one loop, two libraries
+        ((f"{H200}/e_good.sqlite", f"{H200}/e_bad.sqlite"), False),
+        ((f"{H200}/g_good.sqlite", f"{H200}/e_good.sqlite"), False),  # graph vs eager: 99 %
+        ((RESNET0, f"{KIN}/resnet50_num_workers_4.worker0.pt.trace.json.gz"), False),
+    ],
+    ids=lambda v: _id(v) if isinstance(v, tuple) else str(v),
+)
+def test_range_cuts_keep_their_cycles_and_say_when_few_ops_are_shared(
+    pair: tuple[str, str], few: bool
+) -> None:
+    """Cycles cut at one host range correspond by the user's markers: the cut holds, and where
+    the two sides' cycles share under half their ops a warning asks whether the workloads are
+    the same (ResNet50 against an NCCL benchmark read '+83.7 %, significant, 218 significant
+    changes' without a word)."""
+    rc, out, _ = cli("compare", *pair, "--format", "json", "--bootstrap", "50")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["cycle_fallback"] is None and d["base"]["cycle_method"].startswith("nvtx:")
+    said = [w for w in d["warnings"] if "of their ops in common" in w]
+    assert bool(said) == few, d["warnings"]

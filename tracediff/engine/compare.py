@@ -100,6 +100,8 @@ def compare(
                 f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges "
                 "around each cycle and pass --cycle NAME)"
             )
+    elif note := correspond.range_note(rule, first.per_cycle, others):
+        done[len(bases)].seg_warnings.append(note)  # the cut holds; few ops in common
     done, tpl = _final_templates(done, bases, heads, run_ex, say)
     carry = al.carried([p.slot_changes for p in done if p.side == "head"])
     if carry:  # head renamed an op in every cycle: base's ops in its slot take head's name

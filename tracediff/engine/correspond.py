@@ -119,3 +119,28 @@ def cut_fallback(
                     "the same loop on both sides"
                 )
     return None
+
+
+FEW_SHARED = 0.5
+"""Below this share of common ops, cycles cut at the same host range get a warning."""
+
+
+def range_note(
+    rule: CycleRule, base: pl.DataFrame, others: Sequence[tuple[str, pl.DataFrame]]
+) -> str | None:
+    """Cycles cut at host ranges correspond by the user's markers, so a low share of common
+    ops does not undo the cut (the same loop in two libraries: the twostream torch and CuPy
+    captures share 12 %); it is said, since most rows are then ops of one side only (ResNet50
+    against an NCCL benchmark, both cut at ProfilerStep: 3 %). Arguments as `cut_fallback`'s."""
+    if rule.kind != "range":
+        return None
+    for label, seg in others:
+        low = [(d, x) for d, x in shared_share(base, seg) if x < FEW_SHARED]
+        if low:
+            dev, share = min(low, key=lambda t: t[1])
+            return (
+                f"{label}'s cycles ({rule.label}) and base's have {100 * share:.0f} % of "
+                f"their ops in common on GPU {dev}: the cycle time compares as the ranges "
+                "say, but most rows are ops of one side only (are these the same workload?)"
+            )
+    return None

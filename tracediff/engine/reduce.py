@@ -144,8 +144,8 @@ def reduce_file(task: FileTask) -> Reduced:
     out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
     out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1
     out.ranges, out.phases = seg.ranges, seg.phases
-    if seg.rule.kind == "kernel-period":  # what engine/correspond.py checks such a cut with
-        out.per_cycle = correspond.per_cycle(seg.ops)
+    if seg.rule.kind in ("kernel-period", "range"):  # what engine/correspond.py checks
+        out.per_cycle = correspond.per_cycle(seg.ops)  # (or, for ranges, warns) with
     tagged = seg.ops.with_columns(pl.lit(task.side, al.SIDES).alias("side"))
     seg.ops = seg.ops.clear()
     seqs = al.sequences(tagged)
