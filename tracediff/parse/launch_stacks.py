@@ -171,7 +171,9 @@ def resolve(
     parent[by_level] = np.where(ok, cand, -1)
 
     # frames: one hash per distinct text (addresses removed), per call through its code
-    names = text.gather(rows).fill_null("<unnamed>")
+    names = text.gather(rows)
+    if names.null_count():
+        names = names.fill_null("<unnamed>")
     raw = names.cast(pl.Categorical).to_physical().to_numpy()  # codes of polars' string cache
     present = np.zeros(int(raw.max()) + 1, bool)
     present[raw] = True
