@@ -93,6 +93,7 @@ def test_the_commit_changing_the_launching_function_ranks_first_by_a_clear_margi
     kinds = {r["subject"]: {e["kind"] for e in r["evidence"]} for r in s.rows}
     assert "branch" in kinds["unused"] and "line" in kinds["caller"]
     assert kinds["sibling"] == {"file"}
+    assert "+        _x = 1" in first["hunk"] and first["hunk"][0].startswith("@@ -")
 
 
 def _td(*args: object) -> subprocess.CompletedProcess[str]:

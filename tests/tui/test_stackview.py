@@ -80,6 +80,7 @@ def test_c_shows_the_stack_and_the_culprit_commit(minispec) -> None:  # type: ig
         assert text.index("suspect commits") < text.index(culprit[:12])
         after = text[text.index("suspect commits") :]
         assert after.splitlines()[1].strip().startswith(culprit[:12])  # first of its suspects
+        assert '+    h = F.gelu(x.float() @ p["up"].float())' in after  # its diff
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(pilot.app.screen, StackScreen)

@@ -11,7 +11,8 @@ JSON (added to compare's document when --repo is given):
                 "files", "functions",   # every file it changed; "path:qualname" on the stacks
                 "contributors",         # ids with line or function hits, largest |delta| first
                 "evidence": [{"contributor", "file", "line", "function",
-                              "kind": "line" | "function" | "branch" | "file"}]}],  # best hit
+                              "kind": "line" | "function" | "branch" | "file"}],  # best hit
+                "hunk": [str]}],        # the diff of its heaviest evidence's file (<= 16 lines)
                # sorted by score; commits that touched no file of the stacks are left out
   "suspects_range": {"base", "head", "from": "--commits" | "capture manifests",
                      "commits": N, "notes": [str]}   # notes: why none, what was left out

@@ -21,6 +21,7 @@ from tracediff.errors import ToolError, UsageError
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _SEP = b"\x1e"  # starts each commit's header line in the log output
 _NULL_SHA = "0" * 40
+TEXT_MAX = 40
 
 
 @dataclass
@@ -32,6 +33,8 @@ class FileDiff:
     old_blob: str | None = None
     new_blob: str | None = None
     hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    """the diff's first TEXT_MAX lines (hunk headers, removed and added lines), for the TUI"""
 
 
 @dataclass
@@ -121,6 +124,8 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
                 cur.hunks.append(
                     (int(a), 1 if b is None else int(b), int(c), 1 if d is None else int(d))
                 )
+                if len(cur.text) < TEXT_MAX:
+                    cur.text.append(raw.decode(errors="replace"))
         elif raw.startswith(b"diff --git "):
             cur, header = None, True
         elif header and (raw.startswith(b"--- a/") or raw.startswith(b"+++ b/")):
@@ -135,6 +140,9 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
                 old, new = parts[2].decode(), parts[3].decode()
                 fd.old_blob = None if old == _NULL_SHA else old
                 fd.new_blob = None if new == _NULL_SHA else new
+        elif cur is not None and not header and len(cur.text) < TEXT_MAX:
+            if raw[:1] in (b"+", b"-"):
+                cur.text.append(raw.decode(errors="replace"))
     commits.reverse()
     return commits
 

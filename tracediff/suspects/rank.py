@@ -44,6 +44,8 @@ from tracediff.suspects.linemap import Span
 
 KIND_WEIGHT = {"line": 1.0, "function": 0.5, "branch": 0.25, "file": 0.1}
 DEPTH_DECAY = 0.3
+HUNK_LINES = 16
+"""Lines of the diff kept per suspect (`hunk`: the file of its heaviest evidence)."""
 EVIDENCE_MAX = 12
 """Evidence rows kept per suspect (the best hit of each contributor, largest |delta| first)."""
 
@@ -297,6 +299,7 @@ def rank(
                     }
                     for cid in order[:EVIDENCE_MAX]
                 ],
+                "hunk": c.files[best_of[order[0]][1].path].text[:HUNK_LINES],
                 "_pos": pos,
             }
         )

@@ -4,7 +4,7 @@ Stage: presentation. Input: a `Comparison` (`launch_stacks`, `sources`), the con
 and, with `compare --repo`, the `Suspects`; output: the text of a dialog. Each stack is listed
 innermost first with its share of the contributor's time, library frames dimmed, the frames of
 user code bright; then the suspect commits whose evidence names this contributor, with how
-their diff hit its stacks. Where there is nothing to show the dialog says why.
+their diff hit its stacks, and the first suspect's diff of that file. Where there is nothing to show the dialog says why.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tracediff.suspects import Suspects
 
 STACKS_SHOWN = 4
 FRAMES_SHOWN = 14
+HUNK_SHOWN = 10
 
 
 def why_none(c: Comparison, kind: str) -> str:
@@ -85,4 +86,14 @@ def stack_text(c: Comparison, cid: str, suspects: Suspects | None) -> Text:
             f"  (score {r['score']:.4f})\n",
             "#8a8a8a",
         )
+        if r is mine[0][0]:  # the top suspect's change, as the diff shows it
+            for h in r.get("hunk", [])[:HUNK_SHOWN]:
+                style = (
+                    "#5fd75f"
+                    if h.startswith("+")
+                    else "#ff5f5f"
+                    if h.startswith("-")
+                    else "#5fafff"
+                )
+                t.append(f"        {safe(short(h, 90))}\n", style)
     return t
