@@ -331,8 +331,9 @@ def capture(
             m["workload_python"] = py
             m["reasons"].update(why)
             sp = capture_stacks.plan(
-                tree, spec.pythonpath, spec.stack_modules, spec.stacks, trace, staging
-            )
+                tree, spec.pythonpath, spec.stack_modules, spec.stacks, trace, staging,
+                spec.extra_nsys_args,
+            )  # fmt: skip
             m["stacks"] = sp.manifest
             cmd = nsys_command(nsys, spec, trace, report_base, sp.nsys_args)
             m["nsys_command"] = cmd

@@ -37,7 +37,7 @@ class Plan:
 
 def plan(
     tree: Path, pythonpath: list[str], modules: list[str] | None, enabled: bool, trace: str,
-    staging: Path,
+    staging: Path, nsys_args: list[str] | None = None,
 ) -> Plan:  # fmt: skip
     """What this capture records for stacks; writes the config into `staging` when it does.
     Called after the workload's environment is built: the reader's module imports polars,
@@ -46,6 +46,9 @@ def plan(
 
     if not enabled:
         return Plan(manifest={"recorded": "none", "why": "turned off (--no-stacks)"})
+    own = [a for a in nsys_args or [] if a.startswith("--python-functions-trace")]
+    if own:  # the user's config wins (nsys takes one); stacks only from python:MODULE domains
+        return Plan(manifest={"recorded": "the user's nsys function trace", "nsys_arg": own[-1]})
     if "nvtx" not in trace.split(","):
         return Plan(manifest={"recorded": "none", "why": f"nsys -t {trace} traces no NVTX"})
     found = _modules(tree, pythonpath, modules)
@@ -138,7 +141,7 @@ def _functions(path: Path) -> list[str]:
 def recorded(manifest: dict[str, Any], run: Any) -> str | None:
     """Fill what the trace recorded into manifest["stacks"]; a warning when it recorded nothing."""
     st = manifest.get("stacks") or {}
-    if st.get("recorded") != "nsys function trace":
+    if st.get("recorded") not in ("nsys function trace", "the user's nsys function trace"):
         return None
     import polars as pl
 
@@ -152,6 +155,11 @@ def recorded(manifest: dict[str, Any], run: Any) -> str | None:
     k = run.tables["kernels"].column("stack_id")
     st["kernels_with_stack"] = len(k) - k.null_count
     if not st["recorded_ranges"]:
+        if st["recorded"] != "nsys function trace":
+            return (
+                f"the function trace of {st['nsys_arg']} recorded no range in a python:MODULE "
+                "domain: launch stacks are read from those only (docs/launch-stacks.md)"
+            )
         return (
             "the function trace recorded no ranges: is the Python nvtx package installed in the "
             "workload's environment (0.2.10 works with nsys 2024.2)?"
