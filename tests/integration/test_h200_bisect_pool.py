@@ -3,7 +3,7 @@
 The repo is rebuilt here by tools/device/bisect_repo.py (fixed dates: its hashes must be the
 captured ones, commits.txt). The pool itself (7 commits x 4 runs, 4.9 MB of .nsys-rep) is kept
 outside the repository (it would not fit the device carry beside the tree): these tests run where
-it is, $TRACEDIFF_H200_BISECT_POOL or /work/shared/pools/h200-bisect/pool, and skip elsewhere.
+it is, $H200_BISECT_POOL or /work/shared/pools/h200-bisect/pool, and skip elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-bisect"
-POOL = Path(os.environ.get("TRACEDIFF_H200_BISECT_POOL", "/work/shared/pools/h200-bisect/pool"))
+POOL = Path(os.environ.get("H200_BISECT_POOL", "/work/shared/pools/h200-bisect/pool"))
 
 
 def commits() -> list[tuple[str, str]]:
@@ -41,7 +41,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def bisect(repo: Path, out: Path, *extra: str) -> dict:
     if not (POOL / "runsets.json").is_file():
-        pytest.skip(f"the H200 capture pool is not here ({POOL}; set TRACEDIFF_H200_BISECT_POOL)")
+        pytest.skip(f"the H200 capture pool is not here ({POOL}; set H200_BISECT_POOL)")
     (good, _), (bad, _) = commits()[0], commits()[-1]
     p = subprocess.run(
         [sys.executable, "-m", "tracediff", "bisect", "--good", good, "--bad", bad,
