@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.gen_kineto_nodes import write_kineto_nodes
 from tests.gen_nodes import split_nodes
 from tests.gen_nsys import NCCL_SHORT, Straggler, write_report
 from tracediff.engine.compare import compare
@@ -200,3 +201,39 @@ def test_parse_and_info_keep_the_offsets(pair: dict[str, Path], tmp_path: Path) 
     assert co["estimated"] and abs(co["hosts"][1]["offset_ns"] + ERR_H) < TOL_NS
     assert co["residual_skew_ns"]["max"] < 1_000
     assert "node-1 +3.700 ms vs node-0" in info["clock"]
+
+
+def test_kineto_rank_traces_of_two_nodes(pair: dict[str, Path], tmp_path: Path) -> None:
+    """The same 16 processes as per-rank Kineto traces named by host (tensorboard_trace_handler's
+    `{host}_{pid}.{ms}.pt.trace.json`): with node 1's clock off, the join finds the error and
+    compares as the traces of one host on one clock do."""
+    errs = {"b": ERR_B, "h": ERR_H}
+    for s, src in (("b", pair["b1"]), ("h", pair["h1"])):
+        write_kineto_nodes(src, tmp_path / s, 8, [0, errs[s]])
+        write_kineto_nodes(src, tmp_path / f"{s}1", 8, [0, 0], hosts=["node-0", "node-0"])
+    runs = {s: load(tmp_path / s, layout="ranks") for s in ("b", "h", "b1", "h1")}
+    for s in ("b", "h"):
+        assert abs(_offset(runs[s].metadata) + errs[s]) < TOL_NS
+        assert runs[s].metadata["clock_offsets"]["residual_skew_ns"]["max"] < 1_000
+        gpus = runs[s].metadata["gpus"]
+        assert [g["rank"] for g in gpus] == list(range(16))
+        assert {g["rank_from"] for g in gpus} == {"distributedInfo"}
+        assert [g["host"] for g in gpus] == ["node-0"] * 8 + ["node-1"] * 8
+    assert not runs["b1"].metadata["clock_offsets"]["estimated"]  # one host: nothing moved
+    many, one = compare(runs["b"], runs["h"]), compare(runs["b1"], runs["h1"])
+    assert many.clocks["split"] is True
+    x, y = _summed(one), _summed(many)
+    assert x.select(KEY).equals(y.select(KEY)) and x.height > 5
+    for c in ("base_ms_per_cycle", "head_ms_per_cycle", "delta_ms_per_cycle"):
+        assert (x[c] - y[c]).abs().max() < 1e-3  # type: ignore[operator]
+    assert one.totals.equals(many.totals)
+    for c in (one, many):
+        coll = c.collectives
+        grow = dict(
+            zip(
+                coll["device_id"],
+                coll["head_wait_ms_per_cycle"] - coll["base_wait_ms_per_cycle"],
+                strict=True,
+            )
+        )
+        assert min(grow, key=grow.__getitem__) == 11

@@ -123,3 +123,18 @@ def rank_of_name(names: tuple[RankName, ...], i: int) -> int | None:
     if len(d) == 1:
         return next(iter(d.values()))
     return i if is_rank_group(names) else None
+
+
+PROFILER_NAME = re.compile(
+    r"^(?P<host>.+)_(?P<pid>\d+)\.(?P<time>\d{12,})\.pt\.trace\.json(?:\.gz)?$"
+)
+"""torch.profiler's `tensorboard_trace_handler` names: `{worker}.{time_ms}.pt.trace.json[.gz]`,
+the default worker name `{socket.gethostname()}_{os.getpid()}`, time_ms since the epoch
+(12+ digits: `rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz` is a custom worker name, no host)."""
+
+
+def profiler_host(path: Path) -> str | None:
+    """The host a Kineto trace's default `tensorboard_trace_handler` name says, else None (the
+    trace itself names no host)."""
+    m = PROFILER_NAME.match(path.name)
+    return m.group("host") if m else None

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.errors import InputError
+from tracediff.parse import ranknames
 from tracediff.runfile import Run
 
 from . import agents, events, segments, stacks, tables
@@ -222,6 +223,7 @@ def _metadata(path: Path, doc: Any, first_ts_ns: int | None) -> dict[str, Any]:
         if doc.roctracer_version is not None or doc.hip_runtime_version is not None
         else "cuda",
         "rank": dist.get("rank"),
+        "host": ranknames.profiler_host(path),  # the trace names none; its default file name does
         "world_size": dist.get("world_size"),
         "distributed_backend": dist.get("backend"),
         "cuda_driver_version": doc.cuda_driver_version,
