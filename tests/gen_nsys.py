@@ -119,6 +119,13 @@ class Straggler:
 
 
 @dataclass(frozen=True)
+class SlowerCollective:
+    """Every all-reduce's transfer (after the last rank arrives) takes `extra_ns` longer."""
+
+    extra_ns: int
+
+
+@dataclass(frozen=True)
 class HostGap:
     """The host stalls `gap_ns` before launching op `before_op` of every cycle (all ranks)."""
 
@@ -126,7 +133,7 @@ class HostGap:
     gap_ns: int
 
 
-Change = SlowerKernel | AddedCopy | Straggler | HostGap
+Change = SlowerKernel | AddedCopy | Straggler | HostGap | SlowerCollective
 
 
 @dataclass
@@ -194,7 +201,10 @@ def write_report(
     extra = np.zeros(len(codes))
     host_gap = np.zeros(len(codes))
     straggle = np.zeros(R)
+    transfer_ns = float(TRANSFER_NS)
     for ch in changes:
+        if isinstance(ch, SlowerCollective):
+            transfer_ns += ch.extra_ns
         if isinstance(ch, SlowerKernel):
             hit = np.array([c >= 0 and POOL[c][1] == ch.name for c in codes])
             if not hit.any():
@@ -242,7 +252,7 @@ def write_report(
         t = end[:, :, b - 1] if b > lo else t
         if b < M:  # the all-reduce: arrive, wait for the last rank, transfer, end together
             arrive = t + gap[:, :, b]
-            done = arrive.max(axis=0) + TRANSFER_NS * (1 + noise * rng.standard_normal(C))
+            done = arrive.max(axis=0) + transfer_ns * (1 + noise * rng.standard_normal(C))
             fin = done[None, :] + rng.integers(0, 300, (R, C))
             start[:, :, b], end[:, :, b] = arrive, fin
             dur[:, :, b] = fin - arrive

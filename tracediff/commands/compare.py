@@ -83,6 +83,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="with --repo: base's and head's commits (default: from the capture manifests)",
     )
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
+    add_scheduler(p)
     p.add_argument(
         "--layout",
         choices=["auto", "runs", "ranks"],
@@ -95,6 +96,23 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         metavar="BASE=HEAD[,...]",
         help="pair base GPU BASE with head GPU HEAD (device ids as `info` lists them); default: "
         "by rank, else by id, else by order with a warning (README: One run from many files)",
+    )
+
+
+def add_scheduler(p: argparse.ArgumentParser) -> None:
+    """`--scheduler` / `--memory-limit` (engine/cluster.py)."""
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="reduce each run on a Dask distributed cluster: tcp://HOST:8786 (a running "
+        "scheduler; the workers must see the same files) or local:N (N local worker "
+        "processes); needs pip install 'tracediff[dask]'",
+    )
+    p.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="with --scheduler local:N: each worker's memory limit (e.g. 4GiB; default: the "
+        "machine's memory / N)",
     )
 
 
@@ -152,7 +170,6 @@ def load_sides(
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracediff.engine.compare import compare
     from tracediff.errors import UsageError
 
     if args.top < 1 or args.bootstrap < 10:
@@ -170,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
-    from tracediff.outputs import Transaction, overlaps, refuse_inputs
+    from tracediff.outputs import overlaps, refuse_inputs
 
     if (
         args.export
@@ -197,6 +214,27 @@ def run(args: argparse.Namespace) -> int:
         from tracediff.suspects import gitlog
 
         gitlog.toplevel(args.repo)  # refuse a non-repo before the work
+    executor = None
+    if args.memory_limit and not (args.scheduler or "").startswith("local:"):
+        raise UsageError("--memory-limit sets local:N workers' limit: give --scheduler local:N")
+    if args.scheduler:  # before the work: a missing Dask or an unreachable scheduler
+        from tracediff.engine.cluster import open_executor
+
+        executor = open_executor(args.scheduler, args.memory_limit)
+    try:
+        return _compare(args, say, executor, use_tui)
+    finally:
+        if executor is not None:
+            executor.close()
+
+
+def _compare(
+    args: argparse.Namespace, say: Callable[[str], None], executor: Any, use_tui: bool
+) -> int:
+    from tracediff.engine.compare import compare
+    from tracediff.errors import UsageError
+    from tracediff.outputs import Transaction
+
     bases, heads, labels, dmatch = load_sides(
         args.base, args.head, args.layout, say, args.device_map
     )
@@ -206,7 +244,13 @@ def run(args: argparse.Namespace) -> int:
             "e.g. RUNSET/run-01/run.arrow), or leave --whatif out"
         )
     result = compare(
-        bases, heads, cycle=args.cycle, n_boot=args.bootstrap, progress=say, labels=labels
+        bases,
+        heads,
+        cycle=args.cycle,
+        n_boot=args.bootstrap,
+        progress=say,
+        labels=labels,
+        executor=executor,
     )
     result.device_map = dmatch.rows()
     suspects = None

@@ -1,8 +1,8 @@
 """The per-file work on a Dask distributed cluster (`--scheduler ADDRESS`), or a local pool.
 
 Stage: engine (scheduling; engine/executor.py's `Executor` on other processes). Input:
-`FileTask`s whose sources are paths (the workers read the files themselves: a shared
-filesystem); output: their `Reduced` tables, the only thing that travels back.
+`FileTask`s; a run read from a run file goes as its path (engine/reduce.py `portable`: the
+workers read the files themselves, so they must see the same filesystem); output: their `Reduced` tables, the only thing that travels back.
 
 `tcp://host:8786` connects to a running scheduler (`dask scheduler` / `dask worker`, or
 dask-jobqueue); `local:N` starts a LocalCluster of N worker processes, one thread each, each with
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tracediff.engine.executor import progress_line
-from tracediff.engine.reduce import FileTask, Reduced, reduce_file
+from tracediff.engine.reduce import FileTask, Reduced, portable, reduce_file
 from tracediff.errors import TracediffError, UsageError
 
 INSTALL = "pip install 'tracediff[dask]' (dask and distributed 2026.8.0)"
@@ -74,17 +75,17 @@ class Dask:
                 )
             # a task whose worker died once more than this is given up (KilledWorker)
             with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
-                self._cluster = LocalCluster(
+                self._cluster = LocalCluster(  # type: ignore[no-untyped-call]
                     n_workers=int(n),
                     threads_per_worker=1,
                     processes=True,
                     memory_limit=memory_limit or "auto",
                     dashboard_address=None,
                 )
-            self.client = Client(self._cluster)
+            self.client = Client(self._cluster)  # type: ignore[no-untyped-call]
         else:
             try:
-                self.client = Client(address, timeout="20s")
+                self.client = Client(address, timeout="20s")  # type: ignore[no-untyped-call]
             except (OSError, TimeoutError) as e:
                 raise ClusterError(
                     f"--scheduler {address}: cannot reach the Dask scheduler ({e})",
@@ -93,7 +94,7 @@ class Dask:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.client.close()
+            self.client.close()  # type: ignore[no-untyped-call]
         if self._cluster is not None:
             with contextlib.suppress(Exception):
                 self._cluster.close()
@@ -115,14 +116,17 @@ class Dask:
         if not tasks:
             return iter(())
         futures = {
-            self.client.submit(_remote, t, key=_key(t), retries=RETRIES, pure=False): i
+            self.client.submit(
+                _remote, replace(t, source=portable(t.source)), key=_key(t), retries=RETRIES,
+                pure=False,
+            ): i
             for i, t in enumerate(tasks)
-        }
+        }  # fmt: skip
         total = {s: sum(t.side == s for t in tasks) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
         out: list[Reduced | None] = [None] * len(tasks)
         try:
-            for fut in as_completed(futures):
+            for fut in as_completed(futures):  # type: ignore[no-untyped-call]
                 i = futures[fut]
                 task = tasks[i]
                 try:
@@ -141,7 +145,7 @@ class Dask:
                 say(progress_line(done, total))
         finally:
             for fut in futures:
-                fut.release()
+                fut.release()  # type: ignore[no-untyped-call]
         return iter([r for r in out if r is not None])
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -37,13 +38,57 @@ TOP_SEQUENCES = 3
 final template's ops without reading a file again in all but rare cases."""
 
 
+@dataclass(frozen=True)
+class RunRef:
+    """An open run as a worker reads it again: its run file, and what the driver made of the
+    run (metadata: label, GPU identities; device ids relabelled onto base's: parse/gpus.py)."""
+
+    path: str
+    metadata: dict[str, Any]
+    warnings: list[str]
+    relabel: dict[int, int]
+
+
+def portable(source: Run | Path | RunRef) -> Run | Path | RunRef:
+    """A source another process can read: a run read from a run file as a `RunRef` (the file
+    is read there, memory-mapped); a path as it is; a run parsed from a report in this process
+    as the run itself (its tables travel)."""
+    if isinstance(source, Run) and source.metadata.get("run_file"):
+        relabel = {int(k): int(v) for k, v in source.metadata.get("device_relabel", {}).items()}
+        return RunRef(
+            str(source.metadata["run_file"]), dict(source.metadata), list(source.warnings), relabel
+        )
+    return source
+
+
+def open_source(source: Run | Path | RunRef) -> Run:
+    """The run of a task's source (module doc of parse/gpus.py for the relabelling)."""
+    from tracediff.parse import load
+
+    if isinstance(source, Run):
+        return source
+    if isinstance(source, Path):
+        return load(source)
+    run = load(Path(source.path))
+    if source.relabel:
+        from tracediff.parse.gpus import DEVICE_TABLES, relabel_table
+
+        tables = {
+            n: relabel_table(run.table(n), source.relabel) if n in DEVICE_TABLES else run.table(n)
+            for n in run.tables
+        }
+        run = Run(tables=tables, metadata=run.metadata, checksums=run.checksums)
+    run.metadata, run.warnings = dict(source.metadata), list(source.warnings)
+    return run
+
+
 @dataclass
 class FileTask:
     """One file's work. `source`: an open run (in-process) or the path to read (a worker)."""
 
     side: str  # "base" | "head"
     index: int  # the run's position in its side (its cycles follow the earlier runs')
-    source: Run | Path
+    source: Run | Path | RunRef
     rule: CycleRule | None  # None: find it (base's first run; `cycle` is --cycle)
     cycle: str | None = None
     templates: dict[int, al.DeviceTemplate] = field(default_factory=dict)
@@ -54,7 +99,7 @@ class FileTask:
 
     @property
     def name(self) -> str:
-        return self.source.path if isinstance(self.source, Run) else str(self.source)
+        return self.source.path if isinstance(self.source, (Run, RunRef)) else str(self.source)
 
 
 @dataclass
@@ -121,9 +166,7 @@ def _cut(task: FileTask, run: Run, ops: pl.DataFrame) -> Segmentation:
 
 def reduce_file(task: FileTask) -> Reduced:
     """The per-file stage (module doc). Raises AnalysisError / InputError naming the file."""
-    from tracediff.parse import load
-
-    run = task.source if isinstance(task.source, Run) else load(Path(task.source))
+    run = open_source(task.source)
     ops, dropped = gpu_ops_counted(run)
     run.release()  # the run file's pages of the kernel table: read, no longer needed
     info = Run(tables={}, metadata=dict(run.metadata), warnings=list(run.warnings))

@@ -1,0 +1,209 @@
+"""`compare --scheduler`: the per-file work on a real Dask cluster gives the in-process answer.
+
+A LocalCluster of worker processes (`local:2`), and a real `dask scheduler` with two `dask worker`
+processes on 127.0.0.1 (free ports, started and stopped here). Inputs: the bundled H200 run sets
+(samples/runs) and generated nsys-schema run sets of 2 GPUs with all-reduces and a straggler
+(tests/gen_nsys.py, parsed to run files the workers read themselves). One worker is killed
+(SIGKILL) while it holds a file's task: Dask runs the task again on the other, and the answer
+is the same. Dask missing: a one-line error saying how to install it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gen_nsys import SlowerKernel, Straggler, write_report
+from tracediff.parse import load
+from tracediff.runfile import write_run
+
+pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "samples" / "runs"
+BIN = Path(sys.executable).parent
+
+
+def cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def compare_json(base: Path, head: Path, *extra: str) -> str:
+    p = cli("compare", str(base), str(head), "--format", "json", "--bootstrap", "100", *extra)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def gen_sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Run sets of 4 runs a side (run files), 2 GPUs; head: rank 1 late to every all-reduce
+    and a slower kernel."""
+    d = tmp_path_factory.mktemp("dask-sets")
+    for side in ("base", "head"):
+        (d / side).mkdir()
+        for i in range(4):
+            seed = (1 if side == "base" else 11) + i
+            changes = (
+                [Straggler(rank=1, late_ns=20_000), SlowerKernel("flash_fwd_kernel", 4_000)]
+                if side == "head"
+                else []
+            )
+            sql = d / f"{side}{i}.sqlite"
+            write_report(
+                sql, n_gpus=2, n_cycles=40, kernels_per_cycle=40, changes=changes, seed=seed
+            )
+            write_run(load(sql), d / side / f"run-{i + 1:02d}.arrow")
+            sql.unlink()
+    return d / "base", d / "head"
+
+
+def test_local_cluster_gives_the_in_process_answer(gen_sets: tuple[Path, Path]) -> None:
+    """Bundled H200 run sets and generated ones: byte-identical JSON."""
+    for base, head in ((RUNS / "good", RUNS / "bad"), gen_sets):
+        assert compare_json(base, head, "--scheduler", "local:2") == compare_json(base, head)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1 (one thread each)."""
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    log = open(tmp_path / "cluster.log", "wb")  # noqa: SIM115 (closed below)
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+            ],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )  # fmt: skip
+    ]
+    workers = []
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:  # the scheduler listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "cluster.log").read_text()
+                time.sleep(0.3)
+        for _ in range(2):
+            workers.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "dask"),
+                        "worker",
+                        addr,
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                )  # fmt: skip
+            )
+        procs += workers
+        with Client(addr, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=90)
+        yield addr, workers
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.close()
+
+
+def test_scheduler_and_workers_give_the_in_process_answer(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], gen_sets: tuple[Path, Path]
+) -> None:
+    addr, _ = cluster
+    base, head = gen_sets
+    assert compare_json(base, head, "--scheduler", addr) == compare_json(base, head)
+
+
+def test_a_worker_killed_mid_run_does_not_change_the_answer(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], gen_sets: tuple[Path, Path]
+) -> None:
+    """SIGKILL to a worker while it holds a file's task: Dask runs the task again on the
+    other worker; same JSON, exit 0."""
+    from distributed import Client
+
+    addr, workers = cluster
+    base, head = gen_sets
+    expected = compare_json(base, head)
+    args = [sys.executable, "-m", "tracediff", "compare", str(base), str(head), "--format",
+            "json", "--bootstrap", "100", "--scheduler", addr]  # fmt: skip
+    killed = None
+    with Client(addr, timeout="30s") as c:
+        pids = c.run(os.getpid)  # worker address -> its process id
+        run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        deadline = time.monotonic() + 240
+        while killed is None and run.poll() is None and time.monotonic() < deadline:
+            for w, tasks in c.processing().items():
+                if any("tracediff-reduce" in str(k) for k in tasks):
+                    pid = pids[w]
+                    os.kill(pid, signal.SIGKILL)
+                    killed = pid
+                    break
+            time.sleep(0.05)
+    out, err = run.communicate(timeout=300)
+    assert killed is not None, "the compare finished before a worker held a task"
+    assert any(w.pid == killed for w in workers)
+    assert next(w for w in workers if w.pid == killed).wait(timeout=30) == -signal.SIGKILL
+    assert run.returncode == 0, err.decode()
+    assert out.decode() == expected
+
+
+def test_without_dask_one_line_saying_how_to_install() -> None:
+    code = (
+        "import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
+        "from tracediff.cli import main; "
+        f"sys.exit(main(['compare', '{RUNS / 'good'}', '{RUNS / 'bad'}', '--format', 'json', "
+        "'--scheduler', 'local:2']))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Dask is not installed" in lines[0]
+    assert "pip install 'tracediff[dask]'" in lines[0]
