@@ -25,15 +25,25 @@ Algorithm (after Chromium Pinpoint):
    A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).
-3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D.
-   Below 60 %, the ranges on both sides (GOOD..parent and culprit..BAD) are searched the same way
-   (each only when its ends differ significantly), so up to MAX_CULPRITS culprits are reported,
-   largest first, each with its share. `first_bad` is the culprit of the first search (the whole
-   range): the later ones rest on more tests at 5 % each, on ends captured at other times, and on
-   a shared machine a range of unchanged code is sometimes found "different" (seen once in 20).
+3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D,
+   with a 95 % CI (its step's comparison's CI over D). Whether to look beside it
+   (capture/bisect_search._rest, _side): when that CI reaches below SHARE_TO_CONTINUE (60 %), the
+   ranges on both sides (GOOD..parent and culprit..BAD) are tested, first on the runs already
+   captured (no cost). A range is searched (the same way, up to MAX_CULPRITS culprits) only once
+   its change is confirmed on N fresh runs of both its ends captured interleaved
+   (OUTDIR/confirm-<a12>-<z12>/), taken with the earlier runs (2N a side: 4 fresh runs alone
+   missed a real half of the change behind one load spike). Run sets captured minutes apart
+   differ by drift on a shared machine (a lone culprit's share was measured from 0.49 to 1.13
+   over 20 seeds, and once a range of unchanged code came out "different"); interleaved runs
+   halve what drift can fake. A range is confirmed when the first test finds a change, when the share's point
+   estimate is below 60 % (the issue's rule, which the point estimate alone applied: it stopped
+   at 0.76 for a true half), or when a step of this search found a commit on that side
+   different from both its ends (`between`: the change is split around it). A pool without a
+   workload command cannot capture: its runs were captured interleaved in one call, and the
+   first test decides. `first_bad` is the culprit of the first search (the whole range).
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
-plus the extra runs of undecided steps and the runs of skipped commits.
+plus the extra runs of undecided steps, the runs of skipped commits and the confirmation runs.
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
 recomputed from the captures (the run-level test is exact, so the same runs give the same
@@ -119,7 +129,7 @@ class Bisection:
     reused: int = 0
     skipped_now: set[str] = field(default_factory=set)  # skipped commits met by this call
     exhausted: list[str] = field(default_factory=list)  # undecided: the pool had too few runs
-    loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)
+    loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)  # by folder
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -339,21 +349,42 @@ class Bisection:
         elif msg.startswith("resuming"):
             self.say(f"  {msg}")
 
-    def runs_of(self, sha: str) -> list[Any]:
-        """The loaded runs of sha (kept while its run set does not grow: ends are compared at
+    def runs_of(self, folder: Path) -> list[Any]:
+        """The loaded runs of a run set (kept while it does not grow: ends are compared at
         every step)."""
         from tracediff.parse import load
 
-        paths = sides.list_runs(self.folder(sha))
-        have = self.loaded.get(sha)
+        paths = sides.list_runs(folder)
+        have = self.loaded.get(str(folder))
         if have is None or have[0] != paths:
             have = (paths, [load(p) for p in paths])
-            self.loaded[sha] = have
+            self.loaded[str(folder)] = have
         return have[1]
 
     def compare(self, a: str, b: str) -> Any:
-        runs = [self.runs_of(x) for x in (a, b)]
-        return compare(runs[0], runs[1], cycle=self.spec.cycle, labels=(a[:12], b[:12]))
+        return self.compare_sets(self.folder(a), self.folder(b), (a[:12], b[:12]))
+
+    def compare_sets(self, fa: Path, fb: Path, labels: tuple[str, str]) -> Any:
+        return self.compare_runs(self.runs_of(fa), self.runs_of(fb), labels)
+
+    def compare_runs(self, ra: list[Any], rb: list[Any], labels: tuple[str, str]) -> Any:
+        return compare(ra, rb, cycle=self.spec.cycle, labels=labels)
+
+    def confirm_folder(self, a: str, z: str) -> Path:
+        return self.outdir / f"confirm-{a[:12]}-{z[:12]}"
+
+    def confirm(self, a: str, z: str) -> tuple[Path, Path] | None:
+        """N fresh runs of a and of z captured interleaved (A Z Z A ...) into their own run sets,
+        OUTDIR/confirm-<a12>-<z12>/<sha12>: a comparison that drift between capture times cannot
+        fake. None when they cannot be captured (no workload command, or one does not run)."""
+        if not self.live:
+            return None
+        out = self.confirm_folder(a, z)
+        r = self._capture(out, [a, z], self.spec.repeat)
+        if r.exit_code:
+            self.say(f"confirming {a[:12]}..{z[:12]} failed: {r.problem}")
+            return None
+        return out / a[:12], out / z[:12]
 
     # ---- what is followed ------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.integration.gitrepo import commit_files, git, tracediff
 from tracediff.runfile import read_run
 
 WORK = """\
@@ -46,31 +47,12 @@ sys.exit(int(os.environ.get("EXIT_CODE", "0")))
 BASE_VERIFY_S, SLOW_VERIFY_S = 0.010, 0.040
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two commits: `base` (verify 10 ms) and `slow` (verify 40 ms)."""
     r = tmp_path_factory.mktemp("repo")
-    _git(r, "init", "-q", "-b", "main")
-    (r / "work.py").write_text(WORK.format(verify_s=BASE_VERIFY_S))
-    _git(r, "add", "work.py")
-    _git(r, "commit", "-qm", "base")
-    _git(r, "tag", "base")
-    (r / "work.py").write_text(WORK.format(verify_s=SLOW_VERIFY_S))
-    _git(r, "commit", "-qam", "slow verify")
-    _git(r, "tag", "slow")
+    commit_files(r, {"work.py": WORK.format(verify_s=BASE_VERIFY_S)}, "base", tag="base")
+    commit_files(r, {"work.py": WORK.format(verify_s=SLOW_VERIFY_S)}, "slow verify", tag="slow")
     return r
 
 
@@ -82,26 +64,11 @@ def capture(
     env: dict[str, str] | None = None,
     nsys: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "tracediff",
-        "capture",
-        "--commit",
-        ref,
-        "--repo",
-        str(repo),
-        "-o",
-        str(out),
-        *(["--nsys", nsys] if nsys else []),
-        *extra,
-        "--",
-        sys.executable,
-        "work.py",
-    ]
-    return subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
-    )
+    return tracediff(
+        "capture", "--commit", ref, "--repo", str(repo), "-o", str(out),
+        *(["--nsys", nsys] if nsys else []), *extra, "--", sys.executable, "work.py",
+        env=env, timeout=120,
+    )  # fmt: skip
 
 
 def ranges(run_file: Path, name: str) -> pl.DataFrame:
@@ -122,7 +89,7 @@ def two_runs(
         ).stdout
         results = {ref: capture(repo, ref, out / ref, nsys=nsys) for ref in ("base", "slow")}
     finally:
-        _git(repo, "checkout", "-q", "--", "work.py")
+        git(repo, "checkout", "-q", "--", "work.py")
     for ref, r in results.items():
         assert r.returncode == 0, f"{ref}: {r.stderr}"
     return out / "base", out / "slow", {**results, "diff_sha256": hashlib.sha256(diff).hexdigest()}
@@ -159,8 +126,8 @@ def test_manifest_records_commit_dirty_tree_and_environment(
     m = json.loads((base / "manifest.json").read_text())
     run = read_run(base / "run.arrow")
     assert run.metadata["manifest"] == m and run.metadata["partial"] is False
-    assert m["git"]["commit"] == _git(repo, "rev-parse", "base")
-    assert json.loads((slow / "manifest.json").read_text())["git"]["commit"] == _git(
+    assert m["git"]["commit"] == git(repo, "rev-parse", "base")
+    assert json.loads((slow / "manifest.json").read_text())["git"]["commit"] == git(
         repo, "rev-parse", "slow"
     )
     assert m["git"]["dirty"] is True and m["git"]["diff_sha256"] == two_runs[2]["diff_sha256"]
@@ -171,8 +138,8 @@ def test_manifest_records_commit_dirty_tree_and_environment(
     if m["gpus"] is None:
         assert "nvidia-smi" in m["reasons"]["gpus"] and "--trace=nvtx" in m["nsys_command"]
     # the temporary worktree is gone and the user's checkout never moved
-    assert _git(repo, "worktree", "list").count("\n") == 0
-    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
 
 
 def test_stdout_clean_and_next_command_printed(two_runs: tuple[Path, Path, dict]) -> None:
@@ -346,4 +313,4 @@ def test_sigint_finalises_a_partial_capture(repo: Path, nsys: str, tmp_path: Pat
     run = read_run(out / "run.arrow")
     assert run.metadata["partial"] is True and run.metadata["manifest"]["interrupted"] is True
     assert ranges(out / "run.arrow", "cycle").height >= 3
-    assert _git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "worktree", "list").count("\n") == 0

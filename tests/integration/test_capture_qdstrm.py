@@ -9,44 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
-import pytest
 
-from tests.integration.test_capture import _git, repo  # noqa: F401  (fixture)
+from tests.integration.gitrepo import git, target_only_nsys
+from tests.integration.test_capture import repo  # noqa: F401  (fixture)
 from tracediff.runfile import read_run
-
-
-def target_only_nsys(nsys: str, dest: Path) -> Path:
-    """A copy of nsys's target folder with no QdstrmImporter anywhere near it."""
-    text = Path(nsys).read_text(errors="replace") if Path(nsys).read_bytes()[:2] == b"#!" else ""
-    m = re.search(r'exec "([^"]+)"', text)
-    real = Path(m.group(1)) if m else Path(nsys).resolve()
-    lib = re.search(r'LD_LIBRARY_PATH="([^"$]+)', text)
-    target = real.parent
-    if not (target / "nsys").is_file():
-        pytest.fail(f"cannot find the target folder of {nsys}: expected {target}/nsys")
-    copy = dest / "target-linux-x64"
-    try:
-        shutil.copytree(target, copy, copy_function=os.link, symlinks=True)
-    except OSError:  # another filesystem: a real copy (about 225 MB) still works
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(target, copy, symlinks=True)
-    wrapper = dest / "bin" / "nsys"
-    wrapper.parent.mkdir()
-    env = (
-        f'export LD_LIBRARY_PATH="{lib.group(1)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
-        if lib
-        else ""
-    )
-    wrapper.write_text(f'#!/bin/sh\n{env}exec "{copy / "nsys"}" "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper
 
 
 def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
@@ -95,4 +66,4 @@ def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> 
         pl.col("name") == "cycle"
     )
     assert cycles.height == 10
-    assert _git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "worktree", "list").count("\n") == 0

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_capture import _git, ranges
+from tests.integration.gitrepo import git, make_repo
+from tests.integration.test_capture import ranges
 from tracediff import runset as rs
 from tracediff.parse import sides
 from tracediff.parse.sides import resolve
@@ -54,14 +55,11 @@ while i < int(os.environ.get("CYCLES", "3")) or n == hang:
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Commits `a` and `b` (b: verify twice as long)."""
     r = tmp_path_factory.mktemp("rsrepo")
-    _git(r, "init", "-q", "-b", "main")
-    (r / "work.py").write_text(WORK.format(scale=1))
-    _git(r, "add", "work.py")
-    _git(r, "commit", "-qm", "a")
-    _git(r, "tag", "a")
-    (r / "work.py").write_text(WORK.format(scale=2))
-    _git(r, "commit", "-qam", "b")
-    _git(r, "tag", "b")
+    make_repo(
+        r,
+        [("a", {"work.py": WORK.format(scale=1)}), ("b", {"work.py": WORK.format(scale=2)})],
+        tags=True,
+    )
     return r
 
 
@@ -110,7 +108,7 @@ def test_two_commits_are_captured_interleaved_into_two_run_sets(
     repo: Path, two: tuple[Path, Path, list]
 ) -> None:
     out, counter, (_, r) = two
-    a, b = (_git(repo, "rev-parse", t)[:12] for t in ("a", "b"))
+    a, b = (git(repo, "rev-parse", t)[:12] for t in ("a", "b"))
     # what really ran, in order: A B B A
     assert counted(counter) == [f"{a} good", f"{b} good", f"{b} good", f"{a} good"]
     group = rs.read_group_index(out)
@@ -255,14 +253,14 @@ def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
         assert time.monotonic() < deadline, list(out.iterdir())
         time.sleep(0.5)
     assert [x["status"] for x in rs.read_index(out)["runs"]] == ["running"]
-    assert str(tree) in _git(repo, "worktree", "list")  # left registered by the killed call
+    assert str(tree) in git(repo, "worktree", "list")  # left registered by the killed call
     r = run(argv, COUNTER=str(counter))
     assert r.returncode == 0, r.stderr
     assert [x["status"] for x in rs.read_index(out)["runs"]] == ["ok", "ok"]
     assert not list(out.glob(".run-*")), list(out.iterdir())
     assert len(sides.list_runs(out)) == 2 and len(counted(counter)) == 3
     # the dead call's worktree is removed by the next capture in the repo
-    assert not tree.parent.exists() and str(tree) not in _git(repo, "worktree", "list")
+    assert not tree.parent.exists() and str(tree) not in git(repo, "worktree", "list")
 
 
 def _state(pid: int) -> str:
@@ -369,7 +367,7 @@ def test_uncommitted_edits_are_announced_once_per_call(
     try:
         r = run(cmd(repo, tmp_path / "set", nsys, "--commit", "b", "--repeat", "2"))
     finally:
-        _git(repo, "checkout", "-q", "--", "work.py")
+        git(repo, "checkout", "-q", "--", "work.py")
     assert r.returncode == 0, r.stderr
     warned = [ln for ln in r.stderr.splitlines() if "uncommitted changes" in ln]
     # before the first run and again at the end: not once per run

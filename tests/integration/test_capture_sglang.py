@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tests.integration.test_capture import _git
+from tests.integration.gitrepo import commit_files, git
 from tracediff.runfile import read_run
 
 FILES = {
@@ -119,12 +119,7 @@ def _free_port() -> int:
 
 def _stand_in(tmp_path: Path) -> Path:
     repo = tmp_path / "sglang"
-    for name, text in FILES.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "stand-in")
+    commit_files(repo, FILES, "stand-in")
     return repo
 
 
@@ -195,7 +190,7 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
     assert m["preset"] == "sglang-eagle3" and m["env"]["TRACEDIFF_NVTX_SHIM"] == "sglang-eagle"
     shim_dir, sglang_dir = m["env"]["PYTHONPATH"].split(os.pathsep)[:2]
     assert shim_dir.endswith("capture/shim") and sglang_dir == os.path.join(m["cwd"], "python")
-    assert _git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "worktree", "list").count("\n") == 0
 
 
 def test_preset_with_repeat_writes_a_run_set(nsys: str, tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_capture import WORK, _git, capture, ranges, repo  # noqa: F401
+from tests.integration.gitrepo import commit_files, git
+from tests.integration.test_capture import WORK, capture, ranges, repo  # noqa: F401
 from tracediff.runfile import read_run
 
 
@@ -117,11 +118,7 @@ def test_failed_workload_is_no_baseline_and_prints_no_next(
 def dirty_repo(tmp_path: Path) -> Path:
     """One commit (verify 10 ms) and an uncommitted edit that makes verify 60 ms."""
     r = tmp_path / "repo"
-    r.mkdir()
-    _git(r, "init", "-q", "-b", "main")
-    (r / "work.py").write_text(WORK.format(verify_s=0.010))
-    _git(r, "add", "work.py")
-    _git(r, "commit", "-qm", "base")
+    commit_files(r, {"work.py": WORK.format(verify_s=0.010)}, "base")
     (r / "work.py").write_text(WORK.format(verify_s=0.060))
     (r / "notes.txt").write_text("untracked")
     return r
@@ -137,7 +134,7 @@ def test_dirty_tree_is_announced_and_not_profiled(
     assert len(warned) == 2 and all("1 file with uncommitted" in w for w in warned), r.stderr
     assert "NOT profiled" in warned[-1] and "--include-uncommitted" in warned[-1]
     assert ranges(tmp_path / "c" / "run.arrow", "verify")["duration_ns"].median() < 40e6
-    assert _git(dirty_repo, "status", "--porcelain") == "M work.py\n?? notes.txt".strip()
+    assert git(dirty_repo, "status", "--porcelain") == "M work.py\n?? notes.txt".strip()
 
 
 def test_include_uncommitted_profiles_the_edit(dirty_repo: Path, nsys: str, tmp_path: Path) -> None:
@@ -152,13 +149,13 @@ def test_include_uncommitted_profiles_the_edit(dirty_repo: Path, nsys: str, tmp_
     assert said and "1 untracked file not copied" in said[-1], r.stderr
     # the user's checkout is untouched
     assert "0.06" in (dirty_repo / "work.py").read_text()
-    assert _git(dirty_repo, "worktree", "list").count("\n") == 0
+    assert git(dirty_repo, "worktree", "list").count("\n") == 0
 
 
 def test_include_uncommitted_needs_head(dirty_repo: Path, nsys: str, tmp_path: Path) -> None:
-    _git(dirty_repo, "stash", "-q")
+    git(dirty_repo, "stash", "-q")
     (dirty_repo / "work.py").write_text(WORK.format(verify_s=0.020))
-    _git(dirty_repo, "commit", "-qam", "second")
+    git(dirty_repo, "commit", "-qam", "second")
     (dirty_repo / "work.py").write_text(WORK.format(verify_s=0.030))
     r = capture(dirty_repo, "HEAD~1", tmp_path / "c", "--include-uncommitted", nsys=nsys)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from capture.bisect import Q
-from capture.bisect_search import decide
+from capture.bisect_search import between, decide
 
 TOTAL = Q("cycle time", 4.0, True, 0.03, (1.0, 7.0))  # GOOD -> BAD: 4 ms slower, significant
 
@@ -34,3 +34,16 @@ def test_a_speed_up_being_bisected_mirrors_the_rule() -> None:
     faster = Q("cycle time", -4.0, True, 0.03, (-7.0, -1.0))
     assert decide(q(-4.0, True), q(0.0, False), faster) == "bad"
     assert decide(q(0.0, False), q(-4.0, True), faster) == "good"
+
+
+@pytest.mark.parametrize(
+    ("vs_good", "vs_bad", "expected"),
+    [
+        (q(2.5, True), q(1.5, True), True),  # moved from both: the change is split around X
+        (q(4.1, True), q(-0.1, False), False),  # at bad
+        (q(2.0, True), q(2.0, False), False),  # told apart from one end only
+        (q(-3.0, True), q(7.0, True), False),  # faster than good: not between
+    ],
+)
+def test_between(vs_good: Q, vs_bad: Q, expected: bool) -> None:
+    assert between(vs_good, vs_bad, TOTAL) is expected

@@ -22,10 +22,8 @@ Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 POOL_HELP = """\
 pool: --pool DIR takes each commit's runs from DIR instead of capturing them. DIR is what
@@ -140,7 +138,14 @@ def run(args: argparse.Namespace) -> int:
             f"every finished capture is kept in {args.output}: run the same "
             "command again to resume",
         ) from None
-    out = {"json": _json, "markdown": _markdown, "table": _table}[args.format](result)
+    from tracediff.report import bisect as report
+
+    render = {
+        "json": report.render_json,
+        "markdown": report.render_markdown,
+        "table": report.render_table,
+    }
+    out = render[args.format](result)
     sys.stdout.write(out)
     cap = result["captures"]
     if result["uncertain_steps"]:
@@ -150,76 +155,9 @@ def run(args: argparse.Namespace) -> int:
         )
     _say(
         f"{cap['used']} captures used ({cap['captured_now']} now, {cap['reused']} reused); "
-        f"bound {cap['bound']} + {cap['extra_runs']} extra + {cap['failed_runs']} failed; "
-        f"{result['wall_s']:.0f} s"
+        f"bound {cap['bound']} + {cap['extra_runs']} extra + {cap['failed_runs']} failed"
+        + (f" + {cap['confirm_runs']} confirm" if cap.get("confirm_runs") else "")
+        + (f"; {cap['from_pool']} from the pool" if cap.get("from_pool") else "")
+        + f"; wall time {result['wall_s']:.0f} s"
     )
     return 0
-
-
-def _json(r: dict[str, Any]) -> str:
-    return json.dumps(r, indent=2, default=str) + "\n"
-
-
-def _lines(r: dict[str, Any], md: bool) -> list[str]:
-    h = "## " if md else ""
-    out = [
-        f"{h}bisect {r['good'][:12]}..{r['bad'][:12]}: {r['commits']} commits, following "
-        f"{r['followed']}"
-        + (f" ({', '.join(r['followed_contributors'])})" if r["followed_contributors"] else "")
-        + f", {r['total_delta_ms_per_cycle']:+.3f} ms/cycle in all",
-        f"first bad: {r['first_bad']}",
-    ]
-    if r["uncertain_steps"]:
-        out.append(
-            "uncertain: undecided at --max-runs, decided by closeness only: "
-            + ", ".join(s[:12] for s in r["uncertain_steps"])
-            + " (capture more runs: --max-runs)"
-        )
-    out.append("")
-    for c in r["culprits"]:
-        out.append(
-            f"{h}#culprit {c['commit'][:12]} {c['subject']!r}: "
-            f"{c['delta_ms_per_cycle']:+.3f} ms/cycle, {100 * c['share']:.0f} % of the change"
-        )
-        out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
-        if c["skipped_between"]:
-            out.append(
-                "  the culprit is one of these (skipped, they do not run) or the commit above: "
-                + ", ".join(s[:12] for s in c["skipped_between"])
-            )
-        out.append(f"  files: {', '.join(c['files']) or '-'}")
-        out.append("  moved (parent -> culprit):")
-        for t in c["top_contributors"]:
-            sig = "significant" if t["significant"] else "not significant"
-            out.append(
-                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {t['name']}  ({sig})"
-            )
-        out.append(f"  open: {c['compare_command']}")
-        out.append("")
-    for s in r["skipped"]:
-        out.append(f"skipped {s['commit'][:12]} {s['subject']!r}: {s['problem']}")
-    out.append("steps:")
-    for e in r["steps"]:
-        p = e.get("p_value_vs_good", e.get("p_value"))
-        extra = f"  p vs good {p:.3f}" if isinstance(p, float) else ""
-        if "p_value_vs_bad" in e and isinstance(e["p_value_vs_bad"], float):
-            extra += f", vs bad {e['p_value_vs_bad']:.3f}"
-        if e.get("by") == "closeness":
-            extra += "  (undecided at the cap: by closeness only)"
-        out.append(
-            f"  {e['step']:>2}  {e['commit'][:12]}  runs {e['runs']}  {e['decision']}{extra}"
-        )
-    cap = r["captures"]
-    out.append(
-        f"captures: {cap['used']} (bound {cap['bound']} = 2N + ceil(log2(commits))*N, "
-        f"+ {cap['extra_runs']} extra runs, + {cap['failed_runs']} failed runs)"
-    )
-    return out
-
-
-def _table(r: dict[str, Any]) -> str:
-    return "\n".join(_lines(r, md=False)).replace("#culprit", "culprit") + "\n"
-
-
-def _markdown(r: dict[str, Any]) -> str:
-    return "\n".join(_lines(r, md=True)).replace("#culprit", "culprit") + "\n"

@@ -1,0 +1,101 @@
+"""Shared set-up of the capture and bisect integration tests (test_capture*.py, test_bisect.py).
+
+Throwaway git repositories holding a workload at successive commits (the real git, a fixed
+identity so commits work on any machine), the tracediff CLI run as a subprocess, and an nsys with
+no QdstrmImporter beside it (what a GPU host with only nsys's target package has).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """`git -C repo ARGS`, checked; its stdout, stripped."""
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **IDENTITY},
+    ).stdout.strip()
+
+
+def commit_files(repo: Path, files: Mapping[str, str], message: str, tag: str | None = None) -> str:
+    """Write files (path -> text) into repo, commit them (git init first when repo has no .git;
+    branch main) and tag the commit; returns its full hash."""
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", *files)
+    git(repo, "commit", "-qm", message)
+    if tag is not None:
+        git(repo, "tag", tag)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_repo(
+    root: Path, commits: Sequence[tuple[str, Mapping[str, str]]], tags: bool = False
+) -> list[str]:
+    """One commit per (message, files), in order; with tags, each tagged with its message.
+    Returns the hashes."""
+    return [commit_files(root, files, msg, msg if tags else None) for msg, files in commits]
+
+
+def tracediff(
+    *argv: str, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`python -m tracediff ARGV` with env added to this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def target_only_nsys(nsys: str, dest: Path) -> Path:
+    """A copy of nsys's target folder with no QdstrmImporter anywhere near it (hard links where
+    the filesystem allows): its captures leave a .qdstrm that nothing imported."""
+    text = Path(nsys).read_text(errors="replace") if Path(nsys).read_bytes()[:2] == b"#!" else ""
+    m = re.search(r'exec "([^"]+)"', text)
+    real = Path(m.group(1)) if m else Path(nsys).resolve()
+    lib = re.search(r'LD_LIBRARY_PATH="([^"$]+)', text)
+    target = real.parent
+    if not (target / "nsys").is_file():
+        pytest.fail(f"cannot find the target folder of {nsys}: expected {target}/nsys")
+    copy = dest / "target-linux-x64"
+    try:
+        shutil.copytree(target, copy, copy_function=os.link, symlinks=True)
+    except OSError:  # another filesystem: a real copy (about 225 MB) still works
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(target, copy, symlinks=True)
+    wrapper = dest / "bin" / "nsys"
+    wrapper.parent.mkdir()
+    env = (
+        f'export LD_LIBRARY_PATH="{lib.group(1)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
+        if lib
+        else ""
+    )
+    wrapper.write_text(f'#!/bin/sh\n{env}exec "{copy / "nsys"}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper

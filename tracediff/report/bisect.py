@@ -1,0 +1,189 @@
+"""`tracediff bisect`'s result as text: a table for the terminal, markdown, JSON.
+
+Stage: report. Input: the result dict of `capture/bisect_search.run_bisect` (the JSON of
+`--format json`, fields documented there and in capture/bisect.py); output: one string. Text
+formats make commit subjects, author names and file names inert (`tracediff.inert.safe`): they
+come from the user's repository.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from tracediff.inert import safe, safe_lines
+
+
+def render_json(r: dict[str, Any]) -> str:
+    return json.dumps(r, indent=2, default=str) + "\n"
+
+
+def _p(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) and math.isfinite(x) else "-"
+
+
+def _pct(x: Any) -> str:
+    return f"{100 * x:.0f} %" if isinstance(x, float) and math.isfinite(x) else "-"
+
+
+def _share_ci(c: dict[str, Any]) -> str:
+    lo, hi = c.get("share_ci95") or [math.nan, math.nan]
+    return f"[{_pct(lo)}, {_pct(hi)}]"
+
+
+def _headline(r: dict[str, Any]) -> str:
+    return (
+        f"bisect {r['good'][:12]}..{r['bad'][:12]}: {r['commits']} commits, following "
+        f"{r['followed']}"
+        + (f" ({', '.join(r['followed_contributors'])})" if r["followed_contributors"] else "")
+        + f", {r['total_delta_ms_per_cycle']:+.3f} ms/cycle in all"
+    )
+
+
+def _step_extra(e: dict[str, Any]) -> str:
+    p = e.get("p_value_vs_good", e.get("p_value"))
+    extra = f"  p vs good {p:.3f}" if isinstance(p, float) else ""
+    if isinstance(e.get("p_value_vs_bad"), float):
+        extra += f", vs bad {e['p_value_vs_bad']:.3f}"
+    if isinstance(e.get("confirm_p_value"), float):
+        extra += f"; on fresh interleaved runs p {e['confirm_p_value']:.3f}"
+    if e.get("by") == "closeness":
+        extra += "  (undecided at the cap: by closeness only)"
+    if e.get("between"):
+        extra += "  (different from both ends)"
+    return extra
+
+
+def _captures_line(r: dict[str, Any]) -> str:
+    cap = r["captures"]
+    return (
+        f"captures: {cap['used']} (bound {cap['bound']} = 2N + ceil(log2(commits))*N, "
+        f"+ {cap['extra_runs']} extra runs, + {cap['failed_runs']} failed runs"
+        + (f", + {cap['confirm_runs']} confirm runs" if cap.get("confirm_runs") else "")
+        + ")"
+        + (f"; {cap['from_pool']} from the pool" if cap.get("from_pool") else "")
+        + f"; wall time {r['wall_s']:.0f} s"
+    )
+
+
+def render_table(r: dict[str, Any]) -> str:
+    out = [_headline(r), f"first bad: {r['first_bad']}"]
+    if r["uncertain_steps"]:
+        out.append(
+            "uncertain: undecided at --max-runs, decided by closeness only: "
+            + ", ".join(s[:12] for s in r["uncertain_steps"])
+            + " (capture more runs: --max-runs)"
+        )
+    out.append("")
+    for c in r["culprits"]:
+        out.append(
+            f"culprit {c['commit'][:12]} {c['subject']!r}: {c['delta_ms_per_cycle']:+.3f} "
+            f"ms/cycle, {_pct(c['share'])} of the change (95 % CI {_share_ci(c)})"
+        )
+        out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
+        if c["skipped_between"]:
+            out.append(
+                "  the culprit is one of these (skipped: they do not run, or the pool had too "
+                "few of their runs) or the commit above: "
+                + ", ".join(s[:12] for s in c["skipped_between"])
+            )
+        out.append(f"  files: {', '.join(c['files']) or '-'}")
+        out.append("  moved (parent -> culprit):")
+        for t in c["top_contributors"]:
+            sig = "significant" if t["significant"] else "not significant"
+            out.append(
+                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {t['name']}  ({sig})"
+            )
+        out.append(f"  open: {c['compare_command']}")
+        out.append("")
+    for s in r["skipped"]:
+        out.append(f"skipped {s['commit'][:12]} {s['subject']!r}: {s['problem']}")
+    out.append("steps:")
+    for e in r["steps"]:
+        pool = f" ({_pool(e)} from the pool)" if _pool(e) else ""
+        wall = f"  {e['wall_s']:.0f} s" if isinstance(e.get("wall_s"), int | float) else ""
+        out.append(
+            f"  {e['step']:>2}  {e['commit'][:12]}  runs {_runs(e)}{pool}  {e['decision']}"
+            f"{_step_extra(e)}{wall}"
+        )
+    out.append(_captures_line(r))
+    return safe_lines(out)
+
+
+def _runs(e: dict[str, Any]) -> str:
+    runs = e.get("runs")
+    return "+".join(str(x) for x in runs) if isinstance(runs, list) else str(runs)
+
+
+def _pool(e: dict[str, Any]) -> int:
+    p = e.get("from_pool") or 0
+    return sum(p) if isinstance(p, list) else int(p)
+
+
+def _md(text: Any) -> str:
+    """A markdown table cell: inert, pipes escaped."""
+    return safe(str(text)).replace("|", "\\|")
+
+
+def render_markdown(r: dict[str, Any]) -> str:
+    out = [f"## {_md(_headline(r))}", "", f"First bad commit: `{r['first_bad']}`", ""]
+    if r["uncertain_steps"]:
+        out += [
+            "**Uncertain:** undecided at `--max-runs`, decided by closeness only: "
+            + ", ".join(f"`{s[:12]}`" for s in r["uncertain_steps"]),
+            "",
+        ]
+    out += [
+        "| culprit | subject | parent | change ms/cycle | share | share 95 % CI | author | date "
+        "| files |",
+        "|---|---|---|---:|---:|---|---|---|---|",
+    ]
+    for c in r["culprits"]:
+        out.append(
+            f"| `{c['commit'][:12]}` | {_md(c['subject'])} | `{c['parent'][:12]}` | "
+            f"{c['delta_ms_per_cycle']:+.3f} | {_pct(c['share'])} | {_share_ci(c)} | "
+            f"{_md(c['author'])} | {_md(c['date'])} | {_md(', '.join(c['files']) or '-')} |"
+        )
+    for c in r["culprits"]:
+        out += ["", f"### `{c['commit'][:12]}` {_md(c['subject'])}: what moved (parent → culprit)"]
+        if c["skipped_between"]:
+            out += [
+                "",
+                "The culprit is one of these (skipped) or this commit: "
+                + ", ".join(f"`{s[:12]}`" for s in c["skipped_between"]),
+            ]
+        out += [
+            "",
+            "| change ms/cycle | kind | contributor | significant |",
+            "|---:|---|---|---|",
+        ]
+        for t in c["top_contributors"]:
+            out.append(
+                f"| {t['delta_ms_per_cycle']:+.3f} | {_md(t['kind'])} | `{_md(t['name'])}` | "
+                f"{'yes' if t['significant'] else 'no'} |"
+            )
+        out += ["", f"Open: `{c['compare_command']}`"]
+    if r["skipped"]:
+        out += ["", "### Skipped", ""]
+        out += [
+            f"- `{s['commit'][:12]}` {_md(s['subject'])}: {_md(s['problem'])}" for s in r["skipped"]
+        ]
+    out += [
+        "",
+        "### Steps",
+        "",
+        "| step | commit | runs | from pool | decision | p vs good | p vs bad | wall s |",
+        "|---:|---|---|---:|---|---:|---:|---:|",
+    ]
+    for e in r["steps"]:
+        p_good = e.get("p_value_vs_good", e.get("p_value"))
+        wall = e.get("wall_s")
+        out.append(
+            f"| {e['step']} | `{e['commit'][:12]}` | {_runs(e)} | {_pool(e)} | "
+            f"{_md(e['decision'])}{' (different from both ends)' if e.get('between') else ''} | "
+            f"{_p(p_good)} | {_p(e.get('p_value_vs_bad'))} | "
+            f"{wall if wall is not None else '-'} |"
+        )
+    out += ["", _md(_captures_line(r))]
+    return "\n".join(out) + "\n"
