@@ -219,7 +219,8 @@ def test_kineto_rank_traces_of_two_nodes(pair: dict[str, Path], tmp_path: Path) 
         assert [g["rank"] for g in gpus] == list(range(16))
         assert {g["rank_from"] for g in gpus} == {"distributedInfo"}
         assert [g["host"] for g in gpus] == ["node-0"] * 8 + ["node-1"] * 8
-    assert not runs["b1"].metadata["clock_offsets"]["estimated"]  # one host: nothing moved
+    assert "clock_offsets" not in runs["b1"].metadata  # one host: nothing estimated
+    assert runs["b1"].metadata["clock"] == "one clock: each file's time origin"
     many, one = compare(runs["b"], runs["h"]), compare(runs["b1"], runs["h1"])
     assert many.clocks["split"] is True
     x, y = _summed(one), _summed(many)
@@ -237,3 +238,30 @@ def test_kineto_rank_traces_of_two_nodes(pair: dict[str, Path], tmp_path: Path) 
             )
         )
         assert min(grow, key=grow.__getitem__) == 11
+
+
+def test_instances_only_where_every_member_has_as_many() -> None:
+    from tracediff.parse import clocks
+
+    rows = []  # (file, gpu, name, comm_id, group_size, end)
+    for f in range(4):
+        rows += [(f, 0, "A", "", None, 100 * j + f) for j in range(3)]  # every GPU, 3 each
+        rows += [(f, 0, "B", "", None, 1000 + j) for j in range(2 if f < 3 else 1)]  # one short
+    for f in (0, 1):  # a 2-rank communicator: both members, 2 each
+        rows += [(f, 0, "C", "c1", 2, 5000 + 10 * j) for j in range(2)]
+    rows += [(2, 0, "D", "", None, 7)]  # on one GPU only
+    ends = pl.DataFrame(
+        rows,
+        schema={"file": pl.Int32, "gpu": pl.Int32, "name": pl.String, "comm_id": pl.String,
+                "group_size": pl.Int32, "end": pl.Int64},
+        orient="row",
+    )  # fmt: skip
+    inst = clocks.instances(ends)
+    assert inst.height == 3 * 4 + 2 * 2  # A and C; B (GPU 3 lacks one) and D dropped
+    per = inst.group_by("inst").agg(pl.col("end").sort(), pl.col("file").sort())
+    got = sorted((e.to_list(), f.to_list()) for e, f in zip(per["end"], per["file"], strict=True))
+    want = sorted(
+        [([100 * j, 100 * j + 1, 100 * j + 2, 100 * j + 3], [0, 1, 2, 3]) for j in range(3)]
+        + [([5000 + 10 * j] * 2, [0, 1]) for j in range(2)]
+    )
+    assert got == want  # the k-th of a name on each GPU, k in end order

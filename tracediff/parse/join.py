@@ -62,16 +62,15 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
     per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(runs)]
     hosts = sorted({g.host for gs in per_file for g in gs if g.host is not None})
     est = None
-    if len(runs) > 1 and clock_note is None:
+    if len(hosts) > 1 and clock_note is None:  # one host: its tracer's clock, nothing to estimate
         est = clocks.estimate(
             [r.read("collectives") for r in runs],
             [_host(r, gs) for r, gs in zip(runs, per_file, strict=True)],
             shifts,
         )
-        if len(hosts) > 1:
-            shifts = est.shifts
-            if est.note:
-                warnings.append(cross_host_warning(hosts) + ": " + est.note)
+        shifts = est.shifts
+        if est.note:
+            warnings.append(cross_host_warning(hosts) + ": " + est.note)
     elif len(hosts) > 1:
         warnings.append(cross_host_warning(hosts) + ": their offsets are not estimated")
     ids = _new_ids(per_file)
@@ -85,9 +84,9 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
         for i, gs in enumerate(per_file)
         for g in gs
     ]
-    meta = _metadata(runs, source, gpus, shifts, est if len(hosts) > 1 else None)
+    meta = _metadata(runs, source, gpus, shifts, est)
     if est is not None:
-        meta["clock_offsets"] = est.metadata(meta["clock"]) | {"estimated": len(hosts) > 1}
+        meta["clock_offsets"] = est.metadata(meta["clock"]) | {"estimated": True}
     return Run(tables=tables, metadata=meta, warnings=warnings)
 
 
