@@ -151,7 +151,7 @@ def host_medians(inst: pl.DataFrame) -> pl.DataFrame:
     i, h = srt["inst"].to_numpy(), srt["h"].to_numpy()
     first = np.r_[0, np.flatnonzero((i[1:] != i[:-1]) | (h[1:] != h[:-1])) + 1]
     size = np.diff(np.r_[first, len(i)])
-    return srt[first + (size - 1) // 2]
+    return srt.select(pl.all().gather(first + (size - 1) // 2))
 
 
 def estimate(
