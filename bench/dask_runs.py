@@ -107,7 +107,11 @@ def main() -> int:
         for p in reversed(procs):
             p.terminate()
         for p in procs:
-            p.wait(timeout=30)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # a worker that lost its scheduler first
+                p.kill()
+                p.wait()
         log.close()
     print(f"{args.files} files a side, {args.gpus} GPUs each, {k} kernels a file "
           f"({args.cycles} cycles x {args.kernels} ops x {args.gpus} ranks); "
