@@ -9,12 +9,15 @@ long as its highest frame line (model_runner.py: ~3,300 lines), then N commits. 
 `per` of the stacked files in `lines` places (function bodies and padding alike) and one file
 off the stacks, so every commit makes the ranking parse both sides of the files it touched. The
 time is `tracediff.suspects.rank.rank` in-process (its git log, ls-tree and cat-file calls and
-the ast parses included; the comparison itself is not), min and median of the rounds.
+the ast parses included; the comparison itself is not), min and median of the rounds, as wall
+seconds and as CPU seconds of this process and its git children (wall follows the shared
+machine's load; CPU much less).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -70,21 +73,25 @@ def main() -> int:
         f"launch_stacks: {c.launch_stacks.height} frame rows, {c.attribution.height} contributors"
     )
     print(
-        "| commits | stacked files a commit | lines edited a file | suspects | min s | median s |"
+        "| commits | stacked files a commit | lines edited a file | suspects | wall min s "
+        "| wall median s | CPU min s | CPU median s |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         for per, lines in ((1, 3), (3, 20), (8, 200)):
             repo, base, head = make(Path(tmp), c.launch_stacks, a.commits, per, lines)
-            times, n = [], 0
+            times, cpus, n = [], [], 0
             for _ in range(a.rounds):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), os.times()
                 s = rank(c.launch_stacks, c.attribution, repo, base, head, "--commits")
+                c1 = os.times()
                 times.append(time.perf_counter() - t0)
+                cpus.append(sum(c1[:4]) - sum(c0[:4]))  # this process and its git children
                 n = len(s.rows)
             print(
                 f"| {a.commits} | {per} | {lines} | {n} | {min(times):.3f} | "
-                f"{statistics.median(times):.3f} |"
+                f"{statistics.median(times):.3f} | {min(cpus):.3f} | {statistics.median(cpus):.3f} |"
             )
     return 0
 
