@@ -207,3 +207,17 @@ def test_without_dask_one_line_saying_how_to_install() -> None:
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "Dask is not installed" in lines[0]
     assert "pip install 'tracediff[dask]'" in lines[0]
+
+
+def test_a_file_whose_worker_dies_twice_is_named_in_one_line() -> None:
+    """A memory limit below what a worker needs: Dask's nanny kills the worker holding base's
+    first run, Dask runs the task again on the restarted worker, which dies too; the error names
+    the file, in one line (Dask's own log lines silenced)."""
+    p = cli(
+        "compare", str(RUNS / "good"), str(RUNS / "bad"), "--format", "json",
+        "--scheduler", "local:1", "--memory-limit", "150MiB",
+    )  # fmt: skip
+    assert p.returncode == 1 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "good/run-01/run.arrow" in lines[0] and "failed twice" in lines[0]

@@ -18,6 +18,7 @@ says how to install it.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -81,6 +82,8 @@ class Dask:
                     processes=True,
                     memory_limit=memory_limit or "auto",
                     dashboard_address=None,
+                    # stderr keeps to tracediff's lines: a file that failed twice is one line
+                    silence_logs=logging.CRITICAL,
                 )
             self.client = Client(self._cluster)  # type: ignore[no-untyped-call]
         else:
