@@ -21,7 +21,8 @@ Algorithm (after Chromium Pinpoint):
      least half of D (the change X->GOOD is >= D/2), else like good;
    - differs from neither: undecided -> 2 more runs at X, up to --max-runs; still undecided at the
      cap: decided by which end X is closer to, and flagged (`by: "closeness"`) in the log.
-   Several followed contributors: like bad when any is, like good when all are.
+   Several followed contributors vote, each weighing its |GOOD->BAD change|: like bad (good)
+   when those saying so hold more than half the weight, else undecided (bisect_search.vote).
    A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).

@@ -71,20 +71,24 @@ def test_following_the_copy_names_the_culprit_and_the_copy(repo: Path, tmp_path:
     top = r["culprits"][0]
     assert top["commit"] == culprit and top["share"] > 0.9  # measured 2026-12-01: 1.00
     moved = [c for c in top["top_contributors"] if c["significant"]]
-    assert [c["name"] for c in moved] == ["Memcpy DtoD"]
+    assert moved[0]["name"] == "Memcpy DtoD"  # significant rows are listed first
     assert moved[0]["delta_ms_per_cycle"] > 0.01  # 16 copies of 32 kB in verify: +0.017
+    # what else moved significantly is the copies in the other phases, or under 2 us a cycle
+    assert all(c["name"] == "Memcpy DtoD" or abs(c["delta_ms_per_cycle"]) < 0.002 for c in moved)
     # the binary search's captures only: 2N ends + 3 steps of N (7 commits, N = 4)
     assert r["captures"]["used"] <= 20 and r["captures"]["from_pool"] == r["captures"]["used"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01: without --contributor bisect also follows two small rows beside "
-    "the copies (a dependency-wait gap +0.004 and a GEMM -0.001 ms/cycle, significant good vs "
-    "bad), calls the README "
-    "commit c3 'like bad' (p 0.029) and names it first_bad; the culprit is the second culprit, "
-    "93 % of the change (tests/data/h200-bisect/bisect-auto.txt)",
-)
 def test_unaided_bisect_names_the_culprit(repo: Path, tmp_path: Path) -> None:
+    """Without --contributor bisect follows every significant GPU-work row of good vs bad: the
+    copy (+0.017 ms/cycle) and two small rows beside it (a dependency-wait gap +0.004, a GEMM
+    -0.001). When any one row could call a commit "like bad", the gap did so at the README commit
+    c3 (p 0.029) and c3 came out first_bad (tests/data/h200-bisect/bisect-auto.txt, measured
+    2026-12-01); the rows now vote by the size of their change (bisect_search.vote)."""
     culprit = next(sha for sha, role in commits() if role == "culprit")
-    assert bisect(repo, tmp_path / "out")["first_bad"] == culprit
+    r = bisect(repo, tmp_path / "out")
+    assert r["first_bad"] == culprit
+    top = r["culprits"][0]
+    assert top["commit"] == culprit and top["share"] > 0.6
+    moved = [c["name"] for c in top["top_contributors"] if c["significant"]]
+    assert "Memcpy DtoD" in moved
