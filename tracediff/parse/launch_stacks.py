@@ -118,17 +118,18 @@ def resolve(
     s, e = (start, end) if rows is None else (start[rows], end[rows])
     ck = call_mid
     if n_thr > 1:
-        thr = f_thr if rows is None else f_thr[rows]
+        assert f_thr is not None  # several threads: _threads numbered the frame calls' threads
+        fthr = f_thr if rows is None else f_thr[rows]
         lo, hi = min(int(s.min()), int(ck.min())), max(int(e.max()), int(ck.max()))
         span = hi - lo + 1
         if span * n_thr < 1 << 62:
             ck = c_thr * span + (ck - lo)
-            s, e = thr * span + (s - lo), thr * span + (e - lo)
+            s, e = fthr * span + (s - lo), fthr * span + (e - lo)
         else:
             u = np.unique(np.concatenate([s, e, ck]))
             span = len(u)
             ck = c_thr * span + np.searchsorted(u, ck)
-            s, e = thr * span + np.searchsorted(u, s), thr * span + np.searchsorted(u, e)
+            s, e = fthr * span + np.searchsorted(u, s), fthr * span + np.searchsorted(u, e)
 
     # by thread, start, the longer first, then input order: callers come before callees.
     # Stable sorts only (timsort: traces are nearly in time order; 10x faster than lexsort)
@@ -148,7 +149,7 @@ def resolve(
     n = len(rows)
     if not n:
         return _none(n_calls)
-    thr = None if n_thr == 1 else f_thr[rows]
+    thr = None if n_thr == 1 or f_thr is None else f_thr[rows]
 
     # nesting depth: calls started before (the position) less calls ended before the start
     # (ends sort before starts at one instant, except a zero-length call's own end)

@@ -37,20 +37,21 @@ def resolve(api: pl.DataFrame, py: pl.DataFrame) -> tuple[pl.DataFrame, dict[str
     if not api.height or not py.height:
         return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
     cols = ("process_id", "thread_id", "start_ns", "end_ns")
-    a_rows = None
+    a_rows: np.ndarray | None = None
     if any(api[c].null_count() for c in cols[:3]):
-        a_rows = api.select((pl.all_horizontal(pl.col(cols[:3]).is_not_null())).arg_true())
-        a_rows = a_rows.to_series().to_numpy()
+        keep = api.select((pl.all_horizontal(pl.col(cols[:3]).is_not_null())).arg_true())
+        a_rows = keep.to_series().to_numpy()
     cp, ct, cs = (_np(api[c], a_rows) for c in cols[:3])
     ce = api["end_ns"].fill_null(api["start_ns"]) if api["end_ns"].null_count() else api["end_ns"]
     mid = cs + (_np(ce, a_rows) - cs) // 2  # the midpoint (the start where the end is unknown)
     f_cols = ("pid", "tid", "start_ns", "end_ns")
-    f_rows = None
+    f_rows: np.ndarray | None = None
     if any(py[c].null_count() for c in f_cols):
-        f_rows = py.select(pl.all_horizontal(pl.col(f_cols).is_not_null()).arg_true())
-        f_rows = f_rows.to_series().to_numpy()
+        keep = py.select(pl.all_horizontal(pl.col(f_cols).is_not_null()).arg_true())
+        f_rows = keep.to_series().to_numpy()
     names = py["name"] if f_rows is None else py["name"].gather(f_rows)
-    got = launch_stacks.resolve(cp, ct, mid, *(_np(py[c], f_rows) for c in f_cols), names)
+    fp, ft, fs, fe = (_np(py[c], f_rows) for c in f_cols)
+    got = launch_stacks.resolve(cp, ct, mid, fp, ft, fs, fe, names)
     if not got.frame_ids.size:
         return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
     sid = got.stack_id

@@ -40,7 +40,9 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     """`tables` with `stack_id` set on kernels and memops, and `frames` and `stacks` added
     (empty, and stack_id null, without function-trace ranges)."""
     out = {**tables, "frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
-    nv = pl.from_arrow(tables["nvtx_ranges"]).select(
+    nv_all = pl.from_arrow(tables["nvtx_ranges"])
+    assert isinstance(nv_all, pl.DataFrame)
+    nv = nv_all.select(
         "process_id", "thread_id", "start_ns", "end_ns",
         pl.col("domain").cast(pl.String), pl.col("name").cast(pl.String),
         pl.col("range_kind").cast(pl.String),
@@ -67,7 +69,7 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     )
     ops = pl.concat(
         [
-            pl.from_arrow(
+            _frame(
                 tables[t].select(
                     ["process_id", "launch_thread_id", "launch_start_ns", "launch_end_ns"]
                 )
@@ -83,9 +85,10 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
         return out
     start = ops["launch_start_ns"].to_numpy()
     end = ops["launch_end_ns"].fill_null(ops["launch_start_ns"]).to_numpy()
+    fp, ft, fs, fe = (nv[c].to_numpy() for c in ("process_id", "thread_id", "start_ns", "end_ns"))
     got = launch_stacks.resolve(
         ops["process_id"].to_numpy(), ops["launch_thread_id"].to_numpy(), start + (end - start) // 2,
-        *(nv[c].to_numpy() for c in ("process_id", "thread_id", "start_ns", "end_ns")), nv["text"],
+        fp, ft, fs, fe, nv["text"],
     )  # fmt: skip
     if not got.frame_ids.size:
         return out
@@ -109,3 +112,9 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
         "stacks", pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
     )
     return out
+
+
+def _frame(t: pa.Table) -> pl.DataFrame:
+    df = pl.from_arrow(t)
+    assert isinstance(df, pl.DataFrame)
+    return df
