@@ -13,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
+
+from tracediff.parse.kineto.reader import read_kineto
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-suspects"
@@ -64,11 +67,47 @@ def test_eager_the_changing_commit_ranks_first_by_a_clear_margin(repo: Path) -> 
     assert top["delta_ms_per_cycle"] > 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CUDA-graph replays carry only the cudaGraphLaunch stack (bench.py); the node's "
-    "capture-time launch (recorded in this trace) is not mapped yet, so no commit is suspected",
-)
 def test_graph_the_changing_commit_ranks_first(repo: Path) -> None:
+    """Replayed graph kernels carry their capture-time launch's stack (parse/kineto/
+    graph_stacks.py), so the graph pair ranks like the eager one."""
+    c = commits()
     ranked = suspects(repo, "graph")["suspects"]
-    assert ranked and ranked[0]["commit"] == commits()["culprit"]
+    order = [s["commit"] for s in ranked]
+    assert order and order[0] == c["culprit"], [s["subject"] for s in ranked]
+    assert "minispec/layers.py:mlp" in ranked[0]["functions"]
+    assert len(ranked) == 1 or ranked[0]["score"] >= 2 * ranked[1]["score"]
+    assert c["unused"] not in order or order.index(c["unused"]) > 0
+    assert ranked[0]["delta_ms_per_cycle"] > 0.5  # graph mode is GPU-bound: +1.1 ms/cycle
+
+
+def innermost(path: Path) -> pl.DataFrame:
+    """Kernels in start order with their innermost minispec frame (None: no user frame)."""
+    r = read_kineto(path)
+    frames = pl.from_arrow(r.tables["frames"]).with_columns(pl.col("file").cast(pl.String))
+    inner = (
+        pl.from_arrow(r.tables["stacks"])
+        .join(frames, on="frame_id")
+        .filter(pl.col("file").str.starts_with("minispec/"))
+        .sort("depth")
+        .group_by("stack_id")
+        .agg(pl.col("function").cast(pl.String).first().alias("frame"))
+    )
+    k = pl.from_arrow(r.tables["kernels"]).sort("start_ns")
+    assert not r.warnings
+    return k.join(inner, on="stack_id", how="left", maintain_order="left")
+
+
+@pytest.mark.parametrize("commit", ["c1_base", "c4_culprit", "c5_unused"])
+def test_graph_replays_take_the_capture_launch_stacks(commit: str) -> None:
+    """Every replayed kernel gets a minispec launch frame, and each replay's (kernel name,
+    innermost user function) sequence is the eager step's at the same commit: the k-th node
+    maps to the capture launch of the kernel the eager step launches k-th from that code."""
+    graph = innermost(DATA / "kineto" / f"{commit}_graph.json.gz")
+    eager = innermost(DATA / "kineto" / f"{commit}_eager.json.gz")
+    replayed = graph.filter(pl.col("launch_api") == "cudaGraphLaunch")
+    assert replayed.height == 10 * (60 if commit != "c1_base" else 48)
+    assert replayed["frame"].null_count() == 0
+    step = eager.height // 10
+    want = list(zip(eager["name"][:step], eager["frame"][:step], strict=True))
+    for _, rep in replayed.group_by("correlation_id"):
+        assert list(zip(rep["name"], rep["frame"], strict=True)) == want

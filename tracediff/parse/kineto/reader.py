@@ -26,7 +26,7 @@ from tracediff.errors import InputError
 from tracediff.parse import ranknames
 from tracediff.runfile import Run
 
-from . import agents, events, segments, stacks, tables
+from . import agents, events, graph_stacks, segments, stacks, tables
 from .clock import Clock, NeedExact
 from .roles import Roles
 from .source import Source, read_json_bytes
@@ -127,6 +127,8 @@ def _build(path: Path, exact: bool) -> Run:
     rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
     keys = tables.launch_keys(api)
     kern = tables.kernels(frames["kernel"], keys, main_pid)
+    kern, graph_warnings = graph_stacks.assign(kern, api, path)
+    warnings += graph_warnings
     out = {
         "kernels": tables.kernel_table(kern),
         "memops": tables.memops(frames["memcpy"], frames["memset"], keys, main_pid),
