@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from capture import worktree as wt
-from tests.integration.test_capture import _git
+from tests.integration.gitrepo import git as _git
 
 
 def _left_behind(repo: Path, sha: str, owners: list[int]) -> Path:
