@@ -99,12 +99,15 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_scheduler(p: argparse.ArgumentParser) -> None:
-    """`--scheduler` / `--memory-limit` (engine/cluster.py)."""
+def add_scheduler(
+    p: argparse.ArgumentParser, what: str = "reduce each run on a Dask distributed cluster"
+) -> None:
+    """`--scheduler` / `--memory-limit` (tracediff/daskclient.py; compare: engine/cluster.py,
+    parse: parse/pool.py)."""
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="reduce each run on a Dask distributed cluster: tcp://HOST:8786 (a running "
+        help=f"{what}: tcp://HOST:8786 (a running "
         "scheduler; the workers must see the same files) or local:N (N local worker "
         "processes); needs pip install 'tracediff[dask]'",
     )
@@ -114,6 +117,23 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
         help="with --scheduler local:N: each worker's memory limit (e.g. 4GiB; default: the "
         "machine's memory / N)",
     )
+
+
+def check_memory_limit(args: argparse.Namespace) -> None:
+    from tracediff.errors import UsageError
+
+    if args.memory_limit and not (args.scheduler or "").startswith("local:"):
+        raise UsageError("--memory-limit sets local:N workers' limit: give --scheduler local:N")
+
+
+def open_scheduler(args: argparse.Namespace) -> Any:
+    """The daskclient.Connection `--scheduler` names (None without it); the caller closes it."""
+    check_memory_limit(args)
+    if not args.scheduler:
+        return None
+    from tracediff.daskclient import Connection
+
+    return Connection(args.scheduler, args.memory_limit)
 
 
 def distinct_labels(base: Path, head: Path, base_label: str, head_label: str) -> tuple[str, str]:
@@ -215,8 +235,7 @@ def run(args: argparse.Namespace) -> int:
 
         gitlog.toplevel(args.repo)  # refuse a non-repo before the work
     executor = None
-    if args.memory_limit and not (args.scheduler or "").startswith("local:"):
-        raise UsageError("--memory-limit sets local:N workers' limit: give --scheduler local:N")
+    check_memory_limit(args)
     if args.scheduler:  # before the work: a missing Dask or an unreachable scheduler
         from tracediff.engine.cluster import open_executor
 

@@ -1,4 +1,5 @@
-"""`tracediff info RUN|REPORT|RUNSET/ [--format json]`: what a run (or each run of a set) holds.
+"""`tracediff info RUN|REPORT|FOLDER [--format json] [--layout runs|ranks|auto]`: what a run (or
+each run of a set) holds; a folder of files is read as compare reads it (parse/sides.py).
 
 The summary: tracediff/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
 A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/runsetinfo.py.
@@ -18,6 +19,13 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="run file, any report tracediff can parse, or a run-set folder (lists its runs)",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--layout",
+        choices=["auto", "runs", "ranks"],
+        default="auto",
+        help="a folder of files is a run set (runs) or one run's per-rank files (ranks: e.g. nsys "
+        "reports named by host); default: told apart by the file names, as compare does",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.report.text import safe
     from tracediff.runinfo import summarize
 
-    side = resolve(args.path)
+    side = resolve(args.path, args.layout)
     if side.is_run_set:
         from tracediff import runsetinfo
 
@@ -37,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         sys.stdout.write(runsetinfo.render(info, args.format))
         return 0
-    info = summarize(load(side.runs[0]))
+    info = summarize(load(side.runs[0], layout=args.layout))
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
             print(f"tracediff: warning: {safe(w)}", file=sys.stderr)

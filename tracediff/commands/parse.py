@@ -1,6 +1,8 @@
-"""`tracediff parse REPORT|FOLDER|FILE... -o RUN.arrow`: any supported input → one run file.
+"""`tracediff parse REPORT|FOLDER|FILE... -o RUN.arrow [--scheduler ADDRESS]`: any supported
+input → one run file.
 
-Several files (or a folder of one run's per-rank files) are one run: read in parallel and joined
+Several files (or a folder of one run's per-rank files) are one run: read in parallel (a local
+pool, or with --scheduler one file per Dask worker: parse/pool.py `OnDask`) and joined here
 (tracediff/parse/join.py), per-file progress on stderr."""
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from tracediff.commands.compare import add_scheduler, open_scheduler
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -26,6 +30,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         "(ranks: e.g. nsys reports named by host)",
     )
     p.add_argument("--jobs", type=int, help="files read at once (default: the cores)")
+    add_scheduler(p, "read each file on a Dask distributed cluster")
     p.add_argument("-o", "--output", type=Path, required=True, help="run file to write (RUN.arrow)")
     p.add_argument("--force", action="store_true", help="overwrite the output if it exists")
     p.add_argument("--label", help="label stored in the run (default: file stem)")
@@ -52,10 +57,24 @@ def run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(f"tracediff: {safe(msg)}", file=sys.stderr)
 
-    if len(args.report) > 1:
-        run_ = load_files(args.report, say=say, workers=args.jobs)
-    else:
-        run_ = load(args.report[0], layout=args.layout, say=say, workers=args.jobs)
+    if args.scheduler and args.jobs is not None:
+        raise UsageError("--jobs sizes the local pool: give --scheduler or --jobs, not both")
+    conn = open_scheduler(args)  # before the work: a missing Dask or an unreachable scheduler
+    try:
+        executor = None
+        if conn is not None:
+            from tracediff.parse.pool import OnDask
+
+            executor = OnDask(conn)
+        if len(args.report) > 1:
+            run_ = load_files(args.report, say=say, workers=args.jobs, executor=executor)
+        else:
+            run_ = load(
+                args.report[0], layout=args.layout, say=say, workers=args.jobs, executor=executor
+            )
+    finally:
+        if conn is not None:
+            conn.close()
     if args.label:
         run_.metadata["label"] = args.label
     for w in run_.warnings:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tracediff.errors import InputError
 from tracediff.parse.sanity import check_run
 from tracediff.runfile import MAGIC as RUN_MAGIC
 from tracediff.runfile import Run, read_run
+
+if TYPE_CHECKING:
+    from tracediff.parse.pool import Executor
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep/.qdrep, whatever the file is named
@@ -108,6 +111,7 @@ def load(
     layout: Literal["auto", "runs", "ranks"] = "auto",
     say: Callable[[str], None] | None = None,
     workers: int | None = None,
+    executor: Executor | None = None,
 ) -> Run:
     """Read any supported input into a Run.
 
@@ -115,7 +119,7 @@ def load(
     `tracediff capture` leaves when it could not import the report on the GPU host) gets that
     manifest attached, so importing later loses nothing. A folder of one run's per-rank files
     (sides.rank_files; `layout="ranks"`: every report in the folder) is read as one run; `say`
-    gets a progress line per file.
+    gets a progress line per file; `executor` (pool.py) reads its files instead of the local pool.
     """
     path = Path(path)
     if path.is_dir() and layout != "runs" and not any(path.glob("*.parquet")):
@@ -123,7 +127,7 @@ def load(
 
         files = rank_files(path, layout)
         if files is not None:
-            return load_files(files, source=path, say=say, workers=workers)
+            return load_files(files, source=path, say=say, workers=workers, executor=executor)
     kind = detect(path)
     if kind == "run":
         run = read_run(path)
@@ -145,10 +149,13 @@ def load_files(
     source: Path | None = None,
     say: Callable[[str], None] | None = None,
     workers: int | None = None,
+    executor: Executor | None = None,
 ) -> Run:
     """One run from several files of it (one per rank, process or node; join.py), read in
     parallel (pool.py). `source`: the folder they came from (names the run). The files are
-    joined in the order given; ranks come from the traces, else from the names (ranknames.py)."""
+    joined in the order given; ranks come from the traces, else from the names (ranknames.py).
+    `executor`: a pool.Executor to read them with (pool.OnDask for `--scheduler`); default: a
+    local pool sized by the files (pool.executor_for)."""
     from tracediff.parse import join, pool
     from tracediff.parse import ranknames as rn
 
@@ -172,7 +179,9 @@ def load_files(
         if k == "ranks":
             raise InputError(f"{p}: is a folder of per-rank files", "give its files, or it alone")
     sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
-    runs = pool.read_all(paths, load, pool.executor_for(sizes, workers), say)
+    if executor is None:
+        executor = pool.executor_for(sizes, workers)
+    runs = pool.read_all(paths, load, executor, say)
     src = source if source is not None else _common_folder(paths)
     run = join.join(runs, ranks, src)
     check_run(run, str(src))

@@ -5,8 +5,9 @@ the order given. Used by load.load_files (one run from many files).
 
 `Executor` is the one seam: `map(fn, items)` yields (index, result) as each finishes. `Local`
 runs in this process; `Processes` in a spawned process pool (spawn, not fork: polars and
-pyarrow hold threads a fork would copy mid-lock). Another executor (a Dask cluster) plugs in by
-implementing `map`.
+pyarrow hold threads a fork would copy mid-lock); `OnDask` on a Dask distributed cluster
+(`parse --scheduler ADDRESS`; the connection: tracediff/daskclient.py): each worker reads one
+file, so the workers must see the same filesystem, and the runs come back to be joined here.
 
 Memory: each worker's Kineto parse is given available memory / workers
 (`TRACEDIFF_MEMORY_BYTES`, which the Kineto reader's budget honours: it reads in chunks when its
@@ -68,6 +69,43 @@ class Processes:
             finally:
                 for f in futs:
                     f.cancel()
+
+
+class OnDask:
+    """Each item a task on the Dask cluster of `connection` (a daskclient.Connection). A task
+    whose worker died is run again by Dask; an item whose task failed twice is a ClusterError
+    naming it; a tracediff refusal on the worker is raised here as it is."""
+
+    def __init__(self, connection: Any) -> None:
+        self.client = connection.client
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:
+        from distributed import as_completed
+
+        from tracediff.daskclient import RETRIES, failed_twice, on_worker, raise_refusal
+
+        futs = {
+            # a path as the workers see it: their working folder need not be this one
+            self.client.submit(on_worker, fn, _absolute(it), retries=RETRIES, pure=False): i
+            for i, it in enumerate(items)
+        }
+        try:
+            for fut in as_completed(futs):  # type: ignore[no-untyped-call]
+                i = futs[fut]
+                try:
+                    kind, value = fut.result()
+                except Exception as e:  # the task raised twice, or its worker died twice
+                    raise failed_twice(f"{items[i]}", e) from None
+                if kind != "ok":
+                    raise_refusal(kind, *value)
+                yield i, value
+        finally:
+            for fut in futs:
+                fut.release()
+
+
+def _absolute(item: Any) -> Any:
+    return item.absolute() if isinstance(item, Path) else item
 
 
 def _setenv(env: dict[str, str]) -> None:

@@ -1,0 +1,115 @@
+"""Connecting to a Dask distributed cluster (`--scheduler ADDRESS`), for parse and engine alike.
+
+Stage: none of its own (scheduling set-up shared by parse/pool.py, which reads a run's files on
+the workers, and engine/cluster.py, which reduces them there; neither imports the other).
+Input: the address (`tcp://host:8786` or `local:N`) and a per-worker memory limit; output: a
+connected `Client` (and the LocalCluster it owns), plus the helpers that carry a tracediff
+refusal back from a worker and name a file that failed twice.
+
+`local:N` starts a LocalCluster of N worker processes, one thread each, each with
+`memory_limit` (Dask's nanny restarts a worker past it). A task whose worker dies is run again
+by Dask on another worker (RETRIES); a tracediff refusal is not retried: it comes back as it is.
+Dask is an optional dependency (`pip install 'tracediff[dask]'`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tracediff.errors import TracediffError, UsageError
+
+INSTALL = "pip install 'tracediff[dask]' (dask and distributed 2026.8.0)"
+RETRIES = 1
+"""Times a task is run again after it raised or its worker died: a file fails twice at most."""
+
+
+class ClusterError(TracediffError):
+    """A file's task failed on the cluster twice, or the cluster cannot be reached."""
+
+
+class Connection:
+    """A Dask client on `address` (module doc); `close` also stops a LocalCluster it started."""
+
+    def __init__(self, address: str, memory_limit: str | None = None) -> None:
+        try:
+            import dask
+            from distributed import Client, LocalCluster
+        except ModuleNotFoundError:
+            raise UsageError(
+                f"--scheduler {address}: Dask is not installed", f"install it: {INSTALL}"
+            ) from None
+        self.address = address
+        self._cluster: Any = None
+        if address.startswith("local:"):
+            n = address[len("local:") :]
+            if not n.isdigit() or int(n) < 1:
+                raise UsageError(
+                    f"--scheduler {address}: give local:N with N >= 1 worker processes",
+                    "e.g. --scheduler local:2, or tcp://HOST:8786 for a running scheduler",
+                )
+            # a task whose worker died once more than this is given up (KilledWorker)
+            with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
+                self._cluster = LocalCluster(  # type: ignore[no-untyped-call]
+                    n_workers=int(n),
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=memory_limit or "auto",
+                    dashboard_address=None,
+                    # stderr keeps to tracediff's lines: a file that failed twice is one line
+                    silence_logs=logging.CRITICAL,
+                )
+            self.client = Client(self._cluster)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                self.client = Client(address, timeout="20s")  # type: ignore[no-untyped-call]
+            except (OSError, TimeoutError) as e:
+                raise ClusterError(
+                    f"--scheduler {address}: cannot reach the Dask scheduler ({e})",
+                    "start one (dask scheduler; dask worker ADDRESS) or give local:N",
+                ) from None
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()  # type: ignore[no-untyped-call]
+        if self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close()
+
+
+def on_worker(fn: Callable[[Any], Any], item: Any) -> tuple[str, Any]:
+    """Run on a worker: ("ok", fn(item)), or the tracediff refusal as (kind, (message, hint)),
+    since an exception's hint does not survive pickling, and a refusal is not worth a retry."""
+    try:
+        return "ok", fn(item)
+    except TracediffError as e:
+        return type(e).__name__, (e.message, e.hint)
+
+
+def raise_refusal(kind: str, message: str, hint: str | None) -> None:
+    """Raise again, in the driver, the refusal `on_worker` carried back."""
+    from tracediff import errors
+
+    cls = getattr(errors, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, TracediffError)):
+        cls = TracediffError
+    raise cls(message, hint)
+
+
+def failed_twice(what: str, e: BaseException) -> ClusterError:
+    """The one-line error for a file whose task failed twice (raised, or its worker died)."""
+    return ClusterError(
+        f"{what} failed twice on the cluster ({why(e)})",
+        "check the file reads with `tracediff info FILE`; a worker killed for "
+        "memory needs a higher limit (--memory-limit) or fewer threads",
+    )
+
+
+def why(e: BaseException) -> str:
+    name = type(e).__name__
+    text = str(e).splitlines()[0][:160] if str(e) else ""
+    if name == "KilledWorker":
+        return "its worker died each time it ran it"
+    return f"{name}: {text}" if text else name
