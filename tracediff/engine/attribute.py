@@ -198,6 +198,17 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
             pl.col("gap_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count")
         )
     )
+    parts.append(overlap(cycles, key))
+    text = [pl.col(c).cast(pl.String) for c in ("side", "kind", "name", "phase")]
+    return pl.concat(
+        [p.select(key + ["value_ns", "count"]).with_columns(text) for p in parts],
+        how="vertical_relaxed",
+    )
+
+
+def overlap(cycles: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """The stream-overlap row of each cycle: the critical GPU's busy time less the sum of its
+    ops' durations (negative where streams ran at once), as `key` + value_ns, count."""
     ov = (
         cycles.filter(pl.col("critical"))
         .select(
@@ -211,12 +222,7 @@ def contributions(ops: pl.DataFrame, cycles: pl.DataFrame) -> pl.DataFrame:
             pl.lit(0, pl.Int64).alias("count"),
         )
     )
-    parts.append(ov.select(key + ["value_ns", "count"]))
-    text = [pl.col(c).cast(pl.String) for c in ("side", "kind", "name", "phase")]
-    return pl.concat(
-        [p.select(key + ["value_ns", "count"]).with_columns(text) for p in parts],
-        how="vertical_relaxed",
-    )
+    return ov.select(key + ["value_ns", "count"])
 
 
 @functools.lru_cache(maxsize=2)

@@ -18,7 +18,7 @@ import polars as pl
 
 from tracediff import schema
 from tracediff.engine import align as al
-from tracediff.engine import runsets, sources
+from tracediff.engine import attribute, runsets, sources
 from tracediff.engine import skew as sk
 from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
@@ -176,20 +176,7 @@ def contributions(long: pl.DataFrame, coll: pl.DataFrame, cyc: pl.DataFrame) -> 
                 (pl.col("duration_ns") - pl.col("wait_ns")).sum().alias("value_ns"), n
             ),
         ]
-    ov = (
-        cyc.filter(pl.col("critical"))
-        .select(
-            "side", "cycle", "device_id", (pl.col("busy_ns") - pl.col("sum_ns")).alias("value_ns")
-        )
-        .filter(pl.col("value_ns") != 0)
-        .with_columns(
-            pl.lit("overlap").alias("kind"),
-            pl.lit("concurrent streams (overlap)").alias("name"),
-            pl.lit("(cycle)").alias("phase"),
-            pl.lit(0, pl.Int64).alias("count"),
-        )
-    )
-    parts.append(ov.select(*key, "value_ns", "count"))
+    parts.append(attribute.overlap(cyc, key))
     text = [pl.col(c).cast(pl.String) for c in ("side", "kind", "name", "phase")]
     return pl.concat(
         [p.select(*key, "value_ns", "count").with_columns(text) for p in parts],
