@@ -20,10 +20,10 @@ hashes are the same wherever it is built (standard library and git only: it runs
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
+
+from fixedrepo import commit_edits, main
 
 SPECLOOP = '''\
 """A speculative-decoding loop on one GPU (NVTX cycle > draft / verify / draft_extend)."""
@@ -214,53 +214,11 @@ EDITS = [
 ]
 
 
-def git(dest: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(dest), *args], check=True, capture_output=True, text=True, env=env
-    )
-    return out.stdout.strip()
-
-
 def build(dest: Path) -> list[tuple[str, str, str]]:
     dest.mkdir(parents=True)
     files = {"specloop.py": SPECLOOP, "README.md": README}
-    git(dest, "init", "-q", "-b", "main")
-    out = []
-    for i, (role, subject, edits) in enumerate(EDITS):
-        for key, (old, new) in edits.items():
-            path = key.split("#")[0]
-            assert files[path].count(old) == 1, (path, old)
-            files[path] = files[path].replace(old, new)
-        for path, text in files.items():
-            (dest / path).write_text(text)
-        stamp = f"2026-12-01T08:{i:02d}:00Z"
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_DATE": stamp,
-            "GIT_AUTHOR_NAME": "specbisect",
-            "GIT_AUTHOR_EMAIL": "dev@specbisect.invalid",
-            "GIT_COMMITTER_NAME": "specbisect",
-            "GIT_COMMITTER_EMAIL": "dev@specbisect.invalid",
-        }
-        git(dest, "add", "-A")
-        git(dest, "-c", "commit.gpgsign=false", "commit", "-q", "-m", subject, env=env)
-        out.append((git(dest, "rev-parse", "HEAD"), role, subject))
-    return out
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: bisect_repo.py DEST", file=sys.stderr)
-        return 2
-    dest = Path(argv[0])
-    if dest.exists():
-        print(f"bisect_repo.py: {dest} exists; give a new folder", file=sys.stderr)
-        return 1
-    for sha, role, subject in build(dest):
-        print(sha, role, subject)
-    return 0
+    return commit_edits(dest, files, EDITS, hour=8, who="specbisect")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], "bisect_repo.py", build))

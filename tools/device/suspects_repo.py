@@ -22,10 +22,10 @@ cudaProfilerStart, inside the profiler), so capture-time launches are recorded.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
+
+from fixedrepo import commit_edits, main
 
 BENCH = '''\
 """minispec bench: one decode step of a 4-layer bf16 model per cycle (NVTX/profiler `cycle`).
@@ -210,13 +210,6 @@ EDITS = [
 ]
 
 
-def git(dest: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(dest), *args], check=True, capture_output=True, text=True, env=env
-    )
-    return out.stdout.strip()
-
-
 def build(dest: Path) -> list[tuple[str, str, str]]:
     dest.mkdir(parents=True)
     (dest / "minispec").mkdir()
@@ -226,42 +219,8 @@ def build(dest: Path) -> list[tuple[str, str, str]]:
         "minispec/layers.py": LAYERS,
         "minispec/model.py": MODEL,
     }
-    git(dest, "init", "-q", "-b", "main")
-    out = []
-    for i, (role, subject, edits) in enumerate(EDITS):
-        for path, (old, new) in edits.items():
-            assert files[path].count(old) == 1, (path, old)
-            files[path] = files[path].replace(old, new)
-        for path, text in files.items():
-            (dest / path).write_text(text)
-        stamp = f"2026-12-01T09:{i:02d}:00Z"
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_DATE": stamp,
-            "GIT_AUTHOR_NAME": "minispec",
-            "GIT_AUTHOR_EMAIL": "dev@minispec.invalid",
-            "GIT_COMMITTER_NAME": "minispec",
-            "GIT_COMMITTER_EMAIL": "dev@minispec.invalid",
-        }
-        git(dest, "add", "-A")
-        git(dest, "-c", "commit.gpgsign=false", "commit", "-q", "-m", subject, env=env)
-        out.append((git(dest, "rev-parse", "HEAD"), role, subject))
-    return out
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: suspects_repo.py DEST", file=sys.stderr)
-        return 2
-    dest = Path(argv[0])
-    if dest.exists():
-        print(f"suspects_repo.py: {dest} exists; give a new folder", file=sys.stderr)
-        return 1
-    for sha, role, subject in build(dest):
-        print(sha, role, subject)
-    return 0
+    return commit_edits(dest, files, EDITS, hour=9, who="minispec")
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], "suspects_repo.py", build))
