@@ -55,7 +55,6 @@ during runs leaves that state: the same command again continues.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import re
 import subprocess
@@ -67,6 +66,7 @@ from typing import Any
 import polars as pl
 
 from capture import bisect_pool as bp
+from capture import outdir as od
 from capture import worktree as wt
 from capture.runner import CaptureSpec
 from capture.runsets import capture_runsets, plan_sets
@@ -182,14 +182,7 @@ class Bisection:
                 "choose another -o (bisect never replaces a folder)",
             )
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / LOCK, "a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise OutputError(
-                    f"{out}: another tracediff bisect is running on this folder",
-                    "wait for it to end, or choose another -o",
-                ) from None
+        with od.locked(out, LOCK, "another tracediff bisect is running on this folder"):
             yield
 
     def _key(self) -> dict[str, Any]:

@@ -70,15 +70,17 @@ def remove_if_empty(folders: list[Path]) -> None:
 
 
 @contextlib.contextmanager
-def locked(outdir: Path) -> Iterator[None]:
-    """OUTDIR/.capture.lock held for the call: a second call into the same OUTDIR is refused."""
-    with open(outdir / LOCK, "a+") as f:
+def locked(
+    outdir: Path, name: str = LOCK, busy: str = "another tracediff capture is writing here"
+) -> Iterator[None]:
+    """OUTDIR/`name` held for the call: a second call into the same OUTDIR is refused (`busy`
+    says what holds it); the lock goes with the process (exit, Ctrl-C, kill)."""
+    with open(outdir / name, "a+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise OutputError(
-                f"{outdir}: another tracediff capture is writing here",
-                "wait for it to end, or choose another -o",
+                f"{outdir}: {busy}", "wait for it to end, or choose another -o"
             ) from None
         yield
 
