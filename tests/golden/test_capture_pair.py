@@ -1,8 +1,10 @@
 """The pair captured with `tracediff capture` on the H200: import later, manifest, and the diff.
 
-tests/data/capture/*/report.qdstrm + manifest.json are what capture leaves on a GPU host without
-QdstrmImporter. Importing them here must keep the manifest, and compare must find the injected
-change (slow-verify runs the verify MLP twice) in verify's kernels, not elsewhere.
+tests/data/capture/*/ hold manifest.json and the report of what capture left on a GPU host without
+QdstrmImporter (its .qdstrm, imported here with nsys 2024.2.3's QdstrmImporter and kept as
+report.nsys-rep: a quarter of the size). Parsing a report beside its manifest must keep the
+manifest, and compare must find the injected change (slow-verify runs the verify MLP twice) in
+verify's kernels, not elsewhere. The .qdstrm import itself is tested on tests/data/h200/e_good.qdstrm.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def runs(nsys: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
                 "-m",
                 "tracediff",
                 "parse",
-                str(DATA / v / "report.qdstrm"),
+                str(DATA / v / "report.nsys-rep"),
                 "-o",
                 str(dst),
             ],
@@ -86,7 +88,10 @@ def test_slow_verify_is_found_in_verify_kernels(runs: dict[str, Path]) -> None:
 
 
 def test_same_environment_reports_no_differences() -> None:
-    a, b = load(DATA / "good" / "report.qdstrm"), load(DATA / "slow-verify" / "report.qdstrm")
+    a, b = (
+        load(DATA / "good" / "report.nsys-rep"),
+        load(DATA / "slow-verify" / "report.nsys-rep"),
+    )
     assert env_diffs(a, b) == []
     b.metadata["manifest"]["gpus"][0]["driver_version"] = "575.00"
     b.metadata["manifest"]["env"]["NCCL_ALGO"] = "Tree"
