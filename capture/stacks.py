@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracediff.stackdomain import FUNCTION_DOMAIN
+
 MAX_FUNCTIONS = 2000
 CONFIG_NAME = "function-trace.json"
 _SKIP_DIRS = {"tests", "test", "__pycache__", "build", "dist", ".git"}
@@ -40,10 +42,7 @@ def plan(
     staging: Path, nsys_args: list[str] | None = None,
 ) -> Plan:  # fmt: skip
     """What this capture records for stacks; writes the config into `staging` when it does.
-    Called after the workload's environment is built: the reader's module imports polars,
-    which sets its allocator variables in this process's environment."""
-    from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN
-
+    Needs neither polars nor pyarrow (the GPU host's Python may lack them)."""
     if not enabled:
         return Plan(manifest={"recorded": "none", "why": "turned off (--no-stacks)"})
     own = [a for a in nsys_args or [] if a.startswith("--python-functions-trace")]
@@ -144,8 +143,6 @@ def recorded(manifest: dict[str, Any], run: Any) -> str | None:
     if st.get("recorded") not in ("nsys function trace", "the user's nsys function trace"):
         return None
     import polars as pl
-
-    from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN
 
     nv = pl.from_arrow(run.tables["nvtx_ranges"].select(["domain"]))
     assert isinstance(nv, pl.DataFrame)

@@ -99,3 +99,41 @@ def test_no_stacks_turns_it_off_and_says_so(repo: Path, nsys: str, tmp_path: Pat
     assert m["stacks"] == {"recorded": "none", "why": "turned off (--no-stacks)"}
     assert not any("--python-functions-trace" in a for a in m["nsys_command"])
     assert not (tmp_path / "cap" / "function-trace.json").exists()
+
+
+# The GPU host's Python (the lent H200's: torch, no polars or pyarrow) running capture, with
+# nsys's target package only (no QdstrmImporter): the stacks plan must not import the reader.
+_NO_DATA_LIBS = r"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("polars", "pyarrow", "numpy", "textual", "msgspec", "orjson"):
+            raise ImportError(f"blocked: {name}")
+sys.meta_path.insert(0, Block())
+from tracediff.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_stacks_on_a_gpu_host_without_polars(repo: Path, nsys: str, tmp_path: Path) -> None:
+    """The default function trace on a host whose Python has no data libraries (before: the
+    plan imported tracediff.parse, so every capture with stacks on died there with an
+    ImportError traceback); the .qdstrm left there, imported later, has the ranges."""
+    from tests.integration.gitrepo import target_only_nsys
+
+    out = tmp_path / "cap"
+    cmd = [sys.executable, "-c", _NO_DATA_LIBS, "capture", "--commit", "main", "--repo",
+           str(repo), "-o", str(out), "--nsys", str(target_only_nsys(nsys, tmp_path)), "--",
+           sys.executable, "main.py"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["stacks"]["recorded"] == "nsys function trace" and m["report"] == "report.qdstrm"
+    p = subprocess.run(
+        [sys.executable, "-m", "tracediff", "parse", str(out / "report.qdstrm"), "-o",
+         str(out / "run.arrow")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "TRACEDIFF_NSYS": nsys},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    nv = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))
+    assert nv.filter(pl.col("domain").cast(pl.String) == "python:minipkg.work").height == 14

@@ -29,9 +29,7 @@ import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.parse import launch_stacks
-
-FUNCTION_DOMAIN = "python:"
-"""NVTX domains named `python:MODULE` hold function-trace ranges of that module's functions."""
+from tracediff.stackdomain import FUNCTION_DOMAIN
 
 _OPS = ("kernels", "memops")
 
