@@ -2,11 +2,19 @@
 # On the lent H200 (device tool `run`, carry [".nsysslim", ".whl"]): issue 19's device case, the
 # `minispec` repo of tools/device/suspects_repo.py at its five commits, captured
 #   - under nsys by `tracediff capture --repeat 1 --variants eager,graph` (one run set per commit
-#     and mode), with --python-functions-trace for minispec's functions (NVTX ranges
-#     `minispec.layers.mlp` ...; needs the python nvtx package: .whl/nvtx-0.2.10-*.whl) when a
-#     short smoke capture with it succeeds, else without;
-#   - with the PyTorch profiler (with_stack=True; bench.py --kineto) per commit and mode.
-# Writes $OUT/suspects.tgz (nsys/ run sets with .qdstrm, kineto/*.json.gz, env.txt, log.txt).
+#     and mode) with capture's own default launch stacks: the function-trace config it writes for
+#     the worktree's packages (capture/stacks.py: domains `python:minispec.layers` ...), which
+#     needs the python nvtx package (.whl/nvtx-0.2.10-*.whl on PYTHONPATH). capture passes
+#     --cuda-graph-trace=node, and bench.py captures its CUDA graph after cudaProfilerStart, so the
+#     graph's capture phase (node creation, the launches' stacks) is inside the window;
+#   - the overhead of the function trace: OVERHEAD rounds (default 3) on the base commit, each one
+#     capture with stacks and one with --no-stacks, eager and graph, --cycles 50 (only logs and
+#     manifests come back: bench.py prints ms_per_cycle);
+#   - with KINETO=1 (default), the PyTorch profiler (with_stack=True; bench.py --kineto) per commit
+#     and mode.
+# Writes $OUT/suspects.tgz.partNN (nsys/ run sets with .qdstrm, overhead/, kineto/, env.txt,
+# log.txt, commits.txt): `cat suspects.tgz.part* | tar xzf -`. There is no QdstrmImporter on the
+# GPU host: import the .qdstrm on the CPU machine (nsys 2024.2.3's QdstrmImporter -i).
 # .nsysslim/nsys-slim.tar.xz is made by tools/device/slim-nsys.sh; the wheel by the device
 # README's `pip download` line (nvtx==0.2.10: 0.2.17 records no ranges under nsys 2024.2).
 set -u
@@ -14,7 +22,7 @@ R=$PWD
 S=/tmp/sus
 mkdir -p $S/kineto /tmp/nr
 exec > >(tee $S/log.txt) 2>&1
-date -u; pwd; ls tools/device
+date -u; pwd
 tar xJf .nsysslim/nsys-slim.tar.xz -C /tmp/nr
 export TRACEDIFF_NSYS=/tmp/nr/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys
 export PATH=/opt/torch/.venv/bin:$PATH
@@ -23,36 +31,53 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)'
-  $TRACEDIFF_NSYS --version; git --version
+  $TRACEDIFF_NSYS --version; git --version; git -C $R log -1 --format='tracediff %h'
 } > $S/env.txt 2>&1
 cat $S/env.txt
 python3 tools/device/suspects_repo.py /tmp/ms | tee $S/commits.txt
 COMMITS=$(awk '{print $1}' $S/commits.txt)
-cat > /tmp/ftrace.json <<'EOF'
-[{"domain": "minispec", "module": "minispec.layers", "functions": ["norm", "attend", "mlp"]},
- {"domain": "minispec", "module": "minispec.model", "functions": ["block", "forward"]}]
-EOF
-for c in $COMMITS; do git -C /tmp/ms worktree add -q --detach /tmp/msw/${c:0:12} $c; done
 base=$(echo $COMMITS | awk '{print $1}')
-# smoke: the slim nsys with the function trace, on the base commit (a hang here costs 45 s, not 4 min)
-FT=(--nsys-arg=--python-functions-trace=/tmp/ftrace.json)
-(cd /tmp/msw/${base:0:12} && PYTHONPATH=/tmp/site timeout 45 $TRACEDIFF_NSYS profile -t cuda,nvtx \
-  --sample=none --cpuctxsw=none --cuda-graph-trace=node --capture-range=cudaProfilerApi \
-  --python-functions-trace=/tmp/ftrace.json -o /tmp/smoke python3 bench.py --cycles 2)
-echo "smoke exit $?"; ls -la /tmp/smoke.qdstrm || FT=()
-[ -f /tmp/smoke.qdstrm ] && [ $(stat -c %s /tmp/smoke.qdstrm) -gt 50000000 ] && FT=()
-echo "function trace: ${FT[*]:-off}"
+# tracediff capture in the device's Python (torch, no polars: capture needs none), the caller's
+# environment cut to what the workload needs; PYTHONPATH holds the nvtx package
+cap() {
+  env -i PATH="$PATH" HOME="$HOME" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" PYTHONPATH=/tmp/site \
+    TRACEDIFF_NSYS="$TRACEDIFF_NSYS" python3 -m tracediff.cli capture --repo /tmp/ms \
+    --capture-range cudaProfilerApi "$@"
+}
+# smoke: the default function trace on the base commit, graph mode (a hang costs 60 s, not 5 min)
+timeout 60 bash -c "$(declare -f cap); cap --commit $base -o /tmp/smoke -- python3 bench.py \
+  --mode graph --cycles 2"
+echo "smoke exit $?"; ls -la /tmp/smoke; grep -o '"recorded": "[^"]*"' /tmp/smoke/manifest.json
+if [ ! -f /tmp/smoke/report.qdstrm ] || [ $(stat -c %s /tmp/smoke/report.qdstrm) -gt 50000000 ]; then
+  echo "smoke failed: no nsys captures"; NSYS_S=0
+fi
 date -u
 cargs=(); for c in $COMMITS; do cargs+=(--commit $c); done
-env -i PATH="$PATH" HOME="$HOME" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" PYTHONPATH=/tmp/site \
-  TRACEDIFF_NSYS="$TRACEDIFF_NSYS" timeout ${NSYS_S:-240} python3 -m tracediff.cli capture \
-  --repo /tmp/ms "${cargs[@]}" --repeat 1 --variants eager,graph -o $S/nsys \
-  --capture-range cudaProfilerApi "${FT[@]}" -- python3 bench.py --mode {variant} --cycles 12
+[ ${NSYS_S:-300} -gt 0 ] && timeout ${NSYS_S:-300} bash -c "$(declare -f cap); cap ${cargs[*]} \
+  --repeat 1 --variants eager,graph -o $S/nsys -- python3 bench.py --mode {variant} --cycles 12"
 echo "capture exit $?"; date -u
+# overhead of the function trace: stacks on / --no-stacks, interleaved rounds, same commit
+for i in $(seq 1 ${OVERHEAD:-3}); do
+  for s in on off; do
+    [ $SECONDS -gt ${OVERHEAD_UNTIL_S:-480} ] && { echo "overhead $i $s skipped (time)"; continue; }
+    flag=(); [ $s = off ] && flag=(--no-stacks)
+    timeout 120 bash -c "$(declare -f cap); cap --commit $base ${flag[*]} --repeat 1 \
+      --variants eager,graph -o /tmp/ovh/$s-$i -- python3 bench.py --mode {variant} --cycles 50"
+    echo "overhead $i $s exit $?"
+    for m in eager graph; do
+      d=/tmp/ovh/$s-$i/${base:0:12}_$m/run-01; mkdir -p $S/overhead/$s-$i/$m
+      cp $d/manifest.json $d/capture.log $S/overhead/$s-$i/$m/ 2>/dev/null
+      echo "overhead $s $i $m $(grep -o 'ms_per_cycle=[0-9.]*' $d/capture.log)"
+    done
+  done
+done
+date -u
 n=0
 for c in $COMMITS; do
   n=$((n + 1)); role=$(awk -v c=$c '$1 == c {print $2}' $S/commits.txt)
   for m in eager graph; do
+    [ ${KINETO:-1} = 1 ] || continue
+    git -C /tmp/ms worktree add -q --detach /tmp/msw/${c:0:12} $c 2>/dev/null
     f=$S/kineto/c${n}_${role}_$m.json
     [ $SECONDS -gt ${KINETO_UNTIL_S:-500} ] && { echo "kineto $role $m skipped (time)"; continue; }
     (cd /tmp/msw/${c:0:12} && timeout 40 python3 bench.py --mode $m --cycles 10 --kineto $f)
@@ -61,4 +86,5 @@ for c in $COMMITS; do
 done
 date -u
 find $S -name '*.qdstrm' -size +50M -print -delete
-du -sh $S/*; cd /tmp && tar czf $OUT/suspects.tgz sus && ls -la $OUT
+du -sh $S/*; find $S -name '*.qdstrm' -printf '%s %p\n'
+cd /tmp && tar czf - sus | split -b 15000000 -d - $OUT/suspects.tgz.part && ls -la $OUT
