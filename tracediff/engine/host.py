@@ -14,6 +14,7 @@ from tracediff import schema
 from tracediff.engine import runsets
 from tracediff.engine import verdict as vd
 from tracediff.engine.env import env_diffs
+from tracediff.engine.host_stacks import host_sources
 from tracediff.engine.ranges import host_only
 from tracediff.engine.result import Comparison
 from tracediff.engine.segmentation import CycleRule, Segmentation
@@ -50,6 +51,7 @@ def compare_host(
     v = vd.verdict(wb, wh, n_boot, runs, (cyc_b, cyc_h))
     host = vd.host_phases(seg_b, seg_h, n_boot, runs, per_run=True)
     attribution = _phase_attribution(host)
+    stacks, where = host_sources(bases, heads, attribution)
     host = host.drop("base_runs", "head_runs", "consistent")
     resid = v.delta_ms_per_cycle - (
         float(attribution["delta_ms_per_cycle"].sum()) if attribution.height else 0.0
@@ -70,6 +72,8 @@ def compare_host(
         critical_device=None,
         env_diffs=env_diffs(bases[0], heads[0]),
         attribution=attribution,
+        sources=where,
+        launch_stacks=stacks,
         cycles=_cycles(seg_b, seg_h),
         host=schema.conform_diff("host", host),
         warnings=[WARNING] + vd.run_set_warnings(runs),

@@ -15,6 +15,7 @@ import polars as pl
 from tracediff.engine import align as al
 from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
 from tracediff.errors import AnalysisError
+from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN
 from tracediff.runfile import Run
 
 MIN_COVERAGE = 0.3
@@ -165,9 +166,14 @@ def number(sel: pl.DataFrame) -> pl.DataFrame:
 
 
 def phases_in(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
-    """Host ranges nested one level inside each cycle range, on the same thread."""
+    """Host ranges nested one level inside each cycle range, on the same thread. Function-trace
+    ranges (domains `python:MODULE`, `tracediff capture`'s default) are stack frames, not
+    phases, and are left out: nsys counts depth per domain, so `python:pkg.work`'s `pkg.work.verify`
+    sat at the cycle's depth + 1 beside the user's own `verify` and was a second phase (its time
+    counted twice, "(outside phases)" negative)."""
     depth = cyc.select("process_id", "thread_id", (pl.col("depth") + 1).alias("depth")).unique()
-    inner = ranges.join(depth, on=["process_id", "thread_id", "depth"])
+    own = ~pl.col("domain").fill_null("").str.starts_with(FUNCTION_DOMAIN)
+    inner = ranges.filter(own).join(depth, on=["process_id", "thread_id", "depth"])
     if inner.height == 0:
         return pl.DataFrame(
             schema={

@@ -38,33 +38,9 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     """`tables` with `stack_id` set on kernels and memops, and `frames` and `stacks` added
     (empty, and stack_id null, without function-trace ranges)."""
     out = {**tables, "frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
-    nv_all = pl.from_arrow(tables["nvtx_ranges"])
-    assert isinstance(nv_all, pl.DataFrame)
-    nv = nv_all.select(
-        "process_id", "thread_id", "start_ns", "end_ns",
-        pl.col("domain").cast(pl.String), pl.col("name").cast(pl.String),
-        pl.col("range_kind").cast(pl.String),
-    )  # fmt: skip
-    assert isinstance(nv, pl.DataFrame)
-    nv = nv.filter(
-        pl.col("domain").str.starts_with(FUNCTION_DOMAIN)
-        & (pl.col("range_kind") == "push_pop")
-        & pl.col("end_ns").is_not_null()
-        & pl.col("process_id").is_not_null()
-        & pl.col("thread_id").is_not_null()
-    )
+    nv = function_ranges(tables["nvtx_ranges"])
     if not nv.height:
         return out
-    module = pl.col("domain").str.strip_prefix(FUNCTION_DOMAIN)
-    nv = nv.with_columns(
-        pl.concat_str(
-            module,
-            pl.lit("\t"),
-            pl.when(pl.col("name").str.starts_with(module + "."))
-            .then(pl.col("name").str.slice(module.str.len_chars() + 1))
-            .otherwise(pl.col("name")),
-        ).alias("text")  # module TAB function: the frame's identity
-    )
     ops = pl.concat(
         [
             _frame(
@@ -97,6 +73,44 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
         col = pa.array(sid, mask=sid == 0)
         tab = tables[t]
         out[t] = tab.set_column(tab.schema.get_field_index("stack_id"), "stack_id", col)
+    out["frames"], out["stacks"] = frame_tables(got)
+    return out
+
+
+def function_ranges(nvtx_ranges: pa.Table) -> pl.DataFrame:
+    """The closed function-trace ranges (domains `python:MODULE`) of an `nvtx_ranges` table:
+    process_id, thread_id, start_ns, end_ns and `text` (module TAB function: the frame's
+    identity), for launch_stacks.resolve."""
+    nv_all = pl.from_arrow(nvtx_ranges)
+    assert isinstance(nv_all, pl.DataFrame)
+    nv = nv_all.select(
+        "process_id", "thread_id", "start_ns", "end_ns",
+        pl.col("domain").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("range_kind").cast(pl.String),
+    )  # fmt: skip
+    assert isinstance(nv, pl.DataFrame)
+    nv = nv.filter(
+        pl.col("domain").str.starts_with(FUNCTION_DOMAIN)
+        & (pl.col("range_kind") == "push_pop")
+        & pl.col("end_ns").is_not_null()
+        & pl.col("process_id").is_not_null()
+        & pl.col("thread_id").is_not_null()
+    )
+    module = pl.col("domain").str.strip_prefix(FUNCTION_DOMAIN)
+    return nv.with_columns(
+        pl.concat_str(
+            module,
+            pl.lit("\t"),
+            pl.when(pl.col("name").str.starts_with(module + "."))
+            .then(pl.col("name").str.slice(module.str.len_chars() + 1))
+            .otherwise(pl.col("name")),
+        ).alias("text")  # module TAB function: the frame's identity
+    )
+
+
+def frame_tables(got: launch_stacks.Stacks) -> tuple[pa.Table, pa.Table]:
+    """The `frames` and `stacks` run tables of resolved function-trace stacks: a frame's file
+    is its module as a path (`pkg/mod.py`), its function the name after the module, no line."""
     st, dp, fr = got.stack_rows
     parts = pc.split_pattern(got.frame_texts.cast(pa.string()), "\t", max_splits=1)
     mod, fn = pc.list_element(parts, 0), pc.list_element(parts, 1)
@@ -105,11 +119,8 @@ def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     frames = pa.table(
         {"frame_id": got.frame_ids, "file": file, "line": pa.nulls(n, pa.int32()), "function": fn}
     )
-    out["frames"] = schema.conform("frames", frames)
-    out["stacks"] = schema.conform(
-        "stacks", pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
-    )
-    return out
+    stacks = pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
+    return schema.conform("frames", frames), schema.conform("stacks", stacks)
 
 
 def _frame(t: pa.Table) -> pl.DataFrame:
