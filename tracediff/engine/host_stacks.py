@@ -24,9 +24,10 @@ import polars as pl
 
 from tracediff.engine import sources
 from tracediff.parse import launch_stacks as ls
-from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN, frame_tables, function_ranges
+from tracediff.parse.nsys.stacks import frame_tables, function_ranges
 from tracediff.runfile import Run
 from tracediff.schema import empty_frame
+from tracediff.stackdomain import FUNCTION_DOMAIN
 
 
 def _run_stacks(run: Run, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:

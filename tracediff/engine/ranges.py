@@ -15,8 +15,8 @@ import polars as pl
 from tracediff.engine import align as al
 from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
 from tracediff.errors import AnalysisError
-from tracediff.parse.nsys.stacks import FUNCTION_DOMAIN
 from tracediff.runfile import Run
+from tracediff.stackdomain import FUNCTION_DOMAIN
 
 MIN_COVERAGE = 0.3
 """An automatically found cycle range must have launched at least this share of the GPU ops."""
