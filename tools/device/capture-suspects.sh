@@ -1,22 +1,27 @@
 #!/bin/bash
 # On the lent H200 (device tool `run`, carry [".nsysslim", ".whl"]): issue 19's device case, the
 # `minispec` repo of tools/device/suspects_repo.py at its five commits, captured
-#   - under nsys by `tracediff capture --repeat 1 --variants eager,graph` (one run set per commit
-#     and mode) with capture's own default launch stacks: the function-trace config it writes for
-#     the worktree's packages (capture/stacks.py: domains `python:minispec.layers` ...), which
-#     needs the python nvtx package (.whl/nvtx-0.2.10-*.whl on PYTHONPATH). capture passes
-#     --cuda-graph-trace=node, and bench.py captures its CUDA graph after cudaProfilerStart, so the
-#     graph's capture phase (node creation, the launches' stacks) is inside the window;
+#   - MAIN=1 (default): under nsys by `tracediff capture --repeat 1 --variants eager,graph` (one
+#     run set per commit and mode) with capture's own default launch stacks: the function-trace
+#     config it writes for the worktree's packages (capture/stacks.py: domains
+#     `python:minispec.layers` ...), which needs the python nvtx package (.whl/nvtx-0.2.10-*.whl
+#     on PYTHONPATH). capture passes --cuda-graph-trace=node, and bench.py captures its CUDA graph
+#     after cudaProfilerStart, so the graph's capture phase (node creation, the launches' stacks)
+#     is inside the window;
+#   - AGAIN=1 (default): a second capture of the base commit, eager and graph (stack ids across
+#     runs of one commit);
 #   - the overhead of the function trace: OVERHEAD rounds (default 3) on the base commit, each one
-#     capture with stacks and one with --no-stacks, eager and graph, --cycles 50 (only logs and
-#     manifests come back: bench.py prints ms_per_cycle);
-#   - with KINETO=1 (default), the PyTorch profiler (with_stack=True; bench.py --kineto) per commit
+#     capture with stacks and one with --no-stacks, eager and graph, OVERHEAD_CYCLES cycles
+#     (default 100); the .qdstrm come back (the cycle ranges' durations), and bench.py prints
+#     ms_per_cycle into capture.log;
+#   - KINETO=1 (default): the PyTorch profiler (with_stack=True; bench.py --kineto) per commit
 #     and mode.
-# Writes $OUT/suspects.tgz.partNN (nsys/ run sets with .qdstrm, overhead/, kineto/, env.txt,
-# log.txt, commits.txt): `cat suspects.tgz.part* | tar xzf -`. There is no QdstrmImporter on the
-# GPU host: import the .qdstrm on the CPU machine (nsys 2024.2.3's QdstrmImporter -i).
-# .nsysslim/nsys-slim.tar.xz is made by tools/device/slim-nsys.sh; the wheel by the device
-# README's `pip download` line (nvtx==0.2.10: 0.2.17 records no ranges under nsys 2024.2).
+# Writes $OUT/suspects.tgz.partNN (nsys/, again/, overhead/ run sets with .qdstrm, kineto/,
+# env.txt, log.txt, commits.txt): `cat suspects.tgz.part* | tar xzf -`. There is no
+# QdstrmImporter on the GPU host: import the .qdstrm on the CPU machine (nsys 2024.2.3's
+# `QdstrmImporter -i`). .nsysslim/nsys-slim.tar.xz is made by tools/device/slim-nsys.sh; the wheel
+# by the device README's `pip download` line (nvtx==0.2.10: 0.2.17 records no ranges under nsys
+# 2024.2).
 set -u
 R=$PWD
 S=/tmp/sus
@@ -31,7 +36,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)'
-  $TRACEDIFF_NSYS --version; git --version; git -C $R log -1 --format='tracediff %h'
+  $TRACEDIFF_NSYS --version; git --version
 } > $S/env.txt 2>&1
 cat $S/env.txt
 python3 tools/device/suspects_repo.py /tmp/ms | tee $S/commits.txt
@@ -53,21 +58,25 @@ if [ ! -f /tmp/smoke/report.qdstrm ] || [ $(stat -c %s /tmp/smoke/report.qdstrm)
 fi
 date -u
 cargs=(); for c in $COMMITS; do cargs+=(--commit $c); done
-[ ${NSYS_S:-300} -gt 0 ] && timeout ${NSYS_S:-300} bash -c "$(declare -f cap); cap ${cargs[*]} \
-  --repeat 1 --variants eager,graph -o $S/nsys -- python3 bench.py --mode {variant} --cycles 12"
+[ ${MAIN:-1} = 1 ] && [ ${NSYS_S:-300} -gt 0 ] && timeout ${NSYS_S:-300} bash -c "$(declare -f cap)
+  cap ${cargs[*]} --repeat 1 --variants eager,graph -o $S/nsys -- python3 bench.py \
+  --mode {variant} --cycles 12"
 echo "capture exit $?"; date -u
+[ ${AGAIN:-1} = 1 ] && [ ${NSYS_S:-300} -gt 0 ] && timeout 120 bash -c "$(declare -f cap)
+  cap --commit $base --repeat 1 --variants eager,graph -o $S/again -- python3 bench.py \
+  --mode {variant} --cycles 12"
+echo "again exit $?"
 # overhead of the function trace: stacks on / --no-stacks, interleaved rounds, same commit
 for i in $(seq 1 ${OVERHEAD:-3}); do
   for s in on off; do
     [ $SECONDS -gt ${OVERHEAD_UNTIL_S:-480} ] && { echo "overhead $i $s skipped (time)"; continue; }
     flag=(); [ $s = off ] && flag=(--no-stacks)
     timeout 120 bash -c "$(declare -f cap); cap --commit $base ${flag[*]} --repeat 1 \
-      --variants eager,graph -o /tmp/ovh/$s-$i -- python3 bench.py --mode {variant} --cycles 50"
+      --variants eager,graph -o $S/overhead/$s-$i -- python3 bench.py --mode {variant} \
+      --cycles ${OVERHEAD_CYCLES:-100}"
     echo "overhead $i $s exit $?"
     for m in eager graph; do
-      d=/tmp/ovh/$s-$i/${base:0:12}_$m/run-01; mkdir -p $S/overhead/$s-$i/$m
-      cp $d/manifest.json $d/capture.log $S/overhead/$s-$i/$m/ 2>/dev/null
-      echo "overhead $s $i $m $(grep -o 'ms_per_cycle=[0-9.]*' $d/capture.log)"
+      echo "overhead $s $i $m $(grep -o 'ms_per_cycle=[0-9.]*' $S/overhead/$s-$i/$m/run-01/capture.log)"
     done
   done
 done
