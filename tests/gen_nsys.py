@@ -181,8 +181,23 @@ def _sequence(n_gpus: int, k: int, every: int) -> tuple[np.ndarray, np.ndarray]:
     return codes, base
 
 
-def write_report(
-    path: Path,
+@dataclass
+class Timeline:
+    """The simulated job (`simulate`): per rank x cycle x op, int64 ns on the session's clock."""
+
+    codes: np.ndarray  # [M] index into POOL, -1 an all-reduce, -2 an added copy
+    kinds: np.ndarray  # [M] 0 kernel, 1 all-reduce, 2 copy
+    copies: list[AddedCopy]
+    start: np.ndarray  # [R, C, M] GPU start
+    end: np.ndarray  # [R, C, M] GPU end
+    api_start: np.ndarray  # [R, C, M] the launch call's start
+    api_end: np.ndarray
+    rng_start: np.ndarray  # [R, C] the `cycle` range
+    rng_end: np.ndarray
+    span: np.ndarray  # [R, C] GPU span of each cycle
+
+
+def simulate(
     n_gpus: int = 1,
     n_cycles: int = 20,
     kernels_per_cycle: int = 40,
@@ -191,9 +206,8 @@ def write_report(
     seed: int = 0,
     allreduce_every: int = 8,
     noise: float = 0.02,
-) -> Truth:
-    """Write one synthetic nsys SQLite export to `path` (overwritten). Returns what it holds."""
-    path = Path(path)
+) -> Timeline:
+    """The model of the module docstring, every number drawn from `seed` (no file written)."""
     rng = np.random.default_rng(seed)
     R, C = n_gpus, n_cycles
     codes, base = _sequence(n_gpus, kernels_per_cycle, allreduce_every)
@@ -276,7 +290,33 @@ def write_report(
     rng_start = api_start[:, :, 0] - 2_000
     rng_end = api_end[:, :, -1] + 2_000
 
-    _write(path, R, C, M, codes, kinds, start, end, api_start, api_end, rng_start, rng_end, copies)
+    return Timeline(codes, kinds, copies, start, end, api_start, api_end, rng_start, rng_end, span)
+
+
+def write_report(
+    path: Path,
+    n_gpus: int = 1,
+    n_cycles: int = 20,
+    kernels_per_cycle: int = 40,
+    changes: Sequence[Change] = (),
+    *,
+    seed: int = 0,
+    allreduce_every: int = 8,
+    noise: float = 0.02,
+) -> Truth:
+    """Write one synthetic nsys SQLite export to `path` (overwritten). Returns what it holds."""
+    path = Path(path)
+    t = simulate(
+        n_gpus, n_cycles, kernels_per_cycle, changes,
+        seed=seed, allreduce_every=allreduce_every, noise=noise,
+    )  # fmt: skip
+    R, C, M = t.start.shape
+    codes, kinds, start, end, copies = t.codes, t.kinds, t.start, t.end, t.copies
+    is_ar = kinds == 1
+    _write(
+        path, R, C, M, codes, kinds, start, end, t.api_start, t.api_end, t.rng_start, t.rng_end,
+        copies,
+    )  # fmt: skip
     names = [NCCL_NAME if c == -1 else "Memcpy DtoD" if c == -2 else POOL[c][0] for c in codes]
     shorts = [NCCL_SHORT if c == -1 else "Memcpy DtoD" if c == -2 else POOL[c][1] for c in codes]
     counts: dict[str, int] = {}
@@ -293,7 +333,7 @@ def write_report(
         count_per_cycle=counts,
         allreduces_per_cycle=int(is_ar.sum()),
         changes=list(changes),
-        cycle_span_ns=span,
+        cycle_span_ns=t.span,
         durations_ns=(end - start),
     )
 
