@@ -157,20 +157,27 @@ def load_sides(
     layout: str,
     say: Callable[[str], None],
     device_map: str | None = None,
+    cluster: Any = None,
 ) -> tuple[list[Any], list[Any], tuple[str | None, str | None], Any]:
     """Each side's runs (one, or a run set's: parse/sides.py), read and checked, their GPUs
     matched to base's first run's (parse/gpus.py); the sides' labels where a side is a run set
-    (its folder's name, told apart from the other's); the GPU match of head's first run."""
+    (its folder's name, told apart from the other's); the GPU match of head's first run.
+    `cluster` (engine/cluster.py): a run of several rank files is not read here but scanned on
+    its workers (engine/rankunit.py), file by file, and reduced there later."""
     from tracediff.parse import gpus, load
     from tracediff.parse.sanity import check_pair
     from tracediff.parse.sides import resolve
 
     given = gpus.parse_device_map(device_map) if device_map is not None else None
     sb, sh = resolve(base, layout), resolve(head, layout)  # type: ignore[arg-type]
+    ranked = _ranked(cluster, {"base": sb.runs, "head": sh.runs}, layout, say)
     runs: dict[str, list[Any]] = {}
     for name, side in (("base", sb), ("head", sh)):
         runs[name] = []
         for i, path in enumerate(side.runs):
+            if (name, i) in ranked:
+                runs[name].append(ranked[name, i])
+                continue
             say(
                 f"reading {path}"
                 + (f" ({name} run {i + 1}/{len(side.runs)})" if side.is_run_set else "")
@@ -187,6 +194,38 @@ def load_sides(
         return bases, heads, (None, None), dmatch
     name_b, name_h = (p.resolve().name if p.is_dir() else bases[0].label for p in (base, head))
     return bases, heads, distinct_labels(base, head, name_b, name_h), dmatch
+
+
+def _ranked(
+    cluster: Any, sides: dict[str, tuple[Path, ...]], layout: str, say: Callable[[str], None]
+) -> dict[tuple[str, int], Any]:
+    """The runs of several rank files, scanned on the cluster's workers (engine/rankunit.py),
+    by (side, run index); {} without a cluster."""
+    if cluster is None:
+        return {}
+    from tracediff.engine import rankunit
+    from tracediff.parse.sides import rank_files
+
+    found: dict[tuple[str, int], list[Path]] = {}
+    for name, paths in sides.items():
+        for i, path in enumerate(paths):
+            if path.is_dir() and layout != "runs" and not any(path.glob("*.parquet")):
+                files = rank_files(path, layout)  # type: ignore[arg-type]
+                if files is not None and len(files) > 1:
+                    found[name, i] = files
+    if not found:
+        return {}
+    flat = [(k, str(f)) for k, fs in found.items() for f in fs]
+    scans = cluster.scan([f for _, f in flat], [k[0] for k, _ in flat], say)
+    out: dict[tuple[str, int], Any] = {}
+    at = 0
+    for k, fs in found.items():
+        got = scans[at : at + len(fs)]
+        at += len(fs)
+        rr = rankunit.plan_run([str(f) for f in fs], got, sides[k[0]][k[1]])
+        if rr.metadata.get("gpus"):  # else (no GPU work): read here as before
+            out[k] = rr
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -254,8 +293,10 @@ def _compare(
     from tracediff.errors import UsageError
     from tracediff.outputs import Transaction
 
+    # --whatif replays and --repo ranks a run's own ops: those read the runs here
+    ranks_on = executor if not (args.whatif or args.repo is not None) else None
     bases, heads, labels, dmatch = load_sides(
-        args.base, args.head, args.layout, say, args.device_map
+        args.base, args.head, args.layout, say, args.device_map, ranks_on
     )
     if args.whatif and (len(bases) > 1 or len(heads) > 1):
         raise UsageError(

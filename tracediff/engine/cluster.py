@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from tracediff.daskclient import (
     RETRIES,
@@ -29,7 +31,9 @@ from tracediff.daskclient import (
     on_worker,
     raise_refusal,
 )
+from tracediff.engine import rankunit
 from tracediff.engine.executor import progress_line
+from tracediff.engine.rankrun import RankRun
 from tracediff.engine.reduce import FileTask, Reduced, portable, reduce_file
 
 __all__ = ["ClusterError", "Dask", "open_executor"]
@@ -57,44 +61,97 @@ class Dask:
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
         """Every task submitted at once; results in task order once all are back (they are
-        the small tables)."""
-        from distributed import as_completed
-
+        the small tables). A run of rank files (engine/rankrun.py) is spread file by file
+        (engine/rankunit.py)."""
         if not tasks:
             return iter(())
-        futures = {
-            self.client.submit(
-                on_worker, reduce_file, replace(t, source=portable(t.source)), key=_key(t),
-                retries=RETRIES, pure=False,
-            ): i
-            for i, t in enumerate(tasks)
-        }  # fmt: skip
-        total = {s: sum(t.side == s for t in tasks) for s in ("base", "head")}
-        done = dict.fromkeys(total, 0)
+        ranked = [i for i, t in enumerate(tasks) if isinstance(t.source, RankRun)]
+        plain = [i for i, t in enumerate(tasks) if not isinstance(t.source, RankRun)]
         out: list[Reduced | None] = [None] * len(tasks)
+        if plain:
+            items = [replace(tasks[i], source=portable(tasks[i].source)) for i in plain]
+            got = self.gather(reduce_file, items, [f"{t.name}: its {t.side} file" for t in items],
+                              [t.side for t in items], say, "reduced")  # fmt: skip
+            for i, r in zip(plain, got, strict=True):
+                out[i] = r
+        if ranked:
+            got = rankunit.reduce_runs([tasks[i] for i in ranked], self.round(say))
+            for i, r in zip(ranked, got, strict=True):
+                out[i] = r
+        return iter([r for r in out if r is not None])
+
+    def round(self, say: Callable[[str], None]) -> rankunit.Map:
+        """A round of per-file work (engine/rankunit.py) on the cluster."""
+
+        def run(
+            fn: Callable[[Any], Any], items: Sequence[Any], sides: Sequence[str], verb: str
+        ) -> list[Any]:
+            return self.gather(fn, items, [_file_of(x) for x in items], sides, say, verb)
+
+        return run
+
+    def gather(
+        self,
+        fn: Callable[[Any], Any],
+        items: Sequence[Any],
+        names: Sequence[str],
+        sides: Sequence[str],
+        say: Callable[[str], None],
+        verb: str,
+    ) -> list[Any]:
+        """fn(item) for every item on the workers, in item order; a progress line per item
+        back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`."""
+        from distributed import as_completed
+
+        futures = {
+            self.client.submit(on_worker, fn, x, key=_key(verb, sides[i], names[i]),
+                               retries=RETRIES, pure=False): i
+            for i, x in enumerate(items)
+        }  # fmt: skip
+        total = {s: sum(x == s for x in sides) for s in ("base", "head")}
+        done = dict.fromkeys(total, 0)
+        out: list[Any] = [None] * len(items)
         try:
             for fut in as_completed(futures):  # type: ignore[no-untyped-call]
                 i = futures[fut]
-                task = tasks[i]
                 try:
                     kind, value = fut.result()
                 except Exception as e:  # the task raised twice, or its worker died twice
-                    raise failed_twice(f"{task.name}: its {task.side} file", e) from None
+                    raise failed_twice(names[i], e) from None
                 if kind != "ok":
                     raise_refusal(kind, *value)
                 out[i] = value
-                done[task.side] += 1
-                say(progress_line(done, total))
+                done[sides[i]] += 1
+                say(progress_line(done, total, verb))
         finally:
             for fut in futures:
                 fut.release()  # type: ignore[no-untyped-call]
-        return iter([r for r in out if r is not None])
+        return out
+
+    def scan(
+        self, files: Sequence[str], sides: Sequence[str], say: Callable[[str], None]
+    ) -> list[Any]:
+        """Round 1 of engine/rankunit.py: every rank file's scan."""
+        return self.gather(
+            rankunit.scan, files, [f"{f}: its rank file" for f in files], sides, say, "read"
+        )
 
 
-def _key(task: FileTask) -> str:
+def _file_of(x: Any) -> str:
+    if isinstance(x, str):
+        return f"{x}: its rank file"
+    rr = x.task.source
+    return f"{rr.files[x.i].path}: its {x.task.side} rank file"
+
+
+def _key(verb: str, side: str, name: str) -> str:
+    """`tracediff-reduced-base-rank-3.json.gz-1a2b3c4d`: the work, its side and file (a test
+    reads which worker ran which file from the workers' logs)."""
+    import re
     import uuid
 
-    return f"tracediff-reduce-{task.side}-{task.index}-{uuid.uuid4().hex[:8]}"
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name.split(":")[0]).name)
+    return f"tracediff-{verb}-{side}-{stem}-{uuid.uuid4().hex[:8]}"
 
 
 def open_executor(address: str, memory_limit: str | None = None) -> Dask:

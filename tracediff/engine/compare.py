@@ -58,7 +58,8 @@ def compare(
     run_ex = executor or ex.InProcess()
     bases = [base] if isinstance(base, (Run, Path)) else list(base)
     heads = [head] if isinstance(head, (Run, Path)) else list(head)
-    one = len(bases) == 1 and len(heads) == 1
+    # one run a side keeps its ops (replay, TUI); a run of rank files never gathers them here
+    one = len(bases) == 1 and len(heads) == 1 and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
     first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one))
     if first.no_ops:
@@ -149,9 +150,18 @@ def _run_name(side: str, i: int, n: int) -> str:
     return side if n == 1 else f"{side} run {i + 1}"
 
 
+def _ranked(source: object) -> bool:
+    from tracediff.engine.rankrun import RankRun
+
+    return isinstance(source, RankRun)
+
+
 def _open(source: Run | Path) -> Run:
+    from tracediff.engine.rankrun import RankRun
     from tracediff.parse import load
 
+    if isinstance(source, RankRun):
+        return source.open()
     return source if isinstance(source, Run) else load(source)
 
 

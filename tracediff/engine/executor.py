@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from tracediff.engine.rankrun import RankRun
 from tracediff.engine.reduce import FileTask, Reduced, reduce_file
 
 
@@ -19,22 +20,31 @@ class Executor(Protocol):
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]: ...
 
 
-def progress_line(done: dict[str, int], total: dict[str, int]) -> str:
+def progress_line(done: dict[str, int], total: dict[str, int], verb: str = "reduced") -> str:
     """`files reduced: base 3/5, head 1/5`."""
-    return "files reduced: " + ", ".join(f"{s} {done[s]}/{total[s]}" for s in total if total[s])
+    return f"files {verb}: " + ", ".join(f"{s} {done[s]}/{total[s]}" for s in total if total[s])
 
 
 class InProcess:
     """One file after the other in this process: memory is one file's work plus the tables."""
 
     def run_one(self, task: FileTask) -> Reduced:
-        return reduce_file(task)
+        return _reduce(task)
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
         total = {s: sum(t.side == s for t in tasks) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
         for t in tasks:
-            out = reduce_file(t)
+            out = _reduce(t)
             done[t.side] += 1
             say(progress_line(done, total))
             yield out
+
+
+def _reduce(task: FileTask) -> Reduced:
+    """One task here: a run of rank files (engine/rankrun.py) file after file."""
+    if isinstance(task.source, RankRun):
+        from tracediff.engine import rankunit
+
+        return rankunit.in_process(task)
+    return reduce_file(task)

@@ -177,12 +177,24 @@ def _apply(d: pl.DataFrame, cut: DeviceCut, *, own: bool) -> tuple[np.ndarray, i
     return cyc, ncyc, round(typical)
 
 
-def by_kernel_period(ops: pl.DataFrame, source: str, rule: CycleRule | None = None) -> Segmentation:
+def by_kernel_period(
+    ops: pl.DataFrame,
+    source: str,
+    rule: CycleRule | None = None,
+    devices: list[int] | None = None,
+    some: bool = False,
+) -> Segmentation:
     """Cycles from the repeating op sequence of each device: found (rule None), or cut by the
-    other side's `rule` (raises RuleMismatch where it does not fit these ops)."""
+    other side's `rule` (raises RuleMismatch where it does not fit these ops). `devices`: every
+    GPU of the run when `ops` hold only some (one of its files): a GPU base lacks takes the cut
+    by its place among them. `some`: finding, no GPU repeating is not refused here (the
+    caller judges the whole run): the cut is then empty, with its warnings."""
     parts, cuts, warnings = [], [], []
     given = {c.device_id: c for c in rule.cuts} if rule is not None else {}
-    for i, dev in enumerate(ops["device_id"].unique().sort().to_list()):
+    mine = ops["device_id"].unique().sort().to_list()
+    place = {d: i for i, d in enumerate(devices if devices is not None else mine)}
+    for dev in mine:
+        i = place[dev]
         d = ops.filter(pl.col("device_id") == dev).sort("start_ns", maintain_order=True)
         if rule is None:
             cut = _find(d)
@@ -212,6 +224,14 @@ def by_kernel_period(ops: pl.DataFrame, source: str, rule: CycleRule | None = No
             )
         parts.append(tagged)
         cuts.append(cut)
+    if not parts and some and rule is None:
+        empty = ops.clear().with_columns(
+            pl.lit(0, pl.Int64).alias("cycle"), pl.lit("(cycle)", pl.Categorical).alias("phase")
+        )
+        return Segmentation(
+            ops=empty, ranges=no_ranges(), phases=no_phases(), rule=CycleRule.whole(),
+            warnings=warnings,
+        )  # fmt: skip
     if not parts:
         if rule is not None:
             raise RuleMismatch(

@@ -284,41 +284,99 @@ def _host_ranges(cyc: pl.DataFrame, phases: pl.DataFrame) -> tuple[pl.DataFrame,
     return rng, ph
 
 
-def _best_by_coverage(
-    ranges: pl.DataFrame, ops: pl.DataFrame
-) -> tuple[pl.DataFrame, RangeKey, pl.DataFrame] | None:
-    """The range found automatically: of those repeating 3+ times and launching at least
-    MIN_COVERAGE of the ops, the steadiest, then the most covering, outermost, preferred name.
-    Returns its numbered cycles, its key and the ops' tags; None if none fits."""
-    best = None
+Candidate = tuple[RangeKey, int, pl.DataFrame]
+"""A range that may cut cycles: its key, its least depth, its ranges numbered as cycles."""
+
+
+def candidates(ranges: pl.DataFrame) -> list[Candidate]:
+    """The ranges repeating 3+ times, each numbered as cycles (`number`), in name order: of two
+    ranges with equal scores the first wins, the same one every run."""
     cands = ranges.group_by("domain", "key").agg(
         pl.len().alias("n"), pl.col("depth").min().alias("depth")
     )
-    # in name order: of two ranges with equal scores the first wins, the same one every run
     cands = cands.filter(pl.col("n") >= 3).sort("domain", "key", nulls_last=False)
+    out = []
     for row in cands.iter_rows(named=True):
         sel = ranges.filter(
             (pl.col("key") == row["key"]) & (pl.col("domain").eq_missing(row["domain"]))
         )
-        cyc = number(outermost(sel))
-        tags = _assign(ops, cyc)
-        covered = tags.height
-        if covered < MIN_COVERAGE * ops.height:
+        out.append(((row["domain"], row["key"]), int(row["depth"]), number(outermost(sel))))
+    return out
+
+
+def coverage(ops: pl.DataFrame, cyc: pl.DataFrame) -> int:
+    """How many of `ops` the cycle ranges `cyc` launched (summable over a run's files)."""
+    return _assign(ops, cyc).height
+
+
+def best(cands: list[Candidate], covered: list[int], n_ops: int) -> int | None:
+    """The range found automatically: of those launching at least MIN_COVERAGE of the ops, the
+    steadiest, then the most covering, outermost, preferred name; None if none fits."""
+    top = None
+    for i, ((_, key), depth, cyc) in enumerate(cands):
+        if covered[i] < MIN_COVERAGE * n_ops:
             continue
         starts = cyc.filter(pl.col("process_id") == cyc["process_id"][0])["start_ns"].to_numpy()
         periods = np.diff(np.sort(starts))
         steady = len(periods) == 0 or (periods.std() <= periods.mean())
         pref = next(
-            (i for i, p in enumerate(PREFERRED) if row["key"].lower() == p.lower()),
-            len(PREFERRED),
+            (j for j, p in enumerate(PREFERRED) if key.lower() == p.lower()), len(PREFERRED)
         )
-        score = (steady, covered, -row["depth"], -pref)
-        if best is None or score > best[0]:
-            best = (score, cyc, (row["domain"], row["key"]), tags)
-        del tags
-    if best is None:
-        return None
-    return best[1], best[2], best[3]
+        score = (steady, covered[i], -depth, -pref)
+        if top is None or score > top[0]:
+            top = (score, i)
+    return None if top is None else top[1]
+
+
+def cut_at(
+    ranges: pl.DataFrame, rule: CycleRule, src: str
+) -> tuple[pl.DataFrame, list[str] | None]:
+    """The cycle ranges `rule` names, numbered, and the domains they were found in when only in
+    another domain than the other side's (`_named`)."""
+    sel, moved = _named(ranges, rule, src, moved_ok=True)
+    return number(outermost(sel)), moved
+
+
+def tag(ops: pl.DataFrame, cyc: pl.DataFrame, phases: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The ops the cycle ranges launched, with cycle and phase, and how many of them other
+    threads launched (per process: a run's files can each tag their own)."""
+    tags = _tag_phase(_assign(ops, cyc), phases)
+    n_other = int(tags["_other_thread"].sum())
+    return _tagged(ops, tags), n_other
+
+
+def cut_warnings(
+    rule: CycleRule, moved: list[str] | None, n_other: int, n_tagged: int, n_ops: int, src: str
+) -> list[str]:
+    """The cut's warnings from its counts (summed over a run's files), or its refusal."""
+    chosen = rule.label[len("nvtx:") :]
+    warnings = []
+    if moved:
+        assert rule.key is not None
+        warnings.append(
+            f"no {chosen!r} range in the other side's domain: cut at {rule.key[1]!r} in "
+            f"{', '.join(moved)}"
+        )
+    if n_other:
+        warnings.append(
+            f"{n_other} GPU ops launched by other threads while a {chosen!r} range was open are "
+            "included, phase '(other thread)'"
+        )
+    if n_tagged == 0:
+        raise AnalysisError(
+            f"{src}: the {chosen!r} ranges launched no GPU work",
+            "pick another range with --cycle, or none to cut cycles from the kernel sequence",
+        )
+    if n_ops > n_tagged:
+        warnings.append(
+            f"{n_ops - n_tagged} of {n_ops} GPU ops were launched outside any {chosen!r} range "
+            "and are not compared"
+        )
+    return warnings
+
+
+def host_ranges(cyc: pl.DataFrame, phases: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return _host_ranges(cyc, phases)
 
 
 def by_ranges(run: Run, ops: pl.DataFrame, rule: CycleRule | None) -> Segmentation | None:
@@ -334,45 +392,16 @@ def by_ranges(run: Run, ops: pl.DataFrame, rule: CycleRule | None) -> Segmentati
         return None
     moved = None  # the other side's range found only in another domain
     if rule is not None:
-        sel, moved = _named(ranges, rule, run.path, moved_ok=True)
-        cyc = number(outermost(sel))
-        assigned = _assign(ops, cyc)
+        cyc, moved = cut_at(ranges, rule, run.path)
     else:
-        found = _best_by_coverage(ranges, ops)
-        if found is None:
+        cands = candidates(ranges)
+        i = best(cands, [coverage(ops, c[2]) for c in cands], ops.height)
+        if i is None:
             return None
-        cyc, key, assigned = found
-        del found
-        rule = CycleRule.range_at(key)
-    chosen = rule.label[len("nvtx:") :]
+        cyc, rule = cands[i][2], CycleRule.range_at(cands[i][0])
     phases = phases_in(ranges, cyc)
-    tags = _tag_phase(assigned, phases)
-    del assigned
-    warnings = []
-    if moved:
-        assert rule.key is not None
-        warnings.append(
-            f"no {chosen!r} range in the other side's domain: cut at {rule.key[1]!r} in "
-            f"{', '.join(moved)}"
-        )
-    n_other = int(tags["_other_thread"].sum())
-    tagged = _tagged(ops, tags)
-    del tags
-    if n_other:
-        warnings.append(
-            f"{n_other} GPU ops launched by other threads while a {chosen!r} range was open are "
-            "included, phase '(other thread)'"
-        )
-    outside = ops.height - tagged.height
-    if tagged.height == 0:
-        raise AnalysisError(
-            f"{run.path}: the {chosen!r} ranges launched no GPU work",
-            "pick another range with --cycle, or none to cut cycles from the kernel sequence",
-        )
-    if outside:
-        warnings.append(
-            f"{outside} of {ops.height} GPU ops were launched outside any {chosen!r} range and are not compared"
-        )
+    tagged, n_other = tag(ops, cyc, phases)
+    warnings = cut_warnings(rule, moved, n_other, tagged.height, ops.height, run.path)
     rng, ph = _host_ranges(cyc, phases)
     return Segmentation(ops=tagged, ranges=rng, phases=ph, rule=rule, warnings=warnings)
 

@@ -88,7 +88,7 @@ class FileTask:
 
     side: str  # "base" | "head"
     index: int  # the run's position in its side (its cycles follow the earlier runs')
-    source: Run | Path | RunRef
+    source: Any  # Run | Path | RunRef | engine/rankrun.py's RankRun
     rule: CycleRule | None  # None: find it (base's first run; `cycle` is --cycle)
     cycle: str | None = None
     templates: dict[int, al.DeviceTemplate] = field(default_factory=dict)
@@ -99,7 +99,7 @@ class FileTask:
 
     @property
     def name(self) -> str:
-        return self.source.path if isinstance(self.source, (Run, RunRef)) else str(self.source)
+        return str(self.source) if isinstance(self.source, Path) else str(self.source.path)
 
 
 @dataclass
@@ -138,6 +138,9 @@ class Reduced:
     template: al.DeviceTemplate | None = None  # template_of's answer
     per_cycle: pl.DataFrame = field(default_factory=pl.DataFrame)  # correspond.per_cycle
     slot_changes: pl.DataFrame = field(default_factory=pl.DataFrame)  # head: align.slot_changes
+    range_counts: tuple[int, int, int] = (0, 0, 0)
+    """A rank file cut at host ranges: its ops, those the ranges launched, those other threads
+    launched (engine/rankunit.py sums them over the run's files for the cut's warnings)."""
 
 
 def _top(frame: pl.DataFrame) -> int:
@@ -157,15 +160,24 @@ def _cut(task: FileTask, run: Run, ops: pl.DataFrame) -> Segmentation:
     except RuleMismatch:
         raise
     except AnalysisError as e:
-        also = "" if task.side == "head" else "every run of a run set is cut the same way; "
-        raise AnalysisError(
-            f"{task.side} {e.message}",
-            f"base cycles are {task.rule.label}; {also}{e.hint or ''}".strip(),
-        ) from None
+        raise refusal(task, e) from None
+
+
+def refusal(task: FileTask, e: AnalysisError) -> AnalysisError:
+    """A cut's refusal as the driver says it: of a run cut by base's rule, naming the side."""
+    if task.rule is None or task.whole:
+        return e
+    also = "" if task.side == "head" else "every run of a run set is cut the same way; "
+    return AnalysisError(
+        f"{task.side} {e.message}",
+        f"base cycles are {task.rule.label}; {also}{e.hint or ''}".strip(),
+    )
 
 
 def reduce_file(task: FileTask) -> Reduced:
-    """The per-file stage (module doc). Raises AnalysisError / InputError naming the file."""
+    """The per-file stage (module doc). Raises AnalysisError / InputError naming the file. (A
+    run of several rank files not read by the driver, engine/rankrun.py, is reduced file by
+    file by engine/rankunit.py instead: the executors send it there.)"""
     run = open_source(task.source)
     ops, dropped = gpu_ops_counted(run)
     run.release()  # the run file's pages of the kernel table: read, no longer needed
@@ -183,6 +195,12 @@ def reduce_file(task: FileTask) -> Reduced:
         out.error = (e.message, e.hint)
         return out
     del ops
+    return reduce_cut(task, out, run, seg)
+
+
+def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Reduced:
+    """The rest of the per-file stage, once the file's ops are cut: sequences, alignment to
+    the templates, the small tables (`out` gains them)."""
     out.frames = sources.stack_frames(run)
     out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
     out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1

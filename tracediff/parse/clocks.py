@@ -72,27 +72,36 @@ class ClockEstimate:
         }
 
 
-def collective_ends(colls: list[pa.Table], shifts: list[int]) -> pl.DataFrame:
-    """file, gpu (file-local device id), name, comm, group_size, end (on the origins' clock)
-    of every NCCL kernel of every file."""
-    parts = []
-    for i, t in enumerate(colls):
-        df = pl.from_arrow(
-            t.select(["source", "device_id", "name", "comm_id", "group_size", "end_ns"])
+def file_ends(t: pa.Table) -> pl.DataFrame:
+    """gpu (file-local device id), name, comm, group_size, end (on the file's own clock) of
+    every NCCL kernel of one file's collectives table (small: what a worker sends)."""
+    df = pl.from_arrow(t.select(["source", "device_id", "name", "comm_id", "group_size", "end_ns"]))
+    assert isinstance(df, pl.DataFrame)
+    return df.filter(
+        (pl.col("source").cast(pl.String) == "kernel") & pl.col("end_ns").is_not_null()
+    ).select(
+        pl.col("device_id").fill_null(-1).cast(pl.Int32).alias("gpu"),
+        pl.col("name").cast(pl.String),
+        pl.col("comm_id").cast(pl.String).fill_null(""),
+        pl.col("group_size").cast(pl.Int32),
+        pl.col("end_ns").alias("end"),
+    )
+
+
+def collective_ends(ends: list[pl.DataFrame], shifts: list[int]) -> pl.DataFrame:
+    """file, gpu, name, comm, group_size, end (on the origins' clock) of every NCCL kernel of
+    every file (each file's `file_ends`)."""
+    parts = [
+        e.select(
+            pl.lit(i, pl.Int32).alias("file"),
+            "gpu",
+            "name",
+            "comm_id",
+            "group_size",
+            (pl.col("end") + shifts[i]).alias("end"),
         )
-        assert isinstance(df, pl.DataFrame)
-        parts.append(
-            df.filter(
-                (pl.col("source").cast(pl.String) == "kernel") & pl.col("end_ns").is_not_null()
-            ).select(
-                pl.lit(i, pl.Int32).alias("file"),
-                pl.col("device_id").fill_null(-1).cast(pl.Int32).alias("gpu"),
-                pl.col("name").cast(pl.String),
-                pl.col("comm_id").cast(pl.String).fill_null(""),
-                pl.col("group_size").cast(pl.Int32),
-                (pl.col("end_ns") + shifts[i]).alias("end"),
-            )
-        )
+        for i, e in enumerate(ends)
+    ]
     return pl.concat(parts) if parts else pl.DataFrame()
 
 
@@ -155,9 +164,10 @@ def host_medians(inst: pl.DataFrame) -> pl.DataFrame:
 
 
 def estimate(
-    colls: list[pa.Table], hosts: list[str | None], origin_shifts: list[int]
+    colls: list[pl.DataFrame], hosts: list[str | None], origin_shifts: list[int]
 ) -> ClockEstimate:
-    """Each host's offset and the residual skew (the module docstring's rule). `hosts[i]`: file
+    """Each host's offset and the residual skew (the module docstring's rule). `colls[i]`: file
+    i's `file_ends`; `hosts[i]`: file
     i's host (None: not said; such files are taken to be on the first file's host's clock)."""
     n = len(colls)
     group = [h if h is not None else (hosts[0] or "") for h in hosts]

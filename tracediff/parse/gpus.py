@@ -229,6 +229,19 @@ def relabel(run: Run, m: DeviceMatch) -> Run:
     GPUs get ids the reference does not use. The run is returned unchanged for an identity."""
     if m.is_identity():
         return run
+    mapping = relabel_mapping(m)
+    tables = {
+        name: (
+            relabel_table(run.table(name), mapping) if name in DEVICE_TABLES else run.table(name)
+        )
+        for name in run.tables
+    }
+    meta = relabelled_metadata(run.metadata, m, mapping)
+    return Run(tables=tables, metadata=meta, warnings=list(run.warnings), checksums=run.checksums)
+
+
+def relabel_mapping(m: DeviceMatch) -> dict[int, int]:
+    """Other device id -> the id `relabel` gives it (`relabel`'s rule)."""
     mapping = m.mapping
     taken = {r.device_id for r, _ in m.pairs if r is not None}
     fresh = max([*taken, *(o.device_id for _, o in m.pairs if o is not None)], default=-1) + 1
@@ -238,15 +251,15 @@ def relabel(run: Run, m: DeviceMatch) -> Run:
                 mapping[o.device_id], fresh = fresh, fresh + 1
             else:
                 mapping[o.device_id] = o.device_id
-    tables = {
-        name: (
-            relabel_table(run.table(name), mapping) if name in DEVICE_TABLES else run.table(name)
-        )
-        for name in run.tables
-    }
+    return mapping
+
+
+def relabelled_metadata(
+    metadata: dict[str, Any], m: DeviceMatch, mapping: dict[int, int]
+) -> dict[str, Any]:
+    """A relabelled run's metadata: its GPUs under their new ids, and the mapping."""
     gpus = [{**asdict(o), "device_id": mapping[o.device_id]} for _, o in m.pairs if o is not None]
-    meta = {**run.metadata, "gpus": gpus, "device_relabel": {str(k): v for k, v in mapping.items()}}
-    return Run(tables=tables, metadata=meta, warnings=list(run.warnings), checksums=run.checksums)
+    return {**metadata, "gpus": gpus, "device_relabel": {str(k): v for k, v in mapping.items()}}
 
 
 def relabel_table(t: pa.Table, mapping: dict[int, int]) -> pa.Table:
@@ -262,8 +275,8 @@ def relabel_table(t: pa.Table, mapping: dict[int, int]) -> pa.Table:
 
 
 def align_sides(
-    bases: list[Run], heads: list[Run], given: dict[int, int] | None = None
-) -> tuple[list[Run], list[Run], DeviceMatch]:
+    bases: list[Any], heads: list[Any], given: dict[int, int] | None = None
+) -> tuple[list[Any], list[Any], DeviceMatch]:
     """Every run's GPUs matched to base's first run's and relabelled onto its ids (the other
     base runs automatically, head's by `given` when set); the match of head's first run. A
     guessed or partial match's warning is added to that run's warnings."""
@@ -280,8 +293,9 @@ def align_sides(
     return out_b, out_h, first
 
 
-def _aligned(run: Run, m: DeviceMatch) -> Run:
-    out = relabel(run, m)
+def _aligned(run: Any, m: DeviceMatch) -> Any:
+    """`relabel`; a run of rank files not read here (engine/rankrun.py) relabels its own."""
+    out = relabel(run, m) if isinstance(run, Run) else run.relabelled(m)
     if m.warning:
         out.warnings.append(m.warning)
     return out

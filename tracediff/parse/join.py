@@ -24,7 +24,7 @@ What the join decides:
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +50,61 @@ PID_STRIDE = 10_000_000
 """Above any Linux pid (pid_max <= 2^22)."""
 
 
-def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
-    """One run from `runs` (see the module docstring). `name_ranks[i]`: the rank file i's name
-    says, or None."""
+@dataclass
+class FileFacts:
+    """What the join decides from, of one file: small, so a worker that read the file can send
+    it (engine/rankunit.py) and the driver decide without the file's tables."""
+
+    path: str
+    metadata: dict[str, Any]
+    warnings: list[str]
+    gpus: list[gp.Gpu]
+    pids: set[int]
+    ends: pl.DataFrame  # clocks.file_ends: the file's NCCL kernel ends, on its own clock
+
+
+def facts_of(run: Run) -> FileFacts:
+    pids: set[int] = set()
+    for t in ("kernels", "api_calls"):
+        col = pl.from_arrow(run.read(t, ["process_id"]))["process_id"]  # type: ignore[index]
+        pids.update(col.drop_nulls().unique().to_list())
+    return FileFacts(
+        run.path,
+        run.metadata,
+        list(run.warnings),
+        gp.gpus_of(run),
+        pids,
+        clocks.file_ends(run.read("collectives")),
+    )
+
+
+@dataclass
+class Plan:
+    """The join's decisions: per file its clock shift, process-id offset and device ids (file
+    id -> joined id); the joined run's metadata and warnings."""
+
+    shifts: list[int]
+    pid_offsets: list[int]
+    ids: list[dict[int, int]]
+    metadata: dict[str, Any]
+    warnings: list[str]
+
+
+def plan(files: list[FileFacts], name_ranks: list[int | None], source: Path) -> Plan:
+    """The decisions of `join` (the module docstring), from each file's facts."""
     warnings: list[str] = []
-    for r in runs:
+    for r in files:
         warnings += [w if str(r.path) in w else f"{Path(r.path).name}: {w}" for w in r.warnings]
-    shifts, clock_note = clock_shifts(runs)
+    shifts, clock_note = clock_shifts(files)
     if clock_note:
         warnings.append(clock_note)
-    per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(runs)]
+    per_file = [_file_gpus(r, name_ranks[i], warnings) for i, r in enumerate(files)]
     hosts = sorted({g.host for gs in per_file for g in gs if g.host is not None})
     est = None
     if len(hosts) > 1 and clock_note is None:  # one host: its tracer's clock, nothing to estimate
         est = clocks.estimate(
-            [r.read("collectives") for r in runs],
-            [_host(r, gs) for r, gs in zip(runs, per_file, strict=True)],
+            [r.ends for r in files],
+            [_host(r, gs) for r, gs in zip(files, per_file, strict=True)],
             shifts,
         )
         shifts = est.shifts
@@ -74,23 +113,34 @@ def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
     elif len(hosts) > 1:
         warnings.append(cross_host_warning(hosts) + ": their offsets are not estimated")
     ids = _new_ids(per_file)
-    pid_offset = _pid_offsets(runs)
-    tables: dict[str, pa.Table] = {}
-    for name in schema.TABLES:
-        parts = [_shifted(r, name, shifts[i], pid_offset[i], ids[i]) for i, r in enumerate(runs)]
-        tables[name] = _concat(name, [p for p in parts if p.num_rows] or parts[:1])
+    pid_offset = _pid_offsets(files)
     gpus = [
         asdict(g) | {"device_id": ids[i][g.device_id], "process_id": _pid(g, pid_offset[i])}
         for i, gs in enumerate(per_file)
         for g in gs
     ]
-    meta = _metadata(runs, source, gpus, shifts, est)
+    meta = _metadata(files, source, gpus, shifts, est)
     if est is not None:
         meta["clock_offsets"] = est.metadata(meta["clock"]) | {"estimated": True}
-    return Run(tables=tables, metadata=meta, warnings=warnings)
+    return Plan(shifts, pid_offset, ids, meta, warnings)
 
 
-def clock_shifts(runs: list[Run]) -> tuple[list[int], str | None]:
+def join(runs: list[Run], name_ranks: list[int | None], source: Path) -> Run:
+    """One run from `runs` (see the module docstring). `name_ranks[i]`: the rank file i's name
+    says, or None."""
+    p = plan([facts_of(r) for r in runs], name_ranks, source)
+    tables: dict[str, pa.Table] = {}
+    for name in schema.TABLES:
+        tables[name] = concat(name, [placed(r.table(name), name, p, i) for i, r in enumerate(runs)])
+    return Run(tables=tables, metadata=p.metadata, warnings=p.warnings)
+
+
+def placed(t: pa.Table, name: str, p: Plan, i: int) -> pa.Table:
+    """File i's table `name` on the joined run's clock, process and device ids."""
+    return shifted(t, name, p.shifts[i], p.pid_offsets[i], p.ids[i])
+
+
+def clock_shifts(runs: list[FileFacts]) -> tuple[list[int], str | None]:
     """Per file, the ns added to its times to put it on the earliest file's clock; and a
     warning when the files cannot be put on one clock."""
     origins = [r.metadata.get("time_origin_utc_ns") for r in runs]
@@ -109,15 +159,15 @@ def cross_host_warning(hosts: list[str]) -> str:
     return f"files from {len(hosts)} hosts ({', '.join(hosts)})"
 
 
-def _host(run: Run, gpus: list[gp.Gpu]) -> str | None:
+def _host(run: FileFacts, gpus: list[gp.Gpu]) -> str | None:
     found = {g.host for g in gpus if g.host is not None}
     h = run.metadata.get("host")
     return found.pop() if len(found) == 1 else h if isinstance(h, str) else None
 
 
-def _file_gpus(run: Run, name_rank: int | None, warnings: list[str]) -> list[gp.Gpu]:
+def _file_gpus(run: FileFacts, name_rank: int | None, warnings: list[str]) -> list[gp.Gpu]:
     out = []
-    found = gp.gpus_of(run)
+    found = run.gpus
     for g in found:
         if g.rank is None and name_rank is not None and len(found) == 1:
             g = gp.Gpu(**(asdict(g) | {"rank": name_rank, "rank_from": "file name"}))
@@ -148,16 +198,12 @@ def _new_ids(per_file: list[list[gp.Gpu]]) -> list[dict[int, int]]:
     return out
 
 
-def _pid_offsets(runs: list[Run]) -> list[int]:
+def _pid_offsets(runs: list[FileFacts]) -> list[int]:
     seen: set[int] = set()
     clash = False
     for r in runs:
-        pids: set[int] = set()
-        for t in ("kernels", "api_calls"):
-            col = pl.from_arrow(r.read(t, ["process_id"]))["process_id"]  # type: ignore[index]
-            pids.update(col.drop_nulls().unique().to_list())
-        clash |= bool(pids & seen)
-        seen |= pids
+        clash |= bool(r.pids & seen)
+        seen |= r.pids
     return [(i + 1) * PID_STRIDE if clash else 0 for i in range(len(runs))]
 
 
@@ -165,9 +211,8 @@ def _pid(g: gp.Gpu, offset: int) -> int | None:
     return None if g.process_id is None else g.process_id + offset
 
 
-def _shifted(run: Run, name: str, shift: int, pid_offset: int, ids: dict[int, int]) -> pa.Table:
-    """File `run`'s table `name` on the joined run's clock, process and device ids."""
-    t = run.table(name)
+def shifted(t: pa.Table, name: str, shift: int, pid_offset: int, ids: dict[int, int]) -> pa.Table:
+    """A file's table `name` on the joined run's clock, process and device ids."""
     if t.num_rows == 0:
         return t
     if name == "devices":  # the devices the file's process used (a trace lists all it sees)
@@ -187,7 +232,9 @@ def _shifted(run: Run, name: str, shift: int, pid_offset: int, ids: dict[int, in
     return schema.conform(name, out)
 
 
-def _concat(name: str, parts: list[pa.Table]) -> pa.Table:
+def concat(name: str, parts: list[pa.Table]) -> pa.Table:
+    """The files' tables `name` (each `shifted`) as the joined run's."""
+    parts = [t for t in parts if t.num_rows] or parts[:1]
     t = pa.concat_tables(parts)
     if name in ("frames", "stacks"):  # ids are content hashes: the same frame in every file
         df = pl.from_arrow(t)
@@ -198,7 +245,7 @@ def _concat(name: str, parts: list[pa.Table]) -> pa.Table:
 
 
 def _metadata(
-    runs: list[Run],
+    runs: list[FileFacts],
     source: Path,
     gpus: list[dict[str, Any]],
     shifts: list[int],

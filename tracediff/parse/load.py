@@ -157,6 +157,23 @@ def load_files(
     `executor`: a pool.Executor to read them with (pool.OnDask for `--scheduler`); default: a
     local pool sized by the files (pool.executor_for)."""
     from tracediff.parse import join, pool
+
+    paths, ranks, kinds = files_of_run(paths, source)
+    sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
+    if executor is None:
+        executor = pool.executor_for(sizes, workers)
+    runs = pool.read_all(paths, load, executor, say)
+    src = source if source is not None else common_folder(paths)
+    run = join.join(runs, ranks, src)
+    check_run(run, str(src))
+    return run
+
+
+def files_of_run(
+    paths: list[Path], source: Path | None
+) -> tuple[list[Path], list[int | None], list[str]]:
+    """The files of one run checked (none twice, none a folder), the rank each one's name says
+    (ranknames.py) and each one's kind (`detect`)."""
     from tracediff.parse import ranknames as rn
 
     paths = [Path(p) for p in paths]
@@ -178,17 +195,10 @@ def load_files(
     for p, k in zip(paths, kinds, strict=True):
         if k == "ranks":
             raise InputError(f"{p}: is a folder of per-rank files", "give its files, or it alone")
-    sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
-    if executor is None:
-        executor = pool.executor_for(sizes, workers)
-    runs = pool.read_all(paths, load, executor, say)
-    src = source if source is not None else _common_folder(paths)
-    run = join.join(runs, ranks, src)
-    check_run(run, str(src))
-    return run
+    return paths, ranks, kinds
 
 
-def _common_folder(paths: list[Path]) -> Path:
+def common_folder(paths: list[Path]) -> Path:
     import os
 
     return Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))

@@ -12,6 +12,9 @@ kernels only among others (the ResNet traces' 1 µs clock rounds ~5 % of kernels
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import polars as pl
 
 from tracediff.errors import InputError
@@ -38,65 +41,116 @@ def _fmt_ns(ns: int) -> str:
     return f"{ns / (3600 * 10**9):.1f} h"
 
 
-def check_run(run: Run, src: str) -> None:
-    """Refuse a run whose GPU records cannot be real (every kernel 0 ns, a record lasting hours,
-    most records repeated); warn about the few damaged records it can still use."""
-    for table, what in _WHAT.items():
+@dataclass(frozen=True)
+class Counts:
+    """What the checks read of one table of GPU records; summable over a run's files (their
+    GPUs have distinct ids once joined, so no duplicate spans two files)."""
+
+    height: int = 0
+    n_long: int = 0
+    longest: int = 0
+    timed: int = 0  # durations known
+    nonzero: int = 0
+    n_dup: int = 0
+    n_neg: int = 0
+
+    def __add__(self, o: Counts) -> Counts:
+        return Counts(
+            self.height + o.height,
+            self.n_long + o.n_long,
+            max(self.longest, o.longest),
+            self.timed + o.timed,
+            self.nonzero + o.nonzero,
+            self.n_dup + o.n_dup,
+            self.n_neg + o.n_neg,
+        )
+
+
+def counts_of(run: Run) -> dict[str, Counts]:
+    """Per table of GPU records, what `check_counts` judges."""
+    out = {}
+    for table in _WHAT:
         df = pl.from_arrow(run.read(table, [*_KEY, "duration_ns"]))
         assert isinstance(df, pl.DataFrame)
         if df.height == 0:
+            out[table] = Counts()
             continue
         d = df["duration_ns"]
-        longest = d.max()
-        n_long = int((d > ABSURD_NS).sum())
-        if n_long:
+        out[table] = Counts(
+            height=df.height,
+            n_long=int((d > ABSURD_NS).sum()),
+            longest=int(d.max() or 0),  # type: ignore[arg-type]
+            timed=d.len() - d.null_count(),
+            nonzero=int((d.fill_null(0) != 0).sum()),
+            n_dup=df.height - df.select(_KEY).n_unique(),
+            n_neg=int((d < 0).sum()),
+        )
+    return out
+
+
+def check_run(run: Run, src: str) -> None:
+    """Refuse a run whose GPU records cannot be real (every kernel 0 ns, a record lasting hours,
+    most records repeated); warn about the few damaged records it can still use."""
+    run.warnings.extend(check_counts(counts_of(run), src))
+
+
+def check_counts(counts: dict[str, Counts], src: str) -> list[str]:
+    """`check_run` on a run's counts: raises the refusal, or returns the warnings."""
+    warnings = []
+    for table, what in _WHAT.items():
+        c = counts.get(table, Counts())
+        if c.height == 0:
+            continue
+        if c.n_long:
             raise InputError(
-                f"{src}: {n_long} {what} record(s) last longer than an hour (the longest "
-                f"{_fmt_ns(int(longest))}): no GPU operation does; the record or the trace's "  # type: ignore[arg-type]
+                f"{src}: {c.n_long} {what} record(s) last longer than an hour (the longest "
+                f"{_fmt_ns(c.longest)}): no GPU operation does; the record or the trace's "
                 "clock is damaged",
                 "profile again, or remove the damaged records",
             )
-        if (
-            table == "kernels"
-            and d.null_count() < d.len()
-            and int((d.fill_null(0) != 0).sum()) == 0
-        ):
+        if table == "kernels" and c.timed > 0 and c.nonzero == 0:
             raise InputError(
-                f"{src}: all {df.height} kernels last 0 ns: the trace holds no kernel timings",
+                f"{src}: all {c.height} kernels last 0 ns: the trace holds no kernel timings",
                 "profile again: the export or the trace's clock lost them",
             )
-        n_dup = df.height - df.select(_KEY).n_unique()
-        if n_dup >= DUPLICATE_REFUSE * df.height:
+        if c.n_dup >= DUPLICATE_REFUSE * c.height:
             raise InputError(
-                f"{src}: {n_dup} of {df.height} {what} records are exact duplicates (same GPU, "
+                f"{src}: {c.n_dup} of {c.height} {what} records are exact duplicates (same GPU, "
                 "stream, start and end): the trace holds them twice",
                 "export the report again, or merge traces without repeating events",
             )
-        if n_dup:
-            run.warnings.append(
-                f"{src}: {n_dup} {what} records are exact duplicates (same GPU, stream, start "
+        if c.n_dup:
+            warnings.append(
+                f"{src}: {c.n_dup} {what} records are exact duplicates (same GPU, stream, start "
                 "and end): each is counted twice"
             )
-        n_neg = int((d < 0).sum())
-        if n_neg == df.height:
+        if c.n_neg == c.height:
             raise InputError(
-                f"{src}: all {df.height} {what} records end before they start: the trace's "
+                f"{src}: all {c.height} {what} records end before they start: the trace's "
                 "clock or its export is damaged",
                 "profile again",
             )
-        if n_neg:
-            run.warnings.append(
-                f"{src}: {n_neg} {what} records end before they start (damaged records): "
+        if c.n_neg:
+            warnings.append(
+                f"{src}: {c.n_neg} {what} records end before they start (damaged records): "
                 "their time is not counted"
             )
+    return warnings
 
 
-def check_pair(base: Run, head: Run) -> None:
+def _kernels(run: Any) -> int:
+    """The run's kernel count (a run of rank files not read here says its own)."""
+    if isinstance(run, Run):
+        return int(run.read("kernels", ["start_ns"]).num_rows)
+    return int(run.kernels)
+
+
+def check_pair(base: Any, head: Any) -> None:
     """Refuse a pair where one side has no kernels and the other thousands: it was profiled
     without kernel tracing (or lost them), and every kernel would read as added or removed."""
     # one column, not cached: a run set's every kernel table kept for a count was most of the
     # memory of a run-set compare
-    kb, kh = (r.read("kernels", ["start_ns"]).num_rows for r in (base, head))
+    kb, kh = (_kernels(r) for r in (base, head))
     for side, run, n, other in (("base", base, kb, kh), ("head", head, kh, kb)):
         if n == 0 and other >= MIN_OTHER_SIDE:
             raise InputError(

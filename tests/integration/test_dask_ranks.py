@@ -1,0 +1,143 @@
+"""`compare --scheduler` with a rank file as the worker's unit (issue 21, engine/rankunit.py).
+
+Runs of several rank files: HTA's two-rank `trace_filter` job (tests/data/kineto) as a pair and
+as run sets of rank folders; generated multi-node jobs (2 nodes x 4 GPUs as per-rank Kineto
+traces, tests/gen_kineto_nodes.py; 2 nodes x 8 GPUs as per-node nsys reports,
+tests/gen_nodes.py), each node on its own clock, head with a straggler rank and a slower
+all-reduce. On a real LocalCluster (`local:2`) and on a real `dask scheduler` with two `dask
+worker` processes: the JSON is byte for byte the in-process one, a run's rank files are reduced
+on both workers (the workers' own logs say which ran which file: a whole run as one task could
+not be split), and a worker killed while it reduces a rank file changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.gen_kineto_nodes import write_kineto_nodes
+from tests.gen_nodes import split_nodes
+from tests.gen_nsys import SlowerCollective, Straggler, write_report
+from tests.integration.test_dask import ROOT, cli, cluster, compare_json
+
+pytest.importorskip("distributed")
+
+__all__ = ["cluster"]  # the fixture: a real scheduler and two workers
+KINETO = ROOT / "tests" / "data" / "kineto"
+HEAD_CHANGES = [Straggler(5, 25_000), SlowerCollective(15_000)]
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    d = tmp_path_factory.mktemp("rank-jobs")
+    out: dict[str, tuple[Path, Path]] = {}
+    for side in ("base", "head"):  # HTA's job, as one run and as a run set of two
+        for f in (KINETO / f"sampled_rank-{r}.json.gz" for r in (0, 1)):
+            for run in ("hta", "hta-set/run-1", "hta-set/run-2"):
+                (d / side / run).mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, d / side / run / f.name)
+    out["hta"] = (d / "base" / "hta", d / "head" / "hta")
+    out["hta-set"] = (d / "base" / "hta-set", d / "head" / "hta-set")
+    kin, nsys = [], []
+    for side, seed, changes, err in (("b", 1, [], 4_100_000), ("h", 2, HEAD_CHANGES, -2_900_000)):
+        r8 = write_report(d / f"{side}8.sqlite", 8, 16, 30, changes, seed=seed)
+        kin.append(d / f"kineto-{side}")
+        write_kineto_nodes(r8.path, kin[-1], 4, [0, err])
+        r16 = write_report(d / f"{side}16.sqlite", 16, 10, 20, changes, seed=seed)
+        nsys.append(d / f"nsys-{side}")
+        split_nodes(r16.path, nsys[-1], 8, [0, err], [0, 1_500_000])
+    out["kineto"] = (kin[0], kin[1])
+    out["nsys"] = (nsys[0], nsys[1])
+    return out
+
+
+LAYOUT = {"kineto": ["--layout", "ranks"], "nsys": ["--layout", "ranks"]}
+
+
+def _pair(jobs: dict[str, tuple[Path, Path]], name: str) -> tuple[Path, Path, list[str]]:
+    return *jobs[name], LAYOUT.get(name, [])
+
+
+def test_local_cluster_gives_the_in_process_answer(jobs: dict[str, tuple[Path, Path]]) -> None:
+    for name in ("hta", "hta-set", "kineto", "nsys"):
+        base, head, extra = _pair(jobs, name)
+        here = compare_json(base, head, *extra)
+        assert compare_json(base, head, *extra, "--scheduler", "local:2") == here, name
+    assert '"Straggler' not in here  # (the names below are the generated changes' rows)
+
+
+def _reduced_on(addr: str) -> dict[str, list[str]]:
+    """worker address -> the base rank files it reduced, from the worker's own log."""
+    from distributed import Client
+
+    def files(dask_worker: object) -> list[str]:
+        log = dask_worker.state.log  # type: ignore[attr-defined]
+        keys = {str(x[0]) for x in log if str(x[0]).startswith("tracediff-reduced-base-")}
+        return sorted({k[len("tracediff-reduced-base-") :].rsplit("-", 1)[0] for k in keys})
+
+    with Client(addr, timeout="30s") as c:
+        return c.run(files)  # type: ignore[no-any-return]
+
+
+def test_a_runs_rank_files_are_spread_over_both_workers(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], jobs: dict[str, tuple[Path, Path]]
+) -> None:
+    addr, _ = cluster
+    base, head, extra = _pair(jobs, "kineto")
+    assert compare_json(base, head, *extra, "--scheduler", addr) == compare_json(base, head, *extra)
+    by_worker = _reduced_on(addr)
+    assert len(by_worker) == 2
+    names = sorted(p.name for p in base.iterdir())
+    assert len(names) == 8
+    assert all(by_worker.values()), by_worker  # each worker reduced some of the run's files
+    assert sorted(f for fs in by_worker.values() for f in fs) == names  # each file once
+
+
+def test_a_worker_killed_while_it_reduces_a_rank_file_changes_nothing(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], jobs: dict[str, tuple[Path, Path]]
+) -> None:
+    from distributed import Client
+
+    addr, workers = cluster
+    base, head, extra = _pair(jobs, "nsys")
+    expected = compare_json(base, head, *extra)
+    args = [sys.executable, "-m", "tracediff", "compare", str(base), str(head), *extra,
+            "--format", "json", "--bootstrap", "100", "--scheduler", addr]  # fmt: skip
+    killed = None
+    with Client(addr, timeout="30s") as c:
+        pids = c.run(os.getpid)
+        run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        deadline = time.monotonic() + 240
+        while killed is None and run.poll() is None and time.monotonic() < deadline:
+            for w, tasks in c.processing().items():
+                if any(str(k).startswith("tracediff-reduced-head-") for k in tasks):
+                    os.kill(pids[w], signal.SIGKILL)
+                    killed = pids[w]
+                    break
+            time.sleep(0.02)
+    out, err = run.communicate(timeout=300)
+    assert killed is not None, "the compare finished before a worker held a rank file"
+    assert next(w for w in workers if w.pid == killed).wait(timeout=30) == -signal.SIGKILL
+    assert run.returncode == 0, err.decode()
+    assert out.decode() == expected
+
+
+def test_a_damaged_rank_file_is_one_line_naming_it(
+    jobs: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(jobs["hta"][0], base)
+    bad = base / "sampled_rank-1.json.gz"
+    bad.write_bytes(bad.read_bytes()[:5000])
+    p = cli("compare", str(base), str(jobs["hta"][1]), "--format", "json",
+            "--scheduler", "local:1")  # fmt: skip
+    assert p.returncode == 1 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0], p.stderr

@@ -1,0 +1,385 @@
+"""A rank file as the unit of work: one run of many rank files read, cut and reduced file by file.
+
+Stage: engine (the per-file stage for runs of several rank files; engine/reduce.py does one
+file or one joined run). Used with `--scheduler` (engine/cluster.py spreads the files over the
+workers) so that no process holds a whole run of hundreds of ranks. Input: each side's rank
+folders; output: the `Reduced` of each run, the same tables the joined run's reduction gives,
+so engine/join.py's driver join is unchanged.
+
+The work, in rounds (each a map over files; only small tables come back):
+
+1. `scan` (every file): read it; its facts for the join (parse/join.py `FileFacts`: GPUs,
+   processes, NCCL end times, warnings, metadata), its record counts (parse/sanity.py) and its
+   host ranges. The driver decides the join as parse/join.py does (`plan_runs`: clock shifts
+   and cross-host offsets, device and process ids) and matches GPUs to base's (parse/gpus.py,
+   from the GPU identities alone): the driver never reads a report.
+2. Base's first run without a rule: the driver numbers each candidate host range's cycles
+   across the run's processes (engine/ranges.py `candidates`), each file counts the ops they
+   launched (`probe`), and the driver picks the range as the joined run's cut would. Without a
+   range that fits, every file finds its GPUs' kernel periods (each GPU's own: engine/period.py)
+   and the driver collects them into the rule.
+3. `reduce` (every file): read it again, place it on the run's clock and ids, cut it (host
+   ranges: at the cycles the driver numbered for its processes), align each GPU to the side's
+   template (base's first run: to its own most frequent sequence) and reduce. The driver puts
+   the files' tables together (`merge`) and says the cut's warnings from the summed counts.
+
+A worker holds one file's parse and its tables at a time. Reading a file twice (scan, reduce)
+costs CPU, not memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracediff.engine import cycles
+from tracediff.engine import ranges as rg
+from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.period import RuleMismatch, by_kernel_period, display_name
+from tracediff.engine.rankrun import RankFile, RankRun
+from tracediff.engine.reduce import FileTask, Reduced, reduce_cut, refusal
+from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
+from tracediff.errors import AnalysisError
+from tracediff.parse import join as jn
+from tracediff.parse import sanity
+from tracediff.runfile import Run
+
+Map = Callable[[Callable[[Any], Any], Sequence[Any], Sequence[str], str], list[Any]]
+"""How a round runs: map(fn, items, sides, verb) -> results in item order (engine/cluster.py
+on the workers, `local_map` here); `verb` names the progress line ("read", "reduced")."""
+
+
+@dataclass
+class Scanned:
+    """One file's scan (round 1)."""
+
+    facts: jn.FileFacts
+    counts: dict[str, sanity.Counts]
+    ranges: pl.DataFrame
+    kernels: int
+
+
+def scan(path: str) -> Scanned:
+    """Round 1 on a worker: the file's facts, counts and host ranges (module doc)."""
+    from tracediff.parse import load
+
+    run = load(Path(path))
+    rng = rg.read_ranges(run)
+    rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
+                           if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
+    return Scanned(
+        jn.facts_of(run), sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows
+    )
+
+
+def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
+    """The driver's join of one run's scanned files (parse/join.py `plan`, parse/load.py
+    `load_files`' checks), without their tables."""
+    from tracediff.parse.load import files_of_run
+
+    paths, ranks, _ = files_of_run([Path(f) for f in files], source)
+    p = jn.plan([s.facts for s in scans], ranks, source)
+    counts: dict[str, sanity.Counts] = {}
+    for s in scans:
+        for t, c in s.counts.items():
+            counts[t] = counts.get(t, sanity.Counts()) + c
+    warnings = p.warnings + sanity.check_counts(counts, str(source))
+    shifted = [
+        s.ranges.with_columns(
+            pl.col("start_ns") + p.shifts[i],
+            pl.col("end_ns") + p.shifts[i],
+            pl.col("process_id") + p.pid_offsets[i],
+        )
+        for i, s in enumerate(scans)
+    ]
+    ranges = pl.concat(shifted, how="diagonal_relaxed") if shifted else pl.DataFrame()
+    rfiles = [
+        RankFile(
+            str(f), p.shifts[i], p.pid_offsets[i], p.ids[i],
+            tuple(sorted(x + p.pid_offsets[i] for x in scans[i].facts.pids)),
+        )
+        for i, f in enumerate(paths)
+    ]  # fmt: skip
+    return RankRun(rfiles, p.metadata, warnings, ranges, sum(s.kernels for s in scans))
+
+
+@dataclass
+class Sub:
+    """One file's task in rounds 2 and 3."""
+
+    task: FileTask  # the run's task (its source: the RankRun), with this file's templates
+    i: int  # the file's place in the run
+    mode: str  # "probe" | "whole" | "find" (kernel periods) | "period" | "range"
+    cyc: pl.DataFrame = field(default_factory=pl.DataFrame)  # range: its processes' cycles
+    phases: pl.DataFrame = field(default_factory=pl.DataFrame)
+    cands: list[pl.DataFrame] = field(default_factory=list)  # probe: each candidate's cycles
+    rule: CycleRule | None = None  # range: the rule (found on the run, or the task's)
+
+
+def _open(sub: Sub) -> Run:
+    from tracediff.parse import load
+
+    rr: RankRun = sub.task.source
+    return rr.placed(sub.i, load(Path(rr.files[sub.i].path)))
+
+
+def reduce_sub(sub: Sub) -> Reduced | tuple[int, list[int]]:
+    """Rounds 2 and 3 on a worker, one file (module doc)."""
+    task, rr = sub.task, sub.task.source
+    run = _open(sub)
+    ops, dropped = gpu_ops_counted(run)
+    run.release()
+    if sub.mode == "probe":
+        return ops.height, [rg.coverage(ops, c) for c in sub.cands]
+    out = Reduced(task.side, task.index, Run(tables={}, metadata={}), dropped=dropped)
+    if ops.height == 0:
+        out.no_ops = True
+        return out
+    try:
+        if sub.mode == "whole":
+            seg = cycles.whole(ops)
+        elif sub.mode in ("find", "period"):
+            rule = task.rule if sub.mode == "period" else None
+            seg = by_kernel_period(ops, run.path, rule, rr.devices, some=rule is None)
+        else:
+            assert sub.rule is not None
+            tagged, n_other = rg.tag(ops, sub.cyc, sub.phases)
+            out.range_counts = (ops.height, tagged.height, n_other)
+            seg = Segmentation(tagged, no_ranges(), no_phases(), sub.rule)
+    except RuleMismatch as e:
+        out.mismatch = e.message
+        return out
+    except AnalysisError as e:
+        e = refusal(task, e)
+        out.error = (e.message, e.hint)
+        return out
+    del ops
+    if seg.ops.height == 0:  # finding: none of its GPUs repeats (the driver judges the run)
+        out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
+        return out
+    mine = _devices(rr, sub.i)
+    t = replace(
+        task,
+        templates={d: v for d, v in task.templates.items() if d in mine},
+        carry={k: v for k, v in task.carry.items() if k[0] in mine},
+    )
+    return reduce_cut(t, out, run, seg)
+
+
+def _devices(rr: RankRun, i: int) -> set[int]:
+    """File i's GPUs, under the ids the engine sees."""
+    return {rr.relabel.get(d, d) for d in rr.files[i].ids.values()}
+
+
+def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
+    """Each task's run (a RankRun) reduced file by file through `run_map` (module doc); the
+    files of all tasks go in one round."""
+    plans: list[tuple[FileTask, list[Sub], Any]] = []
+    done: dict[int, Reduced] = {}
+    for k, t in enumerate(tasks):
+        got = _subs(t, run_map)
+        if isinstance(got, Reduced):
+            done[k] = got
+        else:
+            ss, ctx = got
+            if t.template_of is not None:  # only the file that holds the GPU can say it
+                rr: RankRun = t.source
+                ss = [s for s in ss if t.template_of[0] in _devices(rr, s.i)]
+            plans.append((t, ss, ctx))
+    subs = [s for _, ss, _ in plans for s in ss]
+    results = run_map(reduce_sub, subs, [s.task.side for s in subs], "reduced") if subs else []
+    at = 0
+    out = []
+    k_plan = iter(plans)
+    for k, t in enumerate(tasks):
+        if k in done:
+            out.append(done[k])
+            continue
+        _, ss, ctx = next(k_plan)
+        parts = results[at : at + len(ss)]
+        at += len(ss)
+        merged = merge(t, ctx, parts)
+        if merged is None:  # no GPU's kernels repeat: the whole run is one cycle
+            again = replace(t, rule=CycleRule.whole(), whole=True)
+            merged = reduce_runs([again], run_map)[0]
+            merged.seg_warnings.append(
+                "no cycle markers and no repeating kernel sequence: compared the whole run as "
+                "one cycle"
+            )
+            merged.rule = CycleRule.whole()
+        out.append(merged)
+    return out
+
+
+def in_process(task: FileTask) -> Reduced:
+    return reduce_runs([task], local_map)[0]
+
+
+def local_map(
+    fn: Callable[[Any], Any], items: Sequence[Any], sides: Sequence[str], verb: str
+) -> list[Any]:
+    return [fn(x) for x in items]
+
+
+@dataclass
+class Ctx:
+    """What the driver decided for one run's cut (merge reads it)."""
+
+    mode: str
+    rule: CycleRule | None = None
+    moved: list[str] | None = None
+    ranges: pl.DataFrame = field(default_factory=no_ranges)
+    phases: pl.DataFrame = field(default_factory=no_phases)
+
+
+def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
+    """The run's file tasks and the driver's decisions (module doc), or the run's refusal."""
+    rr: RankRun = task.source
+    n = len(rr.files)
+    rule = task.rule if task.rule is not None else cycles.user_rule(task.cycle)
+    if task.whole or (rule is not None and rule.kind == "whole"):
+        ctx = Ctx("whole", CycleRule.whole())
+        return [Sub(task, i, "whole") for i in range(n)], ctx
+    if rule is not None and rule.kind == "kernel-period":
+        return [Sub(task, i, "period") for i in range(n)], Ctx("period", rule)
+    try:
+        if rule is None:
+            rule = _found_range(task, rr, run_map)
+            if rule is None:
+                return [Sub(task, i, "find") for i in range(n)], Ctx("find")
+            cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
+        else:
+            if rr.ranges.height == 0:
+                raise AnalysisError(
+                    f"{rr.path}: no NVTX ranges or annotations to cut cycles at",
+                    "drop --cycle to cut cycles from the kernel sequence",
+                )
+            cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
+    except AnalysisError as e:
+        out = _empty(task)
+        e = refusal(task, e)
+        out.error = (e.message, e.hint)
+        return out
+    phases = rg.phases_in(rr.ranges, cyc)
+    rng, ph = rg.host_ranges(cyc, phases)
+    subs = []
+    for i in range(n):
+        pids = _pids(rr, i)
+        mine = pl.col("process_id").is_in(pids)
+        subs.append(Sub(task, i, "range", cyc.filter(mine), phases.filter(mine), rule=rule))
+    return subs, Ctx("range", rule, moved, rng, ph)
+
+
+def _pids(rr: RankRun, i: int) -> list[int]:
+    return list(rr.files[i].pids)
+
+
+def _found_range(task: FileTask, rr: RankRun, run_map: Map) -> CycleRule | None:
+    """Base's first run: the host range the joined run's cut would find (engine/ranges.py
+    `best`), from each file's coverage of every candidate; None: none fits."""
+    if rr.ranges.height == 0:
+        return None
+    cands = rg.candidates(rr.ranges)
+    if not cands:
+        return None
+    subs = []
+    for i in range(len(rr.files)):
+        mine = pl.col("process_id").is_in(_pids(rr, i))
+        subs.append(Sub(task, i, "probe", cands=[c.filter(mine) for _, _, c in cands]))
+    got = run_map(reduce_sub, subs, [task.side] * len(subs), "probed")
+    n_ops = sum(g[0] for g in got)
+    covered = [sum(g[1][k] for g in got) for k in range(len(cands))]
+    if n_ops == 0:
+        return None
+    k = rg.best(cands, covered, n_ops)
+    return None if k is None else CycleRule.range_at(cands[k][0])
+
+
+def _empty(task: FileTask) -> Reduced:
+    rr: RankRun = task.source
+    info = Run(tables={}, metadata=dict(rr.metadata), warnings=list(rr.warnings))
+    return Reduced(task.side, task.index, info)
+
+
+def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+
+def merge(task: FileTask, ctx: Ctx, parts: list[Reduced]) -> Reduced | None:
+    """The run's `Reduced` from its files' (module doc); None: finding kernel periods, no GPU
+    of the run repeats (the caller cuts it whole)."""
+    rr: RankRun = task.source
+    out = _empty(task)
+    out.dropped = sum(p.dropped for p in parts)
+    first = [min((rr.relabel.get(d, d) for d in f.ids.values()), default=1 << 30) for f in rr.files]
+    order = sorted(range(len(parts)), key=lambda i: first[i])
+    live = [parts[i] for i in order if not parts[i].no_ops]
+    if not live:
+        if task.rule is None and not task.whole:
+            out.no_ops = True
+        else:
+            e = refusal(task, AnalysisError(
+                f"{rr.path}: the run has no GPU operations",
+                "profile with CUDA tracing on (nsys -t cuda,nvtx)",
+            ))  # fmt: skip
+            out.error = (e.message, e.hint)
+        return out
+    for p in live:
+        if p.mismatch is not None:
+            out.mismatch = p.mismatch
+            return out
+    for p in live:
+        if p.error is not None:
+            out.error = p.error
+            return out
+    if ctx.mode == "find":
+        cuts = sorted((c for p in live for c in p.rule.cuts), key=lambda c: c.device_id)
+        if not cuts:
+            return None
+        out.rule = CycleRule.kernel_period(tuple(cuts), display_name(cuts[0].anchor))
+    else:
+        assert ctx.rule is not None
+        out.rule = ctx.rule
+    if ctx.mode == "range":
+        try:
+            out.seg_warnings = rg.cut_warnings(
+                out.rule, ctx.moved, sum(p.range_counts[2] for p in live),
+                sum(p.range_counts[1] for p in live), sum(p.range_counts[0] for p in live),
+                rr.path,
+            )  # fmt: skip
+        except AnalysisError as e:
+            e = refusal(task, e)
+            out.error = (e.message, e.hint)
+            return out
+    else:
+        out.seg_warnings = [w for p in live for w in p.seg_warnings]
+    out.ranges, out.phases = ctx.ranges, ctx.phases
+    top = int(ctx.ranges["cycle"].max()) if ctx.ranges.height else -1  # type: ignore[arg-type]
+    out.n_cycles = max([p.n_cycles for p in live] + [top + 1])
+    out.devices = sorted({d for p in live for d in p.devices})
+    for name in ("cyc", "long", "coll", "totals", "per_cycle", "seq_stats", "slot_changes"):
+        setattr(out, name, _cat([getattr(p, name) for p in live]))
+    if out.seq_stats.height:
+        out.seq_stats = out.seq_stats.sort(
+            "device_id", "count", "first_cycle", descending=[False, True, False]
+        )
+    out.pairs = _cat([p.pairs for p in live]).unique()
+    sums = [p.stack_sums for p in live if p.stack_sums is not None]
+    out.stack_sums = _cat(sums) if sums else None
+    from tracediff.engine import sources
+
+    out.frames = sources.frames_joined([p.frames for p in live])
+    if task.keep_ops:  # the TUI's events of a run set: every file's ops (in-process only)
+        kept = [p.ops for p in live if p.ops is not None and p.ops.height]
+        out.ops = pl.concat(kept, how="diagonal_relaxed") if kept else None
+    for p in live:
+        out.tops.update(p.tops)
+        out.used.update(p.used)
+        if out.template is None and p.template is not None:
+            out.template = p.template
+    return out
