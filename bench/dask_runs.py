@@ -1,7 +1,7 @@
 """`compare --scheduler` benchmark: many multi-GPU files a side on 2 Dask workers with a memory limit.
 
     bench/dask_runs.py [--work DIR] [--files 8] [--gpus 8] [--cycles 200] [--kernels 40]
-                       [--memory-limit 1GiB]
+                       [--memory-limit 1GiB] [--ranks]
 
 Inputs (built once into --work, not timed): `--files` runs a side, each a generated nsys-schema
 report (tests/gen_nsys.py) of `--gpus` ranks, parsed to a run file; head injects a straggler
@@ -12,8 +12,10 @@ processes (`--memory-limit` each, one thread, no nanny) started here; each worke
 read from the worker itself after the run. Prints a markdown table, whether the JSON is the
 same, and the injected changes as found (cycle time, wait for the last rank, transfer).
 
-The issue's scale is 512 rank files of >= 50 k kernels a side; a run (not a rank file) is the
-unit a worker reduces (README: Past one machine), and this shared 2-core machine fits less:
+`--ranks`: one run a side instead, a 2-node job of `--gpus` per-rank Kineto traces
+(tests/gen_kineto_nodes.py from the same generated report; node 1's clock 4.1 ms off), compared
+with `--layout ranks`: the rank file is the unit a worker reads and reduces (engine/rankunit.py).
+The issue's 512-rank size is bench/dask_ranks.py's; this shared 2-core machine fits less here:
 `--files` and `--gpus` say what was run.
 """
 
@@ -63,6 +65,28 @@ def build(work: Path, files: int, gpus: int, cycles: int, kernels: int) -> tuple
     return work / "base", work / "head", n_kernels
 
 
+def build_ranks(work: Path, gpus: int, cycles: int, kernels: int) -> tuple[Path, Path, int]:
+    """One job a side of `gpus` per-rank Kineto traces on 2 nodes (module doc)."""
+    from tests.gen_kineto_nodes import write_kineto_nodes
+    from tests.gen_nsys import SlowerCollective, Straggler, write_report
+
+    n_kernels = 0
+    for side in ("base", "head"):
+        d = work / f"ranks-{side}"
+        if not d.exists():
+            changes = (
+                [Straggler(STRAGGLER, STRAGGLE_NS), SlowerCollective(SLOWER_NS)]
+                if side == "head"
+                else []
+            )
+            sql = work / "tmp.sqlite"
+            write_report(sql, gpus, cycles, kernels, changes, seed=0 if side == "base" else 1000)
+            write_kineto_nodes(sql, d, gpus // 2, [0, 4_100_000])
+            sql.unlink()
+        n_kernels = cycles * kernels
+    return work / "ranks-base", work / "ranks-head", n_kernels
+
+
 def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,9 +101,17 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=200)
     ap.add_argument("--kernels", type=int, default=40, help="GPU ops per cycle per rank")
     ap.add_argument("--memory-limit", default="1GiB")
+    ap.add_argument("--ranks", action="store_true", help="one job a side of per-rank traces")
     args = ap.parse_args()
-    base, head, k = build(args.work, args.files, args.gpus, args.cycles, args.kernels)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.ranks:
+        base, head, k = build_ranks(args.work, args.gpus, args.cycles, args.kernels)
+        args.files = 1
+    else:
+        base, head, k = build(args.work, args.files, args.gpus, args.cycles, args.kernels)
     cmd = [*TRACEDIFF, "compare", str(base), str(head), "--format", "json", "--bootstrap", "200"]
+    if args.ranks:
+        cmd += ["--layout", "ranks"]
     inproc = run_child(cmd, 1800)
     port = _port()
     addr = f"tcp://127.0.0.1:{port}"
@@ -113,9 +145,14 @@ def main() -> int:
                 p.kill()
                 p.wait()
         log.close()
-    print(f"{args.files} files a side, {args.gpus} GPUs each, {k} kernels a file "
-          f"({args.cycles} cycles x {args.kernels} ops x {args.gpus} ranks); "
-          f"2 workers, --memory-limit {args.memory_limit}\n")  # fmt: skip
+    if args.ranks:
+        print(f"1 job a side of {args.gpus} rank files (2 nodes), {k} GPU ops a file "
+              f"({args.cycles} cycles x {args.kernels} ops); "
+              f"2 workers, --memory-limit {args.memory_limit}\n")  # fmt: skip
+    else:
+        print(f"{args.files} files a side, {args.gpus} GPUs each, {k} kernels a file "
+              f"({args.cycles} cycles x {args.kernels} ops x {args.gpus} ranks); "
+              f"2 workers, --memory-limit {args.memory_limit}\n")  # fmt: skip
     print("| compare | wall s | driver peak RSS MiB | worker peak RSS MiB | rc |")
     print("|---|---|---|---|---|")
     print(f"| in-process | {inproc.wall_s:.1f} | {inproc.rss_mib:.0f} | - | {inproc.rc} |")
@@ -131,9 +168,12 @@ def main() -> int:
 
 
 def _maxrss() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """The worker's peak RSS in KiB: VmHWM, this process's own (ru_maxrss keeps the peak of the
+    process it was forked from, this script's, which built the inputs)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 def found(j: dict) -> None:  # type: ignore[type-arg]

@@ -2,8 +2,9 @@
 
 Stage: engine (scheduling; engine/executor.py's `Executor` on other processes). Input:
 `FileTask`s; a run read from a run file goes as its path (engine/reduce.py `portable`: the
-workers read the files themselves, so they must see the same filesystem); output: their
-`Reduced` tables, the only thing that travels back.
+workers read the files themselves, so they must see the same filesystem), a run of several rank
+files (engine/rankrun.py) file by file (engine/rankunit.py's rounds: `scan`, then each file
+reduced); output: their `Reduced` tables, the only thing that travels back.
 
 The connection (tracediff/daskclient.py, shared with `parse --scheduler`): `tcp://host:8786`
 connects to a running scheduler (`dask scheduler` / `dask worker`, or dask-jobqueue); `local:N` starts a LocalCluster of N worker processes, one thread each, each with
