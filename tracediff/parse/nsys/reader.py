@@ -21,7 +21,7 @@ import pyarrow as pa
 from tracediff.errors import InputError
 from tracediff.parse import nccl
 from tracediff.parse.intervals import nesting_depth
-from tracediff.parse.nsys import events
+from tracediff.parse.nsys import events, graph_nodes
 from tracediff.parse.nsys.columns import Strings
 from tracediff.parse.nsys.nvtx import nvtx_table
 from tracediff.parse.nsys.schema import (
@@ -100,6 +100,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
             warnings.append(f"{path}: no {table} table: the report has no {what}")
     meta_table = next((t for t in META_TABLES if t in have), META_TABLES[0])
     nvtx_types = (NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN)
+    node_table = graph_nodes.node_table(have, source.columns)
     reads = [
         Read(meta_table, NAME_VALUE), Read(STRINGS, {"id": I64, "value": STR}),
         Read("TARGET_INFO_SESSION_START_TIME", ints("utcEpochNs")),
@@ -110,6 +111,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         Read(NVTX, NVTX_COLS, ("eventType", nvtx_types)),
         Read(events.CUDA_EVENT, events.EVENT_COLS),
         Read(SYSTEM_ENV, {"name": STR, "value": STR}),
+        Read(node_table or graph_nodes.NODE_EVENTS, graph_nodes.NODE_COLS),
     ]  # fmt: skip
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
@@ -121,7 +123,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         if kern_job is None:
             kern = got.pop(7)
         (meta, strs, start, ecopy, emem, payload, gpu, api, cp, ms, sync, nvtx,
-         cuda_ev, sysenv) = got  # fmt: skip
+         cuda_ev, sysenv, nodes) = got  # fmt: skip
         strings = Strings(strs)
         # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
         clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
@@ -145,7 +147,12 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["kernels"] = kernels_table(kern, keys, strings, api_names)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
-    tables = add_stacks({name: tables[name] for name in order})
+    tables = add_stacks(
+        {name: tables[name] for name in order},
+        nodes if node_table else None,
+        warnings,
+        str(path),
+    )
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
@@ -218,7 +225,7 @@ def identity(sysenv: pl.DataFrame) -> dict[str, object]:
 TABLES_READ = (
     *META_TABLES, STRINGS, "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER",
     "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
-    events.CUDA_EVENT, SYSTEM_ENV,
+    events.CUDA_EVENT, SYSTEM_ENV, graph_nodes.NODE_EVENTS, graph_nodes.GRAPH_EVENTS,
 )  # fmt: skip
 
 

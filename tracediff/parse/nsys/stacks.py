@@ -16,7 +16,9 @@ annotations, NCCL's) are no frames.
 
 A GPU op's stack is that of its launching API call: the innermost function range on the
 launching thread holding the call's midpoint, resolved as for Kineto (parse/launch_stacks.py).
-CUDA-graph kernels carry the `cudaGraphLaunch` call's stack. nsys Python backtraces
+A CUDA-graph kernel or memset takes the stack of the call that created its node during stream
+capture (graph_nodes.py: exact, by node id); where the report lacks that, the `cudaGraphLaunch`
+call's stack, with a warning. nsys Python backtraces
 (`--python-backtrace=cuda`) need CPU sampling and are not read (docs/launch-stacks.md).
 """
 
@@ -29,31 +31,37 @@ import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.parse import launch_stacks
+from tracediff.parse.nsys import graph_nodes
 from tracediff.stackdomain import FUNCTION_DOMAIN
 
 _OPS = ("kernels", "memops")
 
 
-def add_stacks(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+def add_stacks(
+    tables: dict[str, pa.Table],
+    nodes: pl.DataFrame | None = None,
+    warnings: list[str] | None = None,
+    path: str = "",
+) -> dict[str, pa.Table]:
     """`tables` with `stack_id` set on kernels and memops, and `frames` and `stacks` added
-    (empty, and stack_id null, without function-trace ranges)."""
+    (empty, and stack_id null, without function-trace ranges). `nodes`: the report's graph-node
+    creation events (graph_nodes.NODE_COLS; None: the report has no such table); a warning is
+    appended to `warnings` for CUDA-graph ops that keep their cudaGraphLaunch stack."""
     out = {**tables, "frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
     nv = function_ranges(tables["nvtx_ranges"])
     if not nv.height:
         return out
+    cols = ["process_id", "launch_thread_id", "launch_start_ns", "launch_end_ns", "graph_node_id"]
     ops = pl.concat(
         [
-            _frame(
-                tables[t].select(
-                    ["process_id", "launch_thread_id", "launch_start_ns", "launch_end_ns"]
-                )
-            )
+            _frame(tables[t].select(cols))
             .with_row_index("_r")
             .with_columns(pl.lit(i, pl.Int8).alias("_t"))
             for i, t in enumerate(_OPS)
         ]
     )
     assert isinstance(ops, pl.DataFrame)
+    ops = _at_node_creation(ops, nodes, tables["api_calls"], warnings, path)
     ops = ops.drop_nulls(["process_id", "launch_thread_id", "launch_start_ns"])
     if not ops.height:
         return out
@@ -121,6 +129,51 @@ def frame_tables(got: launch_stacks.Stacks) -> tuple[pa.Table, pa.Table]:
     )
     stacks = pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
     return schema.conform("frames", frames), schema.conform("stacks", stacks)
+
+
+def _at_node_creation(
+    ops: pl.DataFrame,
+    nodes: pl.DataFrame | None,
+    api: pa.Table,
+    warnings: list[str] | None,
+    path: str,
+) -> pl.DataFrame:
+    """CUDA-graph ops resolved where their node was created (graph_nodes.py): the launch columns
+    replaced by the creating call's thread and midpoint (start = end = it); the other graph ops
+    keep their cudaGraphLaunch call, with a warning."""
+    is_graph = ops["graph_node_id"].is_not_null()
+    n_graph = int(is_graph.sum())
+    if not n_graph:
+        return ops
+    pts = graph_nodes.creating_calls(
+        nodes if nodes is not None else pl.DataFrame(schema=graph_nodes.NODE_COLS),
+        _frame(api),
+        ops["graph_node_id"],
+    )
+    kept = n_graph - int(pts.found.sum())
+    if kept and warnings is not None:
+        why = (
+            f"the report has no graph-node events ({graph_nodes.NODE_EVENTS}; profile with "
+            "--cuda-graph-trace=node)"
+            if nodes is None
+            else "their node's creation (the stream capture) is not in the report: capture the "
+            "graph inside the profiling window, with --cuda-graph-trace=node"
+        )
+        warnings.append(
+            f"{path}: {kept} of {n_graph} CUDA-graph kernels and memory ops keep their "
+            f"cudaGraphLaunch stack: {why}"
+        )
+    if not pts.found.any():
+        return ops
+    found = pl.Series(pts.found)
+    at = pl.Series(pts.t)
+    return ops.with_columns(
+        pl.when(found).then(pl.Series(pts.pid)).otherwise(pl.col("process_id")).alias("process_id"),
+        pl.when(found).then(pl.Series(pts.tid)).otherwise(pl.col("launch_thread_id"))
+        .alias("launch_thread_id"),
+        pl.when(found).then(at).otherwise(pl.col("launch_start_ns")).alias("launch_start_ns"),
+        pl.when(found).then(at).otherwise(pl.col("launch_end_ns")).alias("launch_end_ns"),
+    )  # fmt: skip
 
 
 def _frame(t: pa.Table) -> pl.DataFrame:
