@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tracediff.engine.compare import compare  # noqa: E402
 from tracediff.engine.result import Comparison  # noqa: E402
 from tracediff.parse import load  # noqa: E402
-from tracediff.tui.model import TimelineModel  # noqa: E402
+from tracediff.tui.timelinemodel import TimelineModel  # noqa: E402
 
 KEYS = [
     ("right", "next cycle"),
@@ -52,7 +52,7 @@ def long_run(c: Comparison, k: int) -> Comparison:
     ev = pl.concat([c.events.with_columns(pl.col("cycle") + i * n) for i in range(k)])
     cy = pl.concat([c.cycles.with_columns(pl.col("cycle") + i * n) for i in range(k)])
     ev = ev.sort("side", "cycle", maintain_order=True)
-    return replace(c, events_builder=lambda: ev, cycles=cy)
+    return replace(c, events_builder=lambda: ev, events_slice=None, cycles=cy)
 
 
 def dense(c: Comparison, k: int) -> Comparison:
@@ -69,7 +69,7 @@ def dense(c: Comparison, k: int) -> Comparison:
     )
     cy = c.cycles.with_columns(pl.col("span_ns") + (k - 1) * period)
     ev = ev.sort("side", "cycle", maintain_order=True)
-    return replace(c, events_builder=lambda: ev, cycles=cy)
+    return replace(c, events_builder=lambda: ev, events_slice=None, cycles=cy)
 
 
 async def press_timed(pilot, key: str) -> tuple[float, float]:  # noqa: ANN001

@@ -21,6 +21,7 @@ from textual.pilot import Pilot
 from tests.tui.test_app import ready, run
 from tracediff.engine.result import Comparison
 from tracediff.tui import model as m
+from tracediff.tui import timelinemodel as tl
 from tracediff.tui.app import TracediffApp
 from tracediff.tui.edges import WAITED_NS
 from tracediff.tui.timeline import LABEL
@@ -126,7 +127,7 @@ def test_marks_follow_the_warp_when_head_is_aligned(
     twostream: Callable[[str], Comparison],
 ) -> None:
     c = twostream("cupy")
-    tm = m.TimelineModel(c)
+    tm = tl.TimelineModel(c)
     width, cycle = 200, 2
     span = tm.full_span(cycle)
     rows = tm.render(cycle, 0, span, width, align=True, edges=True)
@@ -144,7 +145,7 @@ def test_no_marks_without_event_tables(
     twostream: Callable[[str], Comparison], comparison: Comparison
 ) -> None:
     # the CUDA-graph samples have no stream waits: nothing to draw, the key stays out of the footer
-    tm = m.TimelineModel(comparison)
+    tm = tl.TimelineModel(comparison)
     assert tm.edges.total == 0 and tm.render(0, 0, tm.full_span(0), 80, edges=True).marks is None
     # a comparison whose base run came without its event table: head's edges only, base says so
     c = twostream("cupy")
@@ -152,7 +153,7 @@ def test_no_marks_without_event_tables(
 
     inputs = replace(c.replay_inputs, base_events=None)
 
-    tm = m.TimelineModel(replace(c, replay_inputs=inputs))
+    tm = tl.TimelineModel(replace(c, replay_inputs=inputs))
     assert tm.edges.count("base", 0) is None and tm.edges.count("head", 0) == 2
     rows = tm.render(0, 0, tm.full_span(0), 80, edges=True)
     assert rows.marks is not None and rows.marks["base"] is None

@@ -10,11 +10,12 @@ import polars as pl
 from tracediff.engine.result import Comparison, EnvDiff
 from tracediff.report.verdict import verdict_lines
 from tracediff.tui import model as m
+from tracediff.tui import timelinemodel as tl
 from tracediff.tui.verdict import verdict_text
 
 
 def test_every_operation_of_the_cycle_is_painted(comparison: Comparison) -> None:
-    tm = m.TimelineModel(comparison)
+    tm = tl.TimelineModel(comparison)
     width = 400
     for cycle in (0, 7):
         rows = tm.render(cycle, 0, tm.full_span(cycle), width)
@@ -39,16 +40,16 @@ def test_every_operation_of_the_cycle_is_painted(comparison: Comparison) -> None
 
 
 def test_added_ops_are_marked_only_in_head(comparison: Comparison) -> None:
-    tm = m.TimelineModel(comparison)
+    tm = tl.TimelineModel(comparison)
     rows = tm.render(0, 0, tm.full_span(0), 300)
     assert (rows.codes["head"] == m.CHANGED).any()
     assert not (rows.codes["base"] == m.CHANGED).any()  # the samples add ops, remove none
 
 
 def test_align_puts_matched_head_ops_on_their_base_twins(comparison: Comparison) -> None:
-    tm = m.TimelineModel(comparison)
+    tm = tl.TimelineModel(comparison)
     base, head = tm.cycle_events("base", 3), tm.cycle_events("head", 3)
-    warp = m._warp(base, head)
+    warp = tl.warp_map(base, head)
     hx, bx = warp[0]
     j = head.join(base, on=["device_id", "slot"], suffix="_b")
     mapped = np.interp(j["rel_start_ns"].to_numpy(), hx, bx)
@@ -63,7 +64,7 @@ def test_a_gpu_with_several_streams_gets_a_lane_per_stream(comparison: Compariso
         .otherwise(pl.col("stream_id"))
         .alias("stream_id")
     )
-    tm = m.TimelineModel(replace(comparison, events_builder=lambda: ev))
+    tm = tl.TimelineModel(replace(comparison, events_builder=lambda: ev, events_slice=None))
     assert [ln.label for ln in tm.lanes] == ["G0 s7", "G0 s99"]
     rows = tm.render(0, 0, tm.full_span(0), 300)
     assert (rows.codes["head"][1] == m.MEMCPY).any() or (rows.codes["head"][1] == m.CHANGED).any()
@@ -72,7 +73,7 @@ def test_a_gpu_with_several_streams_gets_a_lane_per_stream(comparison: Compariso
 
 def test_unsorted_events_are_indexed_correctly(comparison: Comparison) -> None:
     shuffled = comparison.events.sample(fraction=1.0, shuffle=True, seed=1)
-    tm = m.TimelineModel(replace(comparison, events_builder=lambda: shuffled))
+    tm = tl.TimelineModel(replace(comparison, events_builder=lambda: shuffled, events_slice=None))
     got = tm.cycle_events("head", 5).sort("rel_start_ns", "name")
     want = comparison.events.filter((pl.col("side") == "head") & (pl.col("cycle") == 5))
     assert (

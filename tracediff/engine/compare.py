@@ -21,6 +21,7 @@ import polars as pl
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine import correspond, cycles
+from tracediff.engine import eventslices as slices
 from tracediff.engine import executor as ex
 from tracediff.engine import tables as tb
 from tracediff.engine.env import env_diffs
@@ -133,7 +134,16 @@ def compare(
             )
         return tb.events(every, cyc, attribution)
 
-    return join(parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers)
+    result = join(parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers)
+    # the TUI's events: of the GPUs and cycles it shows, built when it shows them
+    if ops is not None:
+        result.events_slice = slices.from_ops(ops, result.cycles, result.attribution)
+    else:
+        result.events_slice = slices.from_files(
+            done, lambda p: _task_of(p, bases, heads, tpl, carry), run_ex, result.cycles,
+            result.attribution,
+        )  # fmt: skip
+    return result
 
 
 def _refused(p: Reduced) -> None:

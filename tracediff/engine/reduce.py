@@ -96,6 +96,9 @@ class FileTask:
     whole: bool = False  # cut as one cycle, no questions asked (base's rule did not fit a run)
     template_of: tuple[int, int] | None = None  # (device, hash): return only that sequence
     carry: dict[tuple[int, int], str] = field(default_factory=dict)  # base: head's renames
+    # (device, first cycle, end cycle): return only that device's aligned ops of those cycles of
+    # the file, nothing reduced (the TUI's events of the GPUs and cycles it shows: eventslices.py)
+    only: tuple[int, int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -201,6 +204,9 @@ def reduce_file(task: FileTask) -> Reduced:
 def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Reduced:
     """The rest of the per-file stage, once the file's ops are cut: sequences, alignment to
     the templates, the small tables (`out` gains them)."""
+    if task.only is not None:
+        out.ops = _only(seg, task)
+        return out
     out.frames = sources.stack_frames(run)
     out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
     out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1
@@ -229,6 +235,20 @@ def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Red
     if task.keep_ops:
         out.ops = ops
     return out
+
+
+def _only(seg: Segmentation, task: FileTask) -> pl.DataFrame:
+    """`task.only`'s ops: cut with the whole file (the cycle numbers), then one device's cycles
+    aligned to the broadcast templates. Each device-cycle is aligned and its gaps found on its
+    own, so they come out as in the whole file's ops."""
+    assert task.only is not None
+    dev, lo, hi = task.only
+    part = seg.ops.filter(
+        (pl.col("device_id") == dev) & (pl.col("cycle") >= lo) & (pl.col("cycle") < hi)
+    ).with_columns(pl.lit(task.side, al.SIDES).alias("side"))
+    seg.ops = seg.ops.clear()
+    aligned, _ = al.align_to(al.sequences(part), task.templates, task.carry)
+    return at.per_device_cycles(aligned)[0]
 
 
 def _reduce(out: Reduced, ops: pl.DataFrame, cyc: pl.DataFrame) -> None:

@@ -125,6 +125,13 @@ class Comparison:
         contributor_id (str), status (str: matched | added | removed), grid (str), block (str)."""
         return self.events_builder()
 
+    events_slice: Callable[[str, int, int, int], pl.DataFrame] | None = field(
+        default=None, repr=False
+    )
+    """`events_slice(side, device_id, lo, hi)`: the rows of `events` of one side and GPU whose
+    cycle is in [lo, hi), built without building `events` (engine/eventslices.py: the TUI reads
+    the GPUs and cycles it shows). None: slice `events` itself."""
+
     across_gpus: pl.DataFrame = field(default_factory=_empty("across_gpus"))
     """Multi-GPU runs only (else no rows): the attribution summed over GPUs, one row per (kind, name,
     phase), sorted by |delta|: what changed, whichever GPU finished last in each cycle. Columns:

@@ -85,6 +85,8 @@ class TracediffApp(App[None]):
             self.switch_screen(MainScreen(result))
         elif w.name == "index" and main is not None:
             main.set_model(result)
+        elif w.name == "events" and main is not None:
+            main.events_loaded(*result)
         elif w.name == "edges" and main is not None:
             main.set_edges(*result)
         elif w.name == "worst" and main is not None:

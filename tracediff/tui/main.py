@@ -9,6 +9,7 @@ what-if) goes to the app's thread workers. A key that cannot act for these runs 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -22,9 +23,11 @@ from tracediff.engine.result import KINDS, Comparison
 from tracediff.report.text import safe
 from tracediff.tui import model as m
 from tracediff.tui import reasons as why_not
+from tracediff.tui import timelinemodel as tm
 from tracediff.tui.attribution import AttributionTable
 from tracediff.tui.drilldown import DrillScreen
 from tracediff.tui.edges import EdgeIndex
+from tracediff.tui.eventcache import EventCache
 from tracediff.tui.fit import timeline_rows
 from tracediff.tui.gpusplit import GpuSplitScreen
 from tracediff.tui.keys import KEYS
@@ -73,7 +76,10 @@ class MainScreen(Screen[None]):
         self.gpus = sorted(
             {int(d) for d in comparison.attribution["device_id"].drop_nulls().to_list()}
         )
-        self.model: m.TimelineModel | None = None
+        self.model: tm.TimelineModel | None = None
+        # the events, fetched for the GPUs and cycles shown (and a drilled-down one's GPU)
+        self.events = EventCache(comparison)
+        self.lane_rows = 1  # lanes the timeline has room for (_fit)
         self.summed, self.summed_ids = m.summed_rows(comparison)
 
     def compose(self) -> ComposeResult:
@@ -97,7 +103,11 @@ class MainScreen(Screen[None]):
         """The table keeps its rows on a short terminal; the timeline gives (tui/fit.py)."""
         verdict = len(self.query_one(Verdict).render().plain.splitlines())  # type: ignore[union-attr]
         notes = 1 if self.query_one(NotesLine).count else 0
-        self.timeline.styles.max_height = timeline_rows(self.app.size.height, verdict, notes)
+        rows = timeline_rows(self.app.size.height, verdict, notes)
+        self.timeline.styles.max_height = rows
+        # its top border, the axis, then two rows a lane (the legend goes first when short)
+        self.lane_rows = max(1, (rows - 2) // 2)
+        self._show_gpus()
 
     def on_mount(self) -> None:
         self._fit()
@@ -111,10 +121,15 @@ class MainScreen(Screen[None]):
         self.timer = self.set_interval(PLAY_INTERVAL_S, self._tick, pause=True)
         self._refresh_table()
         self._show_cycle()
-        # index the events only once the first frame is out: the worker competes for the CPU
+        # fetch the first cycle's events once the first frame is out (the worker competes for
+        # the CPU), of the GPUs the timeline shows only
+        gpus = self.timeline_gpus(lambda d: 1)
+        cycle = self.cycle
         self.call_after_refresh(
             self.app.run_worker,
-            lambda: m.TimelineModel(self.c, edges=False),
+            lambda: tm.TimelineModel(
+                self.c, edges=False, cache=self.events, shown=gpus, cycle=cycle
+            ),
             name="index",
             thread=True,
             exit_on_error=False,
@@ -154,14 +169,65 @@ class MainScreen(Screen[None]):
         total = (self.summed if summed else self.c.attribution).height
         self.table.border_title = f"attribution · {view.height}/{total} · " + " · ".join(parts)
         self.timeline.show(selected=self.table.current())
+        self._show_gpus()
 
     def _show_cycle(self) -> None:
         self.query_one(CycleStrip).show(self.cycle, self.playing)
         self.timeline.show(cycle=self.cycle)
+        self._want_events()
 
-    def set_model(self, model: m.TimelineModel) -> None:
+    def timeline_gpus(self, lanes: Callable[[int], int]) -> list[int]:
+        """The GPUs the timeline shows: the GPU filter's, else the first ones whose lanes
+        (`lanes(gpu)` each) fit its height."""
+        if isinstance(self.gpu, int):
+            return [self.gpu]
+        every = sorted({int(d) for d in self.c.cycles["device_id"].drop_nulls().to_list()})
+        out: list[int] = []
+        used = 0
+        for d in every:
+            if out and used + lanes(d) > self.lane_rows:
+                break
+            out.append(d)
+            used += lanes(d)
+        return out
+
+    def _show_gpus(self) -> None:
+        """The timeline follows the GPU filter and the terminal's height (nothing to do before
+        the first events are in: the index worker fetches for the GPUs shown then)."""
+        model = self.model
+        if model is None:
+            return
+        if model.show_devices(self.timeline_gpus(model.lanes_per_gpu)):
+            self.timeline.refresh(layout=True)  # another number of lanes
+            self.timeline.show()
+            self._want_events()
+
+    def _want_events(self) -> None:
+        """Fetch the shown cycle's events of the shown GPUs in a worker, if they are not in."""
+        model = self.model
+        if model is None or model.loaded(self.cycle):
+            return
+        cycle = self.cycle
+        self.app.run_worker(
+            lambda: (model, model.load(cycle)),
+            name="events",
+            thread=True,
+            exit_on_error=False,
+            group="events",
+        )
+
+    def events_loaded(self, model: tm.TimelineModel, new_lanes: bool) -> None:
+        if model is not self.model:
+            return
+        if new_lanes:
+            self.timeline.refresh(layout=True)
+        self.timeline.show()
+
+    def set_model(self, model: tm.TimelineModel) -> None:
         self.model = model
         self.timeline.set_model(model)
+        self._show_gpus()  # the filter or the terminal may have changed while it was fetching
+        self._want_events()
         # cross-stream event edges next, in their own worker: the bars need not wait for them
         self.app.run_worker(
             lambda: (model, EdgeIndex(self.c, model.lane_ids)),
@@ -170,7 +236,7 @@ class MainScreen(Screen[None]):
             exit_on_error=False,
         )
 
-    def set_edges(self, model: m.TimelineModel, edges: EdgeIndex) -> None:
+    def set_edges(self, model: tm.TimelineModel, edges: EdgeIndex) -> None:
         model.edges = edges
         self.edges_ready = True
         self.timeline.show()  # repaint with the marks
@@ -377,7 +443,7 @@ class MainScreen(Screen[None]):
             )
             return
         self.app.run_worker(
-            lambda: (cid, m.worst_cycle(self.c, cid)),
+            lambda: (cid, m.worst_cycle(self.c, cid, self.events)),
             name="worst",
             thread=True,
             exit_on_error=False,
@@ -458,7 +524,7 @@ class MainScreen(Screen[None]):
         screen = DrillScreen(cid, name)
         self.app.push_screen(screen)
         self.app.run_worker(
-            lambda: (screen, m.drill(self.c, cid)),
+            lambda: (screen, m.drill(self.c, cid, self.events)),
             name="drill",
             thread=True,
             exit_on_error=False,

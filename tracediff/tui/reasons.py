@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.engine.result import Comparison
-from tracediff.tui.model import TimelineModel
+from tracediff.tui.timelinemodel import TimelineModel
 
 HOST_ONLY = (
     "no GPU events: neither run holds a kernel, copy or memset (profiled without CUDA tracing, "

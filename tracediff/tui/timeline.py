@@ -1,7 +1,8 @@
 """Timeline widget: one cycle of base above head, one lane per GPU (per stream where several).
 
-Stage: presentation. Input: a `TimelineModel` and the view (cycle, window, selection, event
-edges on/off); output: Rich text. Bars are cell codes from `TimelineModel.render` (vectorised
+Stage: presentation. Input: a `TimelineModel` (tui/timelinemodel.py: the GPUs shown, their
+events fetched when first shown) and the view (cycle, window, selection, event edges on/off);
+output: Rich text. Bars are cell codes from `TimelineModel.render` (vectorised
 bucketing), drawn as runs of equal cells, so a redraw is O(columns), independent of how many
 operations the cycle holds. Cross-stream CUDA event edges are letter pairs over the bars: `A` on
 the recording lane where the recorded work ended, `a` on the waiting lane where the waiting
@@ -18,6 +19,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from tracediff.tui import model as m
+from tracediff.tui import timelinemodel as tm
 
 LABEL = 11  # width of the lane label column
 
@@ -132,21 +134,21 @@ class Timeline(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id)
-        self.model: m.TimelineModel | None = None
+        self.model: tm.TimelineModel | None = None
         self.cycle = 0
         self.t0 = 0
         self.window: int | None = None  # None: the whole cycle
         self.selected: str | None = None
         self.align = False
         self.edges = True  # draw cross-stream CUDA event edges where the runs have them
-        self.last_rows: m.TimelineRows | None = None
+        self.last_rows: tm.TimelineRows | None = None
         self._cache: tuple[tuple[object, ...], Text] | None = None
         # what the timeline says when the comparison has no GPU operation to draw (set by the
         # screen, which knows why: a host-only comparison); None: a generic line
         self.no_events_reason: str | None = None
 
     # --- view -------------------------------------------------------------------------------
-    def set_model(self, model: m.TimelineModel) -> None:
+    def set_model(self, model: tm.TimelineModel) -> None:
         self.model = model
         self.show()
         self.refresh(layout=True)  # the number of lanes is known now
@@ -219,10 +221,15 @@ class Timeline(Widget):
             return Text("indexing events…", style="italic")
         if not self.model.lanes:
             return self._no_events()
+        if not self.model.loaded(self.cycle):  # a worker is fetching them (main.py)
+            gpus = self.model.shown
+            which = f"GPU {gpus[0]}" if len(gpus) == 1 else f"GPUs {gpus[0]}–{gpus[-1]}"
+            return Text(f"fetching the events of cycle {self.cycle} on {which}…", style="italic")
         width = max(self.content_size.width, LABEL + 10)
         t0, t1 = self.span()
         view = (self.cycle, t0, t1, width, self.selected, self.align, self.edges)
-        key = (*view, id(self.model), id(self.model.edges))  # edges arrive after the bars
+        # edges arrive after the bars; the lanes change with the GPUs shown
+        key = (*view, id(self.model), id(self.model.edges), self.model.version)
         if self._cache and self._cache[0] == key:
             return self._cache[1]
         bar_w = width - LABEL
