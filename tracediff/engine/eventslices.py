@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import tables as tb
 from tracediff.engine.executor import Executor
@@ -71,16 +72,7 @@ def from_files(
     ndev = len({d for p in done for d in p.devices})
     instances = _instances(done, offsets)
 
-    empty: list[pl.DataFrame] = []  # the ops' columns, no rows (once seen)
-
-    def fetch(p: Reduced, only: tuple[int, int, int]) -> pl.DataFrame:
-        task = task_of(p)
-        task.keep_ops, task.only = True, only
-        got = executor.run_one(task).ops
-        assert got is not None  # keep_ops
-        if not empty:
-            empty.append(got.clear())
-        return got
+    seen: list[pl.DataFrame] = []  # the events' columns, no rows (once a slice had some)
 
     def get(side: str, device: int, lo: int, hi: int) -> pl.DataFrame:
         frames = []
@@ -89,13 +81,18 @@ def from_files(
             a, b = max(lo, off), min(hi, off + p.n_cycles)
             if p.side != side or device not in p.devices or a >= b:
                 continue
-            got = fetch(p, (device, a - off, b - off))
-            if got.height:
+            task = task_of(p)
+            task.keep_ops, task.only = True, (device, a - off, b - off)
+            got = executor.run_one(task).ops
+            if got is not None and got.height:
                 frames.append(got.with_columns(pl.col("cycle") + off) if off else got)
-        if not frames:  # no file holds that GPU in those cycles: no rows, the same columns
-            frames = empty or [fetch(done[0], (-1, 0, 0))]
+        if not frames:  # no file holds that GPU in those cycles
+            return seen[0] if seen else schema.empty_frame("events")
         ops = pl.concat(frames, how="vertical_relaxed")
-        return tb.events(_waits(ops, instances, ndev), starts, attribution)
+        ev = tb.events(_waits(ops, instances, ndev), starts, attribution)
+        if not seen:
+            seen.append(ev.clear())
+        return ev
 
     return get
 

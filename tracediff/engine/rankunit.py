@@ -186,9 +186,11 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
             done[k] = got
         else:
             ss, ctx = got
+            rr: RankRun = t.source
             if t.template_of is not None:  # only the file that holds the GPU can say it
-                rr: RankRun = t.source
                 ss = [s for s in ss if t.template_of[0] in _devices(rr, s.i)]
+            if t.only is not None:  # the TUI's events of one GPU: its file only
+                ss = [s for s in ss if t.only[0] in _devices(rr, s.i)]
             plans.append((t, ss, ctx))
     subs = [s for _, ss, _ in plans for s in ss]
     results = run_map(reduce_sub, subs, [s.task.side for s in subs], "reduced") if subs else []

@@ -71,7 +71,7 @@ class EventCache:
             parts = [self._blocks[(side, device, b)] for b in ids]
         if not parts:
             return schema.empty_frame("events") if self._none is None else self._none
-        got = pl.concat(parts) if len(parts) > 1 else parts[0]
+        got = pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0]
         if ids and (lo > ids[0] * BLOCK or hi < (ids[-1] + 1) * BLOCK):
             got = got.filter((pl.col("cycle") >= lo) & (pl.col("cycle") < hi))
         return got
