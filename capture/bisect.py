@@ -13,7 +13,9 @@ Algorithm (after Chromium Pinpoint):
    (the attribution rows whose name matches), else the cycle time when it is significant across
    runs, else the contributors that are (GPU work as in engine/gate.py; host phases for NVTX-only
    runs). Nothing significant: "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
-2. Binary search over `git rev-list --first-parent GOOD..BAD`. At a commit X: capture N runs,
+2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
+   where the ends' runs carry launch stacks, within the same bound: capture/bisect_order.py).
+   At a commit X: capture N runs,
    compare GOOD->X and X->BAD. Per followed quantity, with D the GOOD->BAD change:
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
    - differs from BAD and not from GOOD: like good;
@@ -106,6 +108,7 @@ class BisectSpec:
     contributor: str | None = None
     cycle: str | None = None
     pool: Path | None = None  # --pool DIR: runs taken from there first (capture/bisect_pool.py)
+    suspects: bool = True  # order the search by the commit suspects (capture/bisect_order.py)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from capture import bisect_order as bo
 from capture.bisect import (
     MAX_CULPRITS,
     RUNS_PER_EXTRA,
@@ -143,13 +144,19 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
         + (f" ({', '.join(n for _, n in follow['rows'])})" if follow["rows"] else "")
         + f": {total:+.3f} ms/cycle from good to bad"
     )
+    order = bo.plan(b, c0, spec.suspects)
+    b.state["order"] = order.json()
+    b.state["log"][0]["search_order"] = order.mode
+    b.save()
+    say(f"search order: {order.mode} ({order.why})")
     culprits: list[dict[str, Any]] = []
     searches: list[int] = []
     todo = [(0, n_commits, totals)]
     while todo and len(culprits) < MAX_CULPRITS:
         start, end, ends = todo.pop(0)
         searches.append(end - start)
-        lo, hi, splits = _search(b, start, end, ends)
+        # the suspects order the search over the whole range; ranges beside a culprit: binary
+        lo, hi, splits = _search(b, start, end, ends, order if len(searches) == 1 else None)
         c = _culprit(b, lo, hi, follow, total)
         c["search"] = len(searches)  # 1: the whole range; later: a range left beside a culprit
         culprits.append(c)
@@ -254,25 +261,38 @@ def _side(
     return qs if moved else None
 
 
-def _search(b: Bisection, lo: int, hi: int, ends: list[Q]) -> tuple[int, int, list[int]]:
-    """Binary search in commits[lo..hi] (lo like good, hi like bad): the last like-good and the
-    first like-bad index, adjacent but for skipped commits between them; and the steps whose
-    commit sat between the ends (significantly different from both)."""
+def _search(
+    b: Bisection, lo: int, hi: int, ends: list[Q], order: bo.Order | None = None
+) -> tuple[int, int, list[int]]:
+    """Binary search in commits[lo..hi] (lo like good, hi like bad), or ordered by the top
+    suspect within the same bound (capture/bisect_order.py): the last like-good and the first
+    like-bad index, adjacent but for skipped commits between them; and the steps whose commit
+    sat between the ends (significantly different from both)."""
     splits: list[int] = []
+    suspect = None if order is None else order.suspect
+    budget = bo.steps_for(hi - lo)  # decided steps the binary search's bound allows
     while True:
         # a commit skipped by an earlier call is tried (and logged as skipped) without a capture
         cand = [i for i in range(lo + 1, hi) if b.commits[i] not in b.skipped_now]
         if not cand:
             return lo, hi, splits
-        middle = (lo + hi) / 2
-        x = min(cand, key=lambda i: (abs(i - middle), i))
-        left = math.ceil(math.log2(len(cand) + 1))
+        x, how = bo.choose(cand, lo, hi, budget, suspect)
+        left = math.ceil(math.log2(len(cand) + 1)) if suspect is None else max(budget, 1)
         info = commit_info(b.repo, b.commits[x])
+        why = {"suspect": "the top suspect", "toward suspect": "toward the top suspect"}
+        if how == "suspect" and x != suspect:
+            why["suspect"] = "the top suspect's parent"
         b.say(
-            f"step {len(b.state['log'])}: {b.commits[x][:12]} {info['subject']!r} "
-            f"(at most {left} step{'s' if left != 1 else ''} left here)"
+            f"step {len(b.state['log'])}: {b.commits[x][:12]} {info['subject']!r} ("
+            + (f"{why[how]}; " if how in why else "")
+            + f"at most {left} step{'s' if left != 1 else ''} left here)"
         )
         d, split = _step(b, lo, x, hi, ends)
+        if d is not None:
+            budget -= 1
+        if suspect is not None and b.state["log"][-1]["commit"] == b.commits[x]:
+            b.state["log"][-1]["chosen_by"] = how
+            b.save()
         if split:
             splits.append(x)
         if d == "bad":
@@ -449,6 +469,7 @@ def _result(
         "commits": len(b.commits) - 1,
         "followed": follow["what"],
         "followed_contributors": [n for _, n in follow["rows"]],
+        **b.state.get("order", {}),  # search_order, search_order_why, suspects
         "total_delta_ms_per_cycle": total,
         "first_bad": first["commit"],
         "culprits": culprits,

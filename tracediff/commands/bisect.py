@@ -4,8 +4,10 @@
 Finds the first-parent commit(s) between GOOD and BAD that made the workload slower: captures
 run sets (N runs a commit, through `tracediff capture --repeat`'s code), compares them across runs,
 binary-searches, and reports each culprit with its share of the change and what it moved in the
-timeline (capture/bisect.py: the algorithm and the decision rule). OUTDIR keeps one run set per
-commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes. One bisect at a time on
+timeline (capture/bisect.py: the algorithm and the decision rule). Where the ends' runs carry
+launch stacks, the search probes the top commit suspect (and its parent) first, within the
+binary search's bound (capture/bisect_order.py; --no-suspects turns that off). OUTDIR keeps
+one run set per commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes. One bisect at a time on
 an OUTDIR (OUTDIR/.bisect.lock); an existing folder that is not a bisection's is refused.
 
     tracediff bisect --good v1.2 --bad main -o bisect-runs -- python bench.py --steps 20
@@ -66,6 +68,11 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="take runs from DIR (capture --repeat's OUTDIR) instead of capturing (see below)",
     )
+    p.add_argument(
+        "--no-suspects",
+        action="store_true",
+        help="plain binary search: do not probe the top commit suspect first (capture/bisect_order.py)",
+    )
     p.add_argument("--preset", choices=["sglang-eagle3"], help="a ready-made workload (as capture)")
     p.add_argument(
         "--format", choices=["table", "markdown", "json"], default="table", help="stdout format"
@@ -78,6 +85,8 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     n.add_argument("--duration", type=float, metavar="S")
     n.add_argument("--nsys-arg", action="append", default=[], metavar="ARG")
     n.add_argument("--nsys", metavar="PATH", help="nsys binary")
+    n.add_argument("--no-stacks", action="store_true", help="record no launch stacks (as capture)")
+    n.add_argument("--stack-module", action="append", metavar="MODULE", help="(as capture)")
     p.add_argument("--pythonpath", action="append", metavar="SUBDIR")
     p.add_argument("--nvtx-shim", choices=["sglang-eagle"])
     from capture.presets import sglang_eagle3
@@ -115,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         nsys=args.nsys,
         extra_nsys_args=list(args.nsys_arg),
         nvtx_shim=args.nvtx_shim,
+        stacks=not args.no_stacks,
+        stack_modules=args.stack_module,
     )
     preset_range = apply_preset(spec, args)
     if args.pythonpath:
@@ -129,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         contributor=args.contributor,
         cycle=args.cycle,
         pool=args.pool,
+        suspects=not args.no_suspects,
     )
     try:
         result = run_bisect(bspec, _say)

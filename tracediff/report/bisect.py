@@ -41,9 +41,26 @@ def _headline(r: dict[str, Any]) -> str:
     )
 
 
+def _order_line(r: dict[str, Any]) -> str | None:
+    """How the search was ordered (capture/bisect_order.py); None for a result without it."""
+    if "search_order" not in r:
+        return None
+    line = f"search order: {r['search_order']} ({r['search_order_why']})"
+    if r.get("suspects"):
+        line += "; suspects: " + ", ".join(
+            f"{s['commit'][:12]} {s['score']:.3g}" for s in r["suspects"][:3]
+        )
+    return line
+
+
+CHOSEN = {"suspect": "[suspect]", "toward suspect": "[toward the suspect]"}
+
+
 def _step_extra(e: dict[str, Any]) -> str:
     p = e.get("p_value_vs_good", e.get("p_value"))
     extra = f"  p vs good {p:.3f}" if isinstance(p, float) else ""
+    if e.get("chosen_by") in CHOSEN:
+        extra = f"  {CHOSEN[e['chosen_by']]}" + extra
     if isinstance(e.get("p_value_vs_bad"), float):
         extra += f", vs bad {e['p_value_vs_bad']:.3f}"
     if isinstance(e.get("confirm_p_value"), float):
@@ -69,6 +86,9 @@ def _captures_line(r: dict[str, Any]) -> str:
 
 def render_table(r: dict[str, Any]) -> str:
     out = [_headline(r), f"first bad: {r['first_bad']}"]
+    order = _order_line(r)
+    if order:
+        out.append(order)
     if r["uncertain_steps"]:
         out.append(
             "uncertain: undecided at --max-runs, decided by closeness only: "
@@ -128,6 +148,9 @@ def _md(text: Any) -> str:
 
 def render_markdown(r: dict[str, Any]) -> str:
     out = [f"## {_md(_headline(r))}", "", f"First bad commit: `{r['first_bad']}`", ""]
+    order = _order_line(r)
+    if order:
+        out += [_md(order[0].upper() + order[1:]), ""]
     if r["uncertain_steps"]:
         out += [
             "**Uncertain:** undecided at `--max-runs`, decided by closeness only: "
@@ -181,7 +204,8 @@ def render_markdown(r: dict[str, Any]) -> str:
         wall = e.get("wall_s")
         out.append(
             f"| {e['step']} | `{e['commit'][:12]}` | {_runs(e)} | {_pool(e)} | "
-            f"{_md(e['decision'])}{' (different from both ends)' if e.get('between') else ''} | "
+            f"{_md(e['decision'])}{' (different from both ends)' if e.get('between') else ''}"
+            f"{' ' + CHOSEN[e['chosen_by']] if e.get('chosen_by') in CHOSEN else ''} | "
             f"{_p(p_good)} | {_p(e.get('p_value_vs_bad'))} | "
             f"{wall if wall is not None else '-'} |"
         )
