@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import make_repo, tracediff
+from tests.integration.gitrepo import git, make_repo, tracediff
 
 pytest.importorskip("nvtx")
 
@@ -94,3 +95,55 @@ def test_suspects_rank_the_commit_that_changed_the_slower_phase_s_function(captu
     # the draft commit touched the same file, on another phase's stack: file-level at most
     others = [r for r in sus if r["commit"] == shas[1]]
     assert all(r["score"] < sus[0]["score"] / 2 for r in others), sus
+
+
+EXTRA = """
+
+def extra():
+    nvtx.push_range("extra")
+    time.sleep(0.006)
+    nvtx.pop_range()
+"""
+
+
+def test_a_file_renamed_in_the_range_keeps_the_commits_that_changed_it_before(
+    nsys: str, tmp_path: Path
+) -> None:
+    """A phase that only head has (so only head-side frames, at the new path): the commit that
+    added it changed `pkg/work.py`, which a later commit renamed to `pkg/core.py`. With renames
+    read as a deletion and an addition (`git log --no-renames`), the rename commit took the
+    blame and the real one was not ranked at all."""
+    slower = (
+        WORK.format(draft=2, verify=10).replace("    verify()\n", "    verify()\n    extra()\n")
+        + EXTRA
+    )
+    repo = tmp_path / "repo"
+    base = {"pkg/__init__.py": "", "main.py": MAIN, "pkg/work.py": WORK.format(draft=2, verify=10)}
+    shas = make_repo(repo, [("base", base), ("cycle: an extra phase", {"pkg/work.py": slower})])
+    git(repo, "mv", "pkg/work.py", "pkg/core.py")
+    (repo / "main.py").write_text(MAIN.replace("import work", "import core as work"))
+    git(repo, "commit", "-qam", "rename pkg/work.py to pkg/core.py")
+    shas.append(git(repo, "rev-parse", "HEAD"))
+    for name, sha in (("base", shas[0]), ("head", shas[2])):
+        r = tracediff(
+            "capture", "--commit", sha, "--repo", str(repo), "-o", str(tmp_path / name),
+            "--nsys", nsys, "--", sys.executable, "main.py", timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = tracediff(
+        "compare", str(tmp_path / "base"), str(tmp_path / "head"), "--repo", str(repo),
+        "--format", "json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    rows = {a["name"]: a for a in out["attribution"]}
+    assert rows["extra"]["sources"][0]["file"] == "pkg/core.py"  # the head-side path
+    sus = out["suspects"]
+    assert sus[0]["commit"] == shas[1], sus
+    # named at the path that commit changed, hit on the line that defines the phase's function
+    assert "pkg/work.py:extra" in sus[0]["functions"]
+    ev = {e["function"]: e for e in sus[0]["evidence"]}
+    assert ev["extra"]["kind"] == "line" and ev["extra"]["file"] == "pkg/core.py"
+    assert any("def extra" in x for x in sus[0]["hunk"])
+    # the pure rename moved no line: at most a file-level hit, far behind
+    assert all(s["score"] < sus[0]["score"] / 2 for s in sus if s["commit"] == shas[2]), sus

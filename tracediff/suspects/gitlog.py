@@ -2,7 +2,8 @@
 
 Stage: commit suspects (issue 19), input side. Input: a repository and a range BASE..HEAD; output:
 `Commit`s (first-parent, oldest first) with each file's hunks as line ranges on both sides, and
-the blob ids of each changed file before and after; `blobs` reads many file versions in one
+the blob ids of each changed file before and after (renames found by git: a file renamed in the
+range keeps its history, `diff_of` follows it); `blobs` reads many file versions in one
 `git cat-file --batch`. The whole range's diff is one `git log -p --unified=0 --raw` call (never
 one per commit): hunk headers and raw lines are read, the changed text itself is skipped.
 """
@@ -32,6 +33,8 @@ class FileDiff:
     path: str
     old_blob: str | None = None
     new_blob: str | None = None
+    old_path: str | None = None
+    """the path before this commit when it renamed the file (git's rename detection), else None"""
     hunks: list[tuple[int, int, int, int]] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     """the diff's first TEXT_MAX lines (hunk headers, removed and added lines), for the TUI"""
@@ -89,7 +92,7 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
         "log",
         "--first-parent",
         "--diff-merges=first-parent",
-        "--no-renames",
+        "--find-renames",  # a renamed file keeps its history: hunks against the old path
         "--no-color",
         "--no-ext-diff",
         "--no-textconv",
@@ -108,6 +111,7 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
     commits: list[Commit] = []
     cur: FileDiff | None = None
     header = False  # between `diff --git` and the first hunk: `---`/`+++` name the file there
+    minus: str | None = None  # the `--- a/PATH` of this file's header (a deletion's only name)
     for raw in p.stdout.split(b"\n"):
         if raw.startswith(_SEP):
             fields = raw[1:].decode(errors="replace").split("\x1f")
@@ -127,16 +131,24 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
                 if len(cur.text) < TEXT_MAX:
                     cur.text.append(raw.decode(errors="replace"))
         elif raw.startswith(b"diff --git "):
-            cur, header = None, True
-        elif header and (raw.startswith(b"--- a/") or raw.startswith(b"+++ b/")):
-            path = raw[6:].decode(errors="replace")
-            cur = commits[-1].files.setdefault(path, FileDiff(path))
-        elif raw.startswith(b":"):  # --raw: modes, blob ids, status, path
+            cur, header, minus = None, True, None
+        elif header and raw.startswith(b"--- "):
+            minus = raw[6:].decode(errors="replace") if raw.startswith(b"--- a/") else None
+        elif header and raw.startswith(b"+++ "):
+            # files are keyed by the path after the commit (a rename's new name); a deletion
+            # (`+++ /dev/null`) by the path it had
+            path = raw[6:].decode(errors="replace") if raw.startswith(b"+++ b/") else minus
+            if path is not None:
+                cur = commits[-1].files.setdefault(path, FileDiff(path))
+        elif raw.startswith(b":"):  # --raw: modes, blob ids, status, path (old TAB new: rename)
             meta, _, name = raw.partition(b"\t")
             parts = meta.split()
             if len(parts) >= 5:
-                path = name.decode(errors="replace")
+                names = name.decode(errors="replace").split("\t")
+                path = names[-1]
                 fd = commits[-1].files.setdefault(path, FileDiff(path))
+                if parts[4].startswith(b"R") and len(names) == 2:
+                    fd.old_path = names[0]
                 old, new = parts[2].decode(), parts[3].decode()
                 fd.old_blob = None if old == _NULL_SHA else old
                 fd.new_blob = None if new == _NULL_SHA else new
@@ -145,6 +157,25 @@ def log(repo: Path, base: str, head: str) -> list[Commit]:
                 cur.text.append(raw.decode(errors="replace"))
     commits.reverse()
     return commits
+
+
+def diff_of(c: Commit, path: str, forward: bool) -> FileDiff | None:
+    """Commit c's diff of the file at `path` before it (forward) or after it (not forward),
+    through a rename: forward, the diff renaming `path` away counts as its diff."""
+    if forward:
+        for d in c.files.values():
+            if d.old_path == path:
+                return d
+        fd = c.files.get(path)
+        return fd if fd is not None and fd.old_path is None else None
+    return c.files.get(path)
+
+
+def path_across(fd: FileDiff, forward: bool) -> str:
+    """The file's path on the other side of the commit whose diff is fd."""
+    if forward:
+        return fd.path
+    return fd.old_path or fd.path
 
 
 def tree_paths(repo: Path, rev: str) -> list[str]:

@@ -151,24 +151,41 @@ def _kind(old: _Shape, new: _Shape, fd: gitlog.FileDiff) -> str:
 
 def _kinds(
     frames: set[_Frame], shapes: dict[_Frame, _Shape | None], commits: list[gitlog.Commit]
-) -> list[dict[_Frame, str]]:
-    """Per commit, how its diff hits each frame of a file it touched: a base-side frame's
-    function is carried forward from base through the commits, a head-side one back from head."""
+) -> tuple[list[dict[_Frame, str]], list[dict[_Frame, str]]]:
+    """Per commit, how its diff hits each frame of a file it touched, and that file's path in
+    the commit's diff: a base-side frame's function is carried forward from base through the
+    commits, a head-side one back from head, each through the file's renames (a head-side
+    frame of `new.py` meets the commits that changed `old.py` before the rename)."""
     out: list[dict[_Frame, str]] = [{} for _ in commits]
+    paths: list[dict[_Frame, str]] = [{} for _ in commits]
+    by_path: dict[str, list[int]] = defaultdict(list)  # a path -> the commits touching it
+    for i, c in enumerate(commits):
+        for fd in c.files.values():
+            for p in {fd.path, fd.old_path or fd.path}:
+                by_path[p].append(i)
     for f in frames:
-        touching = [i for i, c in enumerate(commits) if f.path in c.files]
         cur = shapes.get(f)
         forward = f.side == "base"
-        for i in touching if forward else reversed(touching):
-            fd = commits[i].files[f.path]
+        path, pos = f.path, -1 if forward else len(commits)
+        while True:
+            later = [i for i in by_path.get(path, []) if (i > pos if forward else i < pos)]
+            if not later:
+                break
+            pos = min(later) if forward else max(later)
+            got = gitlog.diff_of(commits[pos], path, forward)
+            if got is None:  # the commit touched another file of that name (added over it)
+                continue
+            fd = got
+            paths[pos][f] = fd.path
+            path = gitlog.path_across(fd, forward)
             if cur is None:
-                out[i][f] = "file"
+                out[pos][f] = "file"
                 continue
             nxt = cur.carried(fd.hunks, forward)
             old, new = (cur, nxt) if forward else (nxt, cur)
-            out[i][f] = _kind(old, new, fd)
+            out[pos][f] = _kind(old, new, fd)
             cur = nxt
-    return out
+    return out, paths
 
 
 def rank(
@@ -204,7 +221,7 @@ def rank(
     ls = launch_stacks.filter(pl.col("contributor_id").is_in(list(weight)))
     files = ls.filter(pl.col("file").is_not_null() & ~is_library(pl.col("file")))["file"]
     repo_paths = set(gitlog.tree_paths(repo, head)) | set(gitlog.tree_paths(repo, base))
-    repo_paths |= {p for c in commits for p in c.files}
+    repo_paths |= {p for c in commits for d in c.files.values() for p in (d.path, d.old_path) if p}
     path_of = map_paths(files.unique().to_list(), repo_paths)
     if not path_of:
         some = files.unique().sort().head(2).to_list()
@@ -241,7 +258,7 @@ def rank(
         qual[f] = found.qualname if found is not None else None
         shapes[f] = _shape(found, f.callee) if found is not None else None
     stacked_paths = {f.path for f in frames}
-    kinds_of = _kinds(frames, shapes, commits)
+    kinds_of, paths_of = _kinds(frames, shapes, commits)
     index: dict[_Frame, list[tuple[tuple[str, str, int], int]]] = defaultdict(list)
     for key, (_, fl) in stacks.items():
         for k, f in enumerate(fl):
@@ -275,7 +292,11 @@ def rank(
         changed_d = sum(delta[cid] for cid in hit)
         order = sorted(best_of, key=lambda cid: (-weight[cid], cid))
         funcs = sorted(
-            {f"{f.path}:{qual.get(f) or f.function}" for f, kind in kinds.items() if kind != "file"}
+            {
+                f"{paths_of[pos][f]}:{qual.get(f) or f.function}"
+                for f, kind in kinds.items()
+                if kind != "file"
+            }
         )
         out.rows.append(
             {
@@ -299,7 +320,7 @@ def rank(
                     }
                     for cid in order[:EVIDENCE_MAX]
                 ],
-                "hunk": c.files[best_of[order[0]][1].path].text[:HUNK_LINES],
+                "hunk": c.files[paths_of[pos][best_of[order[0]][1]]].text[:HUNK_LINES],
                 "_pos": pos,
             }
         )
