@@ -9,7 +9,8 @@ NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c tracediff/parse/_kineto_scan.c
+$(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c tracediff/parse/_kineto_scan.c \
+  tracediff/parse/_stack_walk.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

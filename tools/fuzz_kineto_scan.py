@@ -7,7 +7,8 @@ Each iteration takes a run of whole elements of a real bundled trace's traceEven
 bytes to ~3 MB, so pieces of >= 1 MB are split over two threads), damages it (bytes replaced,
 JSON-significant bytes inserted, runs deleted or repeated -- half of them at an event key the
 scanner reads -- or the end cut off), and scans it as the reader would: with or without the
-array's `]` after it, one or two threads, the double or the exact clock. The piece is copied into
+array's `]` after it, one or two threads, the double or the exact clock, the Python calls' names
+dictionary-encoded (they must be msgspec's names). The piece is copied into
 a buffer of exactly its size (PYTHONMALLOC=malloc gives it ASan's red zones), so a read past its
 end is caught. The scanner must refuse or answer; when it answers, the reader's msgspec decode
 must take the same elements, and so must msgspec's plain decode (property (b) of
@@ -40,6 +41,7 @@ TRACES = [
     ROOT / "tests/data/kineto/sampled_rank-0.json.gz",  # minified
     ROOT / "tests/data/kineto/step_based_trace_2543932.json.gz",  # gpu_user_annotation
     ROOT / "tests/data/kineto/resnet50_num_workers_0.worker0.pt.trace.json.gz",  # 2021 schema
+    ROOT / "tests/data/kineto/sglang_Qwen3-8B_prefilldecode.json.gz",  # Python calls: 'd' names
 ]
 INSERTS = [
     b'"', b"\\", b"\\u", b"\\ud800", b"\\udc00", b"\\ud800\\u", b"{", b"}", b"[", b"]", b",",
@@ -158,7 +160,7 @@ def check(native: Any, data: bytes, closing: bool, threads: int, exact: bool) ->
 
     buf = exact_buffer(data)
     spec = (scan._CATS, scan._SPEC, scan._CPU_OP)
-    got = native.scan(buf, 0, len(data), *spec, closing, threads, exact)
+    got = native.scan(buf, 0, len(data), *spec, closing, threads, exact, scan._CODED)
     if isinstance(got[0], str):
         if not 0 <= got[1] <= len(data):
             raise AssertionError(f"refusal offset {got[1]} outside the piece")
@@ -175,6 +177,17 @@ def check(native: Any, data: bytes, closing: bool, threads: int, exact: bool) ->
     decoded = events._KINDS[exact, False].events.decode(doc)  # the reader's decoder: must take it
     if len(decoded) != n:
         raise AssertionError(f"{n} events scanned, msgspec decodes {len(decoded)}")
+    # the dictionary-encoded names of the Python calls: their names as msgspec reads them
+    names = [
+        v
+        for _, per_role, _ in parts
+        for code, cols in per_role.items()
+        if code == scan._CODED
+        for v in scan._array(cols[0]).to_pylist()
+    ]
+    want = [e.name for e in decoded if e.cat == "python_function" and e.ph == "X"]
+    if names != want:
+        raise AssertionError("dictionary-encoded names differ from msgspec's")
     msgspec.json.decode(doc)  # and msgspec's plain decode
     return "accepted"
 

@@ -223,6 +223,60 @@ def test_split_inside_a_string_scans_the_piece_whole() -> None:
     assert _joined(_flat((parts, -1))[1]) == _joined(_flat(_native(text))[1])
 
 
+def _coded(buf: Any, closing: bool = False, threads: int = 1, start: int = 0) -> Any:
+    """The C scan as scan.scan asks for it: the Python calls' names dictionary-encoded."""
+    return native.scan(
+        buf, start, len(buf), scan._CATS, scan._SPEC, scan._CPU_OP, closing, threads, False,
+        scan._CODED,
+    )  # fmt: skip
+
+
+def _same_but_names(plain: Any, coded: Any) -> None:
+    """Dictionary-encoded names ('d') read as the plain ones ('s'); every other column equal."""
+    a, b = _joined(_flat(plain)[1]), _joined(_flat(coded)[1])
+    assert a.keys() == b.keys() and scan._CODED in a
+    for code in a:
+        for i, (x, y) in enumerate(zip(a[code], b[code], strict=True)):
+            if code == scan._CODED and i == 0:
+                assert (x[0], y[0]) == ({"s"}, {"d"})
+                assert x[1:] == y[1:]  # rows, nulls, values
+            else:
+                assert x == y, (code, i)
+    for _, per_role, _ in coded[0]:  # each distinct name once per part
+        col = per_role[scan._CODED][0]
+        names = scan._array(col).dictionary.to_pylist()
+        assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dictionary_encoded_names_are_the_names(threads: int) -> None:
+    # the Python calls of a real SGLang trace (53 k calls, 840 distinct names): codes and
+    # distinct strings give the plain column's names, in order, on one thread and on two parts
+    data, start = _array_of(DATA / "kineto" / "sglang_Qwen3-8B_prefilldecode.json.gz")
+    plain = _native(data, closing=True, threads=threads, start=start)
+    coded = _coded(data, closing=True, threads=threads, start=start)
+    assert len(coded[0]) == threads
+    _same_but_names(plain, coded)
+
+
+def test_dictionary_encoded_names_decode_escapes_and_keep_nulls() -> None:
+    # an escaped spelling of a name seen before is that name (one entry); null and missing
+    # names are nulls; the empty name is a name; 3000 distinct names grow the table
+    ev = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2}
+    names = ["a", "\\u0061", None, "caf\\u00e9", "café", '\\"q\\"', "", "a", "\\ud83d\\ude00"]
+    parts = [json.dumps(dict(ev, name="@")).replace('"@"', "null" if n is None else f'"{n}"')
+             for n in names]  # fmt: skip
+    parts.append(json.dumps(ev))  # no name at all
+    parts += [json.dumps(dict(ev, name=f"f.py({i}): g")) for i in range(3000)]
+    text = ",".join(parts).encode()
+    coded = _coded(text)
+    _same_but_names(_native(text), coded)
+    got = scan._array(_flat(coded)[1][scan._CODED][0][0])
+    assert got.to_pylist()[:10] == ["a", "a", None, "café", "café", '"q"', "", "a", "😀", None]
+    assert got.dictionary.to_pylist()[:5] == ["a", "café", '"q"', "", "😀"]
+    assert len(got.dictionary) == 3005
+
+
 # ---- generated traces: JSON text written here, so duplicates, layout and number forms vary ----
 
 

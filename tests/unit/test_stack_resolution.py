@@ -127,3 +127,53 @@ def test_random_frame_calls_resolve_by_the_rules(seed: int) -> None:
     for i, w in enumerate(want):
         sid = int(got.stack_id[i])
         assert (chain[sid] if sid else []) == w, i
+
+
+def _random_calls(seed: int, n: int, m: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    pid, tid = rng.integers(1, 3, n), rng.integers(1, 3, n)
+    s = rng.integers(0, n // 2, n) * 10  # shared starts
+    e = s + rng.choice([0, 10, 20, 50, 100, 300, 3000], n)  # zero-length, partial overlaps
+    cp, ct, cm = rng.integers(1, 3, m), rng.integers(1, 4, m), rng.integers(0, n * 5, m)
+    return cp, ct, cm, pid, tid, s, e
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_native_walk_gives_the_numpy_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # _stack_walk.c replaces the numpy walk (depth, caller, hash, launching call) where it is
+    # built; both must give the same stacks, ids included, on messy input (several threads,
+    # shared starts, zero-length calls, partial overlaps)
+    assert launch_stacks._stack_walk is not None  # built by pip install: else this tests nothing
+    cp, ct, cm, pid, tid, s, e = _random_calls(seed, 3000, 800)
+    text = pl.Series([f"f.py({i % 41}): fn{i % 41}" for i in range(len(s))])
+    native = launch_stacks.resolve(cp, ct, cm, pid, tid, s, e, text)
+    monkeypatch.setattr(launch_stacks, "_stack_walk", None)
+    numpy = launch_stacks.resolve(cp, ct, cm, pid, tid, s, e, text)
+    assert (native.stack_id != 0).sum() > 100
+    assert np.array_equal(native.stack_id, numpy.stack_id)
+    for a, b in zip(native.stack_rows, numpy.stack_rows, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(native.frame_ids, numpy.frame_ids)
+    assert native.frame_texts.equals(numpy.frame_texts)
+
+
+def test_native_walk_refuses_arrays_it_cannot_walk() -> None:
+    # lengths that do not match, starts or midpoints out of order, ends that give a depth out of
+    # range: a ValueError, no read or write outside an array
+    walk = launch_stacks._stack_walk
+    assert walk is not None
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    out = (np.empty(2, np.int64), np.empty(2, np.uint64), np.empty(1, np.int64))
+    ok = (i64(0, 5), i64(10, 6), i64(6, 10), i64(), np.zeros(2, np.uint64), i64(7), i64())
+    walk.walk(*ok, *out)
+    assert out[0].tolist() == [-1, 0] and out[2].tolist() == [0]
+    bad = [
+        (i64(5, 0), *ok[1:]),  # starts out of order
+        (*ok[:5], i64(7, 1), i64()),  # midpoints out of order (and cur too short)
+        (*ok[:2], i64(6), *ok[3:]),  # e_sorted too short
+        (*ok[:3], i64(1, 1), *ok[4:]),  # threads for the frame calls, none for the midpoints
+        (ok[0], ok[1], i64(0, 0), *ok[3:]),  # e_sorted not e's: a depth below 0
+    ]
+    for args in bad:
+        with pytest.raises(ValueError):
+            walk.walk(*args, *out)

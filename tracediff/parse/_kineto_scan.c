@@ -24,7 +24,9 @@
  * returned as (start, end) byte spans for msgspec. Times: start/duration/end in int64 ns, through
  * the double as clock.Clock.ns_of rounds it, or (exact) from the decimal text as Clock.ns does.
  * A piece of >= 1 MB may be scanned as two parts on two threads (GIL released). Column buffers
- * are handed to Python without a copy (a capsule frees them). Every read is bounds-checked;
+ * are handed to Python without a copy (a capsule frees them). One role's names (Python calls:
+ * millions of events, a few thousand distinct names) may be dictionary-encoded: int32 codes
+ * and each distinct decoded string once, per part, instead of every name's bytes. Every read is bounds-checked;
  * `make fuzz-kineto` runs it under ASan + UBSan on damaged pieces of real traces.
  */
 #define PY_SSIZE_T_CLEAN
@@ -71,11 +73,16 @@ static inline int buf_put(Buf *b, const void *src, size_t n) {
     return 0;
 }
 
-/* column kinds: 's' string (offsets int32 + data), 'i' int64, 'f' float64, 'l' list<int64> */
+/* column kinds: 's' string (offsets int32 + data), 'i' int64, 'f' float64, 'l' list<int64>,
+ * 'd' dictionary-encoded string (int32 codes into the distinct strings, in first-seen order) */
 typedef struct {
     char kind;
     size_t rows, nulls;
-    Buf valid, a, b; /* a: values or offsets; b: string bytes or list values */
+    Buf valid, a, b; /* a: values, offsets or codes; b: string bytes (of the distinct ones for
+                        'd') or list values */
+    Buf c, hashes, tmp; /* 'd': the distinct strings' offsets, their hashes, unescaped text */
+    uint32_t *slot;     /* 'd': open-addressing table, distinct index + 1 (0: empty) */
+    size_t nslot;
 } Col;
 
 static int col_valid(Col *c, int ok) {
@@ -102,6 +109,10 @@ static int col_init(Col *c, char kind) {
     memset(c, 0, sizeof *c);
     c->kind = kind;
     if (kind == 's' || kind == 'l') return col_offset(c, 0);
+    if (kind == 'd') {
+        int32_t zero = 0;
+        return buf_put(&c->c, &zero, 4);
+    }
     return 0;
 }
 
@@ -109,6 +120,10 @@ static void col_free(Col *c) {
     free(c->valid.p);
     free(c->a.p);
     free(c->b.p);
+    free(c->c.p);
+    free(c->hashes.p);
+    free(c->tmp.p);
+    free(c->slot);
 }
 
 /* ---- the JSON scanner ---- */
@@ -614,6 +629,88 @@ static int put_string(S *s, Col *c, const Val *v) {
     return 0;
 }
 
+/* A hash of a string's bytes for the dictionary's table (never stored: codes are positions). */
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    if (n) memcpy(&w, p, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+/* The table twice as large (1024 slots at first), the distinct strings placed again. */
+static int dict_grow(Col *c) {
+    size_t ns = c->nslot ? c->nslot * 2 : 1024;
+    uint32_t *slot = calloc(ns, sizeof *slot);
+    if (!slot) return -1;
+    const uint64_t *hs = (const uint64_t *)c->hashes.p;
+    size_t nd = c->hashes.n / 8;
+    for (size_t k = 0; k < nd; k++) {
+        size_t i = hs[k] & (ns - 1);
+        while (slot[i]) i = (i + 1) & (ns - 1);
+        slot[i] = (uint32_t)(k + 1);
+    }
+    free(c->slot);
+    c->slot = slot;
+    c->nslot = ns;
+    return 0;
+}
+
+/* A 'd' column's value: the code of its decoded text (added if new), or null. Python turns the
+ * codes and the distinct strings into an Arrow dictionary array: the same strings as 's'. */
+static int put_dict(S *s, Col *c, const Val *v) {
+    int32_t code = 0;
+    int ok = 0;
+    if (v->type == V_STR) {
+        const uint8_t *p = v->s;
+        size_t n = v->n;
+        if (v->esc) {
+            c->tmp.n = 0;
+            if (unescape(&c->tmp, v->s, v->n)) return refuse(s, "out of memory");
+            p = c->tmp.p;
+            n = c->tmp.n;
+        }
+        size_t nd = c->hashes.n / 8;
+        if ((nd + 1) * 2 > c->nslot && dict_grow(c)) return refuse(s, "out of memory");
+        uint64_t h = hash_bytes(p, n);
+        const int32_t *off = (const int32_t *)c->c.p;
+        const uint64_t *hs = (const uint64_t *)c->hashes.p;
+        size_t i = h & (c->nslot - 1);
+        for (;;) {
+            uint32_t k = c->slot[i];
+            if (!k) break;
+            k--;
+            if (hs[k] == h && (size_t)(off[k + 1] - off[k]) == n &&
+                (!n || !memcmp(c->b.p + off[k], p, n))) {
+                code = (int32_t)k;
+                ok = 1;
+                break;
+            }
+            i = (i + 1) & (c->nslot - 1);
+        }
+        if (!ok) { /* a new string: appended to the distinct ones */
+            if (nd >= INT32_MAX - 1) return refuse(s, "string column beyond 2 GB");
+            if ((n && buf_put(&c->b, p, n)) || buf_put(&c->hashes, &h, 8))
+                return refuse(s, "out of memory");
+            if (c->b.n > INT32_MAX) return refuse(s, "string column beyond 2 GB");
+            int32_t o = (int32_t)c->b.n;
+            if (buf_put(&c->c, &o, 4)) return refuse(s, "out of memory");
+            c->slot[i] = (uint32_t)(nd + 1);
+            code = (int32_t)nd;
+            ok = 1;
+        }
+    } else if (v->type != V_MISSING && v->type != V_NULL) {
+        return refuse(s, "a string column holds another type");
+    }
+    if (buf_put(&c->a, &code, 4) || col_valid(c, ok)) return refuse(s, "out of memory");
+    return 0;
+}
+
 static inline int is_space(uint8_t c) { return c == ' '; }
 
 /* An id string as clock.to_int64 reads it: ^\s*(?:stream\s*)?(-?\d+)\s*$, here only over
@@ -753,7 +850,9 @@ static int emit(S *s, Role *r, const Val *base, const Val *vals) {
     int64_t ts, dur;
     int ts_ok, dur_ok;
     if (ns_of(s, &base[3], 1, &ts, &ts_ok) || ns_of(s, &base[4], 0, &dur, &dur_ok) ||
-        put_string(s, &r->cols[0], &base[0]) || put_int(s, &r->cols[1], &base[1]) ||
+        (r->cols[0].kind == 'd' ? put_dict(s, &r->cols[0], &base[0])
+                                : put_string(s, &r->cols[0], &base[0])) ||
+        put_int(s, &r->cols[1], &base[1]) ||
         put_int(s, &r->cols[2], &base[2]) || put_ns(s, &r->cols[3], ts, ts_ok) ||
         put_ns(s, &r->cols[4], dur, dur_ok) ||
         /* end_ns wraps past int64 as polars' start + duration does (no undefined overflow) */
@@ -910,7 +1009,7 @@ static void scan_free(Scan *sc) {
 }
 
 /* A Scan set up from the Python spec (see py_scan); NULL with an exception set. */
-static Scan *scan_new(PyObject *cats, PyObject *roles, int cpu_op) {
+static Scan *scan_new(PyObject *cats, PyObject *roles, int cpu_op, int dict_role) {
     Scan *sc = calloc(1, sizeof(Scan));
     if (!sc) return (Scan *)PyErr_NoMemory();
     sc->cpu_op = cpu_op;
@@ -934,7 +1033,8 @@ static Scan *scan_new(PyObject *cats, PyObject *roles, int cpu_op) {
     static const char BASE[BASE_COLS] = {'s', 'i', 'i', 'i', 'i', 'i'};
     for (int r = 0; r < MAX_ROLES; r++)
         for (int i = 0; i < BASE_COLS; i++)
-            if (col_init(&sc->roles[r].cols[i], BASE[i])) goto nomem;
+            if (col_init(&sc->roles[r].cols[i], i == 0 && r == dict_role ? 'd' : BASE[i]))
+                goto nomem;
     PyObject *key, *spec;
     Py_ssize_t pos = 0;
     while (PyDict_Next(roles, &pos, &key, &spec)) {
@@ -987,13 +1087,18 @@ static PyObject *owned(Buf *b) {
 static PyObject *col_out(Col *c) {
     PyObject *valid = c->nulls ? owned(&c->valid) : (Py_INCREF(Py_None), Py_None);
     PyObject *a = owned(&c->a);
-    PyObject *b = (c->kind == 's' || c->kind == 'l') ? owned(&c->b) : (Py_INCREF(Py_None), Py_None);
-    if (!valid || !a || !b) {
+    PyObject *b = c->kind == 's' || c->kind == 'l' || c->kind == 'd' ? owned(&c->b) : (Py_INCREF(Py_None), Py_None);
+    PyObject *d = c->kind == 'd' ? owned(&c->c) : NULL;
+    if (!valid || !a || !b || (c->kind == 'd' && !d)) {
         Py_XDECREF(valid);
         Py_XDECREF(a);
         Py_XDECREF(b);
+        Py_XDECREF(d);
         return NULL;
     }
+    if (d)
+        return Py_BuildValue("(CnnNNNN)", c->kind, (Py_ssize_t)c->rows, (Py_ssize_t)c->nulls,
+                             valid, a, b, d);
     return Py_BuildValue("(CnnNNN)", c->kind, (Py_ssize_t)c->rows, (Py_ssize_t)c->nulls, valid, a,
                          b);
 }
@@ -1066,7 +1171,7 @@ static const uint8_t *split_point(const uint8_t *a, const uint8_t *e) {
 
 #define SPLIT_MIN (1 << 20) /* smaller pieces: one thread (starting one costs more) */
 
-/* scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact)
+/* scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact[, dict_role])
  *   buf: bytes-like; buf[start:stop]: the elements of a JSON array (no brackets), or with
  *   closing, the elements and the array's `]` somewhere before stop
  *   cats: ((category bytes, role code), ...); codes 1..MAX_ROLES-1
@@ -1074,6 +1179,7 @@ static const uint8_t *split_point(const uint8_t *a, const uint8_t *e) {
  *   cpu_op: the code whose events are only returned as spans
  *   threads: 2 scans a piece of >= 1 MB as two parts at once (GIL released)
  *   exact: times by the exact clock (the decimal text), else through a double as Python does
+ *   dict_role: the role code whose name column is dictionary-encoded ('d'; 0: none)
  * -> ([(events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf)),
  *      ...one per part, in order], offset of the `]` or -1)
  *    or (reason str, offset) when the piece is refused */
@@ -1082,9 +1188,9 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start, stop;
     PyObject *cats, *roles;
-    int cpu_op, closing, threads, exact;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!ipip", &buf, &start, &stop, &PyTuple_Type, &cats,
-                          &PyDict_Type, &roles, &cpu_op, &closing, &threads, &exact))
+    int cpu_op, closing, threads, exact, dict_role = 0;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!ipip|i", &buf, &start, &stop, &PyTuple_Type, &cats,
+                          &PyDict_Type, &roles, &cpu_op, &closing, &threads, &exact, &dict_role))
         return NULL;
     PyObject *result = NULL, *parts = NULL;
     Scan *sc[2] = {NULL, NULL};
@@ -1098,7 +1204,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
                              : NULL;
     int n = mid ? 2 : 1;
     for (int i = 0; i < n; i++)
-        if (!(sc[i] = scan_new(cats, roles, cpu_op))) goto out;
+        if (!(sc[i] = scan_new(cats, roles, cpu_op, dict_role))) goto out;
     Part pt[2];
     if (n == 2) {
         const uint8_t *second = mid;
@@ -1124,7 +1230,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         scan_free(sc[1]);
         sc[1] = NULL;
         n = 1;
-        if (!(sc[0] = scan_new(cats, roles, cpu_op))) goto out;
+        if (!(sc[0] = scan_new(cats, roles, cpu_op, dict_role))) goto out;
         pt[0] = (Part){{b + start, b + stop, b, NULL, NULL, exact}, sc[0], closing, 0};
         Py_BEGIN_ALLOW_THREADS
         run_part(&pt[0]);
@@ -1154,7 +1260,8 @@ out:
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
-     "scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact) -> ([(events, {role: columns}, "
+     "scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact[, dict_role]) -> "
+     "([(events, {role: columns}, "
      "spans), ...], close) or "
      "(reason, offset): the wanted columns of a piece of a Kineto traceEvents array"},
     {NULL, NULL, 0, NULL},

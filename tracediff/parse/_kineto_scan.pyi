@@ -14,8 +14,13 @@ Owned: TypeAlias = tuple[int, int, CapsuleType]
 Kind: TypeAlias = Literal["s", "i", "l"]
 """A column's kind: 's' string (int32 offsets + bytes), 'i' int64, 'l' list of int64."""
 
-Column: TypeAlias = tuple[Kind, int, int, Owned | None, Owned, Owned | None]
-"""(kind, rows, nulls, validity bitmap or None, values or offsets, bytes or list values or None)."""
+Column: TypeAlias = (
+    tuple[Kind, int, int, Owned | None, Owned, Owned | None]
+    | tuple[Literal["d"], int, int, Owned | None, Owned, Owned, Owned]
+)
+"""(kind, rows, nulls, validity bitmap or None, values or offsets, bytes or list values or None);
+a 'd' column (dictionary-encoded strings): (..., int32 codes, the distinct strings' bytes, their
+int32 offsets)."""
 
 Part: TypeAlias = tuple[int, dict[int, tuple[Column, ...]], bytes]
 """One part of a piece: (events, role code → its columns in schema order, spans), spans the
@@ -31,6 +36,7 @@ def scan(
     closing: bool,
     threads: int,
     exact: bool,
+    dict_role: int = 0,
     /,
 ) -> tuple[list[Part], int] | tuple[str, int]:
     """buf[start:stop], the elements of a JSON array (closing: and its `]`, before stop), read
@@ -38,4 +44,5 @@ def scan(
     (reason, offset) when the piece is refused. cats: (category, role code) pairs; roles: for
     each decoded role code, its (args key, kind) pairs; cpu_op: the code whose events are only
     returned as spans; threads: 2 lets a piece of >= 1 MB be scanned as two parts at once;
-    exact: times from the decimal text rather than through a double."""
+    exact: times from the decimal text rather than through a double; dict_role: the role code
+    whose name column comes dictionary-encoded ('d'), 0 for none."""

@@ -19,27 +19,37 @@ launch's frame, and every caller of a kept one is kept): on the SGLang prefill-d
 Ids are content hashes (64-bit, blake2b of the frame's text, chained innermost → root), so the
 same call path has the same `stack_id` in every parse and in every run of one commit.
 
-All of it is numpy on one sortable key per row (thread code × span + time; times replaced by
-their ranks where that would overflow), with stable sorts only (traces are nearly in time order:
-timsort and radix sorts run 10× faster on them than numpy's default sort or lexsort), never a
-loop over events or threads: the only Python loops run over distinct frame texts and over
-nesting levels. Depth is counted, not swept: calls started before less calls ended before the
-start. The polars version (as-of joins, one mask per thread) took 12 ms on the SGLang
-prefill-decode trace and 1.5-2.9 s on a generated 1 M-kernel trace (2.4 M Python calls); this
-takes 5 ms and 0.85-1.1 s (in-process, min of 10 and of 2).
+The selection is numpy on one sortable key per row (thread code × span + time; times replaced
+by their ranks where that would overflow), with stable sorts only (traces are nearly in time
+order: timsort and radix sorts run 10× faster on them than numpy's default sort or lexsort).
+Depth is counted, not swept: calls started before less calls ended before the start. Depths,
+callers, hashes and the launching calls then come from one forward pass in C (_stack_walk.c:
+a caller always precedes its callees in start order); `_walk_numpy` computes the same arrays
+(one numpy step per nesting level) where the module is not built, and the tests hold the two
+equal. No Python loop runs over events: only over distinct frame texts (their hashes, their
+addresses removed by Python's re, cheaper to start than pyarrow's regex kernels). The polars
+version (as-of joins, one mask per thread) took 12 ms on the SGLang prefill-decode trace and
+1.5-2.9 s on a generated 1 M-kernel trace (2.4 M Python calls); the numpy one 5 ms and
+0.85-1.1 s; this one 2.6 ms on the SGLang trace (in-process, min of 30, alternated with
+parses without stacks).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
-ADDRESS = r" at 0x[0-9a-fA-F]+"
+try:
+    from tracediff.parse import _stack_walk
+except ImportError:  # pragma: no cover - built by pip install; a bare checkout walks in numpy
+    _stack_walk = None  # type: ignore[assignment]  # the stub types the built module
+
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 """`<built-in method arange of type object at 0x7f1a...>`: the address differs every run, so
 it is no part of a frame's identity."""
 
@@ -60,13 +70,10 @@ def _none(n: int) -> Stacks:
 
 def _hash_texts(texts: list[str]) -> np.ndarray:
     """64-bit hashes of strings (one per distinct frame text), as uint64."""
-    return np.array(
-        [
-            int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
-            for t in texts
-        ],
-        dtype=np.uint64,
-    )
+    blake = hashlib.blake2b
+    return np.frombuffer(
+        b"".join([blake(t.encode(), digest_size=8).digest() for t in texts]), "<u8"
+    ).astype(np.uint64)
 
 
 def _mix(parent: np.ndarray, frame: np.ndarray) -> np.ndarray:
@@ -151,6 +158,84 @@ def resolve(
         return _none(n_calls)
     thr = None if n_thr == 1 or f_thr is None else f_thr[rows]
 
+    # frames: one hash per distinct text (addresses removed), per call through its code
+    fd, code, distinct = _frames(text, rows)
+    fh = fd[code]
+
+    # callers, stack hashes and each API call's launching frame call (in midpoint order)
+    mthr = None if thr is None else c_thr[c_order]
+    parent, h, cur = (_walk_native if _stack_walk is not None else _walk_numpy)(
+        s, e, thr, fh, mids, mthr
+    )
+    found = cur >= 0
+    if not found.any():
+        return _none(n_calls)
+    sid = np.zeros(n_calls, np.int64)
+    sid[c_order] = np.where(found, h[np.maximum(cur, 0)], np.uint64(0)).view(np.int64)
+    # one frame call per distinct launching stack (hash-based: no sort of the calls)
+    hs = np.sort(np.unique_values(h[cur[found]]))
+    rep = np.empty(len(hs), np.int64)
+    rep[np.searchsorted(hs, h[cur[found]])] = cur[found]
+    return Stacks(sid, *_tables(rep, parent, h, fd, code, distinct))
+
+
+def _frames(text: pl.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """(hash per distinct text, each row's code 0..distinct-1, the distinct texts with their
+    addresses removed) of the frame calls `rows`. A Categorical `text` (the Kineto scanner's
+    dictionary-encoded names) is not cast again."""
+    names = text.gather(rows)
+    if names.null_count():
+        names = names.fill_null("<unnamed>")
+    if names.dtype != pl.Categorical:
+        names = names.cast(pl.Categorical)
+    raw = names.to_physical().to_numpy()  # codes of polars' categories
+    present = np.zeros(int(raw.max()) + 1, bool)
+    present[raw] = True
+    code = (np.cumsum(present) - 1)[raw]  # dense: 0..distinct-1, in category order
+    one = np.empty(len(present), np.int64)
+    one[raw] = np.arange(len(raw))  # a row of each text (which one does not matter)
+    texts = names.gather(one[present]).cast(pl.String).to_list()
+    # Python's re on the few distinct texts: pyarrow's regex kernels cost more to start
+    strip = ADDRESS.sub
+    distinct = [strip("", t) if " at 0x" in t else t for t in texts]
+    return _hash_texts(distinct), code, pa.array(distinct, pa.string())
+
+
+def _walk_native(
+    s: np.ndarray,
+    e: np.ndarray,
+    thr: np.ndarray | None,
+    fh: np.ndarray,
+    mids: np.ndarray,
+    mthr: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_walk_numpy's arrays from one pass in C (_stack_walk.c)."""
+    n = len(s)
+    parent, h, cur = np.empty(n, np.int64), np.empty(n, np.uint64), np.empty(len(mids), np.int64)
+    none = np.zeros(0, np.int64)
+    c = np.ascontiguousarray
+    assert _stack_walk is not None
+    _stack_walk.walk(
+        c(s, np.int64), c(e, np.int64), c(np.sort(e, kind="stable"), np.int64),
+        none if thr is None else c(thr, np.int64), c(fh, np.uint64),
+        c(mids, np.int64), none if mthr is None else c(mthr, np.int64),
+        parent, h, cur,
+    )  # fmt: skip
+    return parent, h, cur
+
+
+def _walk_numpy(
+    s: np.ndarray,
+    e: np.ndarray,
+    thr: np.ndarray | None,
+    fh: np.ndarray,
+    mids: np.ndarray,
+    mthr: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(caller position or -1, stack hash, launching frame call or -1 per midpoint) of frame
+    calls sorted by start (s, e: keys; thr: thread codes, None for one thread; fh: frame
+    hashes) and sorted midpoints (mthr: their threads)."""
+    n = len(s)
     # nesting depth: calls started before (the position) less calls ended before the start
     # (ends sort before starts at one instant, except a zero-length call's own end)
     ended = np.searchsorted(np.sort(e, kind="stable"), s, "right")
@@ -171,21 +256,6 @@ def resolve(
     parent = np.empty(n, np.int64)
     parent[by_level] = np.where(ok, cand, -1)
 
-    # frames: one hash per distinct text (addresses removed), per call through its code
-    names = text.gather(rows)
-    if names.null_count():
-        names = names.fill_null("<unnamed>")
-    raw = names.cast(pl.Categorical).to_physical().to_numpy()  # codes of polars' string cache
-    present = np.zeros(int(raw.max()) + 1, bool)
-    present[raw] = True
-    code = (np.cumsum(present) - 1)[raw]  # dense: 0..distinct-1, in cache order
-    one = np.empty(len(present), np.int64)
-    one[raw] = np.arange(n)  # a row of each text (which one does not matter)
-    texts = names.gather(one[present]).to_arrow()
-    distinct = pc.replace_substring_regex(texts, ADDRESS, "")
-    fd = _hash_texts(distinct.to_pylist())
-    fh = fd[code]
-
     # each frame call's stack hash, level by level from the roots, in level order (contiguous
     # slices; a caller's slot, or slot n for a root, holding 0)
     where = np.empty(n + 1, np.int64)
@@ -200,24 +270,16 @@ def resolve(
     h = h_l[where[:n]]
 
     # the launching frame call of each API call, then up the callers while it had returned
-    cur = np.searchsorted(s, mids, "right") - 1  # in midpoint order
+    cur = np.searchsorted(s, mids, "right") - 1
     if thr is not None:
-        cur = np.where((cur >= 0) & (thr[np.maximum(cur, 0)] == c_thr[c_order]), cur, -1)
+        assert mthr is not None
+        cur = np.where((cur >= 0) & (thr[np.maximum(cur, 0)] == mthr), cur, -1)
     todo = np.flatnonzero(cur >= 0)
     while todo.size:
         todo = todo[e[cur[todo]] < mids[todo]]
         cur[todo] = parent[cur[todo]]
         todo = todo[cur[todo] >= 0]
-    found = cur >= 0
-    if not found.any():
-        return _none(n_calls)
-    sid = np.zeros(n_calls, np.int64)
-    sid[c_order] = np.where(found, h[np.maximum(cur, 0)], np.uint64(0)).view(np.int64)
-    # one frame call per distinct launching stack (hash-based: no sort of the calls)
-    hs = np.sort(np.unique_values(h[cur[found]]))
-    rep = np.empty(len(hs), np.int64)
-    rep[np.searchsorted(hs, h[cur[found]])] = cur[found]
-    return Stacks(sid, *_tables(rep, parent, h, fd, code, distinct))
+    return parent, h, cur
 
 
 def _threads(
@@ -281,6 +343,7 @@ def _tables(
     st, dp, fc = np.concatenate(rows_s), np.concatenate(rows_d), np.concatenate(rows_f)
     o = np.lexsort((dp, st))
     fid = fd.view(np.int64)
-    used = np.unique(fc)  # codes of texts; texts that differed only by an address share an id
+    used = np.flatnonzero(np.bincount(fc, minlength=len(fd)))  # codes of texts, sorted;
+    # texts that differed only by an address share an id
     ids, first_used = np.unique(fid[used], return_index=True)
     return (st[o], dp[o], fid[fc[o]]), ids, distinct.take(pa.array(used[first_used]))

@@ -95,6 +95,12 @@ BASE_COLUMNS: dict[str, pl.DataType] = {
 """The columns every role's frame starts with, in order."""
 
 
+CODED_NAMES = "python"
+"""The role whose `name` column is dictionary-encoded (a Categorical in its frame): one name per
+Python call, millions of them, a few thousand distinct. The native scanner writes codes and each
+distinct name once (`_kineto_scan.c` 'd' columns); the msgspec path encodes its strings."""
+
+
 def dtype(field: str) -> pl.DataType:
     """The column type of an args field: a list of integers, a string, or an integer."""
     if field in ("grid", "block"):
@@ -104,4 +110,5 @@ def dtype(field: str) -> pl.DataType:
 
 def schema(role: str) -> dict[str, pl.DataType]:
     """A role's frame columns, in order: BASE_COLUMNS, then its ARG_FIELDS."""
-    return {**BASE_COLUMNS, **{f: dtype(f) for f in ARG_FIELDS[role]}}
+    base = {**BASE_COLUMNS, "name": pl.Categorical()} if role == CODED_NAMES else BASE_COLUMNS
+    return {**base, **{f: dtype(f) for f in ARG_FIELDS[role]}}

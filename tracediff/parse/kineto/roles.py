@@ -28,7 +28,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .clock import Clock, to_int64
-from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
+from .fields import (
+    ARG_FIELDS,
+    ARG_KEYS,
+    CODED_NAMES,
+    INT_LIST,
+    ROLE_CODE,
+    ROLE_NAMES,
+    dtype,
+    schema,
+)
 
 # a role's args are decoded into a record of only its fields (the other keys are skipped)
 _ARG_TYPES: dict[tuple[str, ...], Any] = {
@@ -153,7 +162,8 @@ class Roles:
                 return
             name, pid, tid, ts, dur = _columns(evs, "name", "pid", "tid", "ts", "dur")
         cols = self._cols[role]
-        _append(cols, "name", _strings(name))
+        names = _strings(name)
+        _append(cols, "name", names.dictionary_encode() if role == CODED_NAMES else names)
         _append(cols, "pid", self._int64(pid, role + ".pid"))
         _append(cols, "tid", self._int64(tid, role + ".tid"))
         clock = self.clock

@@ -22,7 +22,16 @@ import pyarrow as pa
 
 from tracediff import settings
 
-from .fields import ARG_FIELDS, ARG_KEYS, INT_LIST, ROLE_CODE, ROLE_NAMES, dtype, schema
+from .fields import (
+    ARG_FIELDS,
+    ARG_KEYS,
+    CODED_NAMES,
+    INT_LIST,
+    ROLE_CODE,
+    ROLE_NAMES,
+    dtype,
+    schema,
+)
 
 try:
     from tracediff.parse import _kineto_scan
@@ -37,6 +46,7 @@ REFUSED: Counter[str] = Counter()
 """Why pieces were refused in this process (reason → pieces): for tests and bench/."""
 
 _CPU_OP = ROLE_NAMES.index("cpu_op") + 1
+_CODED = ROLE_NAMES.index(CODED_NAMES) + 1  # its names come dictionary-encoded ('d')
 _CATS = tuple((cat.encode(), code) for cat, code in ROLE_CODE.items())
 
 
@@ -73,9 +83,14 @@ def _buffer(owned: tuple[int, int, Any] | None) -> pa.Buffer | None:
     return pa.foreign_buffer(address, size, base=capsule)
 
 
-def _array(col: tuple[str, int, int, Any, Any, Any]) -> pa.Array:
-    kind, rows, nulls, valid, a, b = col
+def _array(col: tuple[Any, ...]) -> pa.Array:
+    kind, rows, nulls, valid, a, b = col[:6]
     bufs = [_buffer(valid), _buffer(a)]
+    if kind == "d":  # int32 codes, and the distinct strings (offsets col[6], bytes b)
+        codes = pa.Array.from_buffers(pa.int32(), rows, bufs, null_count=nulls)
+        n = col[6][1] // 4 - 1
+        strings = pa.Array.from_buffers(pa.string(), n, [None, _buffer(col[6]), _buffer(b)])
+        return pa.DictionaryArray.from_arrays(codes, strings)
     if kind == "s":
         return pa.Array.from_buffers(_TYPES[kind], rows, [*bufs, _buffer(b)], null_count=nulls)
     if kind == "l":
@@ -90,7 +105,9 @@ def scan(
     """buf[start:stop] (a JSON array's elements; closing: they end at the array's `]`, before
     stop) scanned, or None if the C side refuses it. decode_ops(bytes of a JSON array) → event
     records, for the operators returned as spans. exact: times by the exact clock (clock.py)."""
-    got = _kineto_scan.scan(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact)
+    got = _kineto_scan.scan(
+        buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact, _CODED
+    )
     if isinstance(got[0], str):
         REFUSED[got[0]] += 1
         return None

@@ -14,17 +14,20 @@ and splits Kineto's frame names into file, line and function.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.parse import launch_stacks
 
-_FRAME = r"^(?P<file>.+)\((?P<line>\d+)\): (?P<function>.*)$"
-"""`file(line): function`; other names (`<built-in method ...>`, `nn.Module: Linear_0`) are
-frames without a file or line, the name as their function."""
+_FRAME = re.compile(r"(.+)\(([0-9]+)\): (.*)")
+"""`file(line): function` (the whole text, `.` not matching a newline); other names (`<built-in
+method ...>`, `nn.Module: Linear_0`, a line beyond int32) are frames without a file or line,
+the name as their function. Python's re over the distinct frames a run's stacks use: pyarrow's
+regex kernels cost more to start than the few hundred matches."""
 
 
 def empty() -> dict[str, pa.Table]:
@@ -72,14 +75,16 @@ def tables(got: launch_stacks.Stacks) -> dict[str, pa.Table]:
     """The `stacks` and `frames` run tables of a resolution whose texts are Kineto frame names."""
     st, dp, fr = got.stack_rows
     stacks = pa.table({"stack_id": st, "depth": dp, "frame_id": fr})
-    text = got.frame_texts.cast(pa.string())
-    g = pc.extract_regex(text, _FRAME)  # null where the name has no `file(line): ` form
+    texts = got.frame_texts.to_pylist()
+    split = [m if (m := _FRAME.fullmatch(t)) and int(m[2]) < 1 << 31 else None for t in texts]
     parts = pa.table(
         {
             "frame_id": got.frame_ids,
-            "file": pc.struct_field(g, "file"),
-            "line": pc.struct_field(g, "line").cast(pa.int32()),
-            "function": pc.coalesce(pc.struct_field(g, "function"), text),
+            "file": pa.array([m and m[1] for m in split], pa.string()),
+            "line": pa.array([m and int(m[2]) for m in split], pa.int32()),
+            "function": pa.array(
+                [t if m is None else m[3] for m, t in zip(split, texts, strict=True)], pa.string()
+            ),
         }
     )
     return {

@@ -1,0 +1,26 @@
+"""Types of the native launch-stack walk (_stack_walk.c); used by parse/launch_stacks.py."""
+
+from typing import Any, TypeAlias
+
+import numpy as np
+
+Array: TypeAlias = np.ndarray[Any, Any]
+"""A C-contiguous numpy array (int64, or uint64 for fh and h)."""
+
+def walk(
+    s: Array,
+    e: Array,
+    e_sorted: Array,
+    thr: Array,
+    fh: Array,
+    mids: Array,
+    mthr: Array,
+    parent: Array,
+    h: Array,
+    cur: Array,
+    /,
+) -> None:
+    """Frame calls sorted by start (s, e, e_sorted, thr: int64, thr empty for one thread; fh:
+    uint64 frame hashes) and sorted midpoints (mids, mthr: int64) -> parent (int64), h (uint64)
+    and cur (int64) written in place. ValueError on lengths that do not match or unsorted
+    starts or midpoints."""
