@@ -1,9 +1,11 @@
 """The main screen: verdict, notes line, attribution table, replay strip and timeline.
 
 Stage: presentation. Input: an in-memory `Comparison`. Keys act on the screen's state (sort,
-filters, cycle, timeline window); heavy work (event index, event edges, drill-down, worst cycle,
-what-if) goes to the app's thread workers. A key that cannot act for these runs says why
-(`reasons.py`) instead of doing nothing.
+filters, cycle, timeline window); heavy work (fetching events, event edges, drill-down, worst
+cycle, what-if) goes to the app's thread workers. The timeline shows the GPU filter's GPU (else
+the first GPUs whose lanes fit its height) and only those GPUs' events of the cycles shown are
+fetched (tui/eventcache.py). A key that cannot act for these runs says why (`reasons.py`)
+instead of doing nothing.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class MainScreen(Screen[None]):
         # the events, fetched for the GPUs and cycles shown (and a drilled-down one's GPU)
         self.events = EventCache(comparison)
         self.lane_rows = 1  # lanes the timeline has room for (_fit)
+        self.timeline_all = sorted({int(d) for d in comparison.cycles["device_id"].drop_nulls()})
         self.summed, self.summed_ids = m.summed_rows(comparison)
 
     def compose(self) -> ComposeResult:
@@ -177,19 +180,8 @@ class MainScreen(Screen[None]):
         self._want_events()
 
     def timeline_gpus(self, lanes: Callable[[int], int]) -> list[int]:
-        """The GPUs the timeline shows: the GPU filter's, else the first ones whose lanes
-        (`lanes(gpu)` each) fit its height."""
-        if isinstance(self.gpu, int):
-            return [self.gpu]
-        every = sorted({int(d) for d in self.c.cycles["device_id"].drop_nulls().to_list()})
-        out: list[int] = []
-        used = 0
-        for d in every:
-            if out and used + lanes(d) > self.lane_rows:
-                break
-            out.append(d)
-            used += lanes(d)
-        return out
+        """The GPUs the timeline shows (tm.gpus_on_screen); `lanes(gpu)`: the lanes each takes."""
+        return tm.gpus_on_screen(self.timeline_all, self.gpu, self.lane_rows, lanes)
 
     def _show_gpus(self) -> None:
         """The timeline follows the GPU filter and the terminal's height (nothing to do before

@@ -10,6 +10,7 @@ by bucketing event [start, end) intervals into terminal columns with `np.bincoun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -349,6 +350,24 @@ class TimelineModel:
         any_ = covered.any(axis=0)
         out[any_] = np.asarray(LAYERS, dtype=np.uint8)[top[any_]]
         return out
+
+
+def gpus_on_screen(
+    every: list[int], gpu: int | str | None, rows: int, lanes: Callable[[int], int]
+) -> list[int]:
+    """The GPUs the timeline shows: the GPU filter's (`gpu` an id), else the first of `every`
+    whose lanes (`lanes(gpu)` each) fit in `rows` lanes, at least one: what was visible when
+    every GPU was drawn and the lanes below the timeline's height were cut off."""
+    if isinstance(gpu, int):
+        return [gpu]
+    out: list[int] = []
+    used = 0
+    for d in every:
+        if out and used + lanes(d) > rows:
+            break
+        out.append(d)
+        used += lanes(d)
+    return out
 
 
 def warp_map(base: pl.DataFrame, head: pl.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
