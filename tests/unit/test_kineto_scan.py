@@ -51,6 +51,7 @@ def test_native_module_is_built() -> None:
     # and nothing below would test the C side
     assert native is not None
     assert scan.ENABLED
+    assert scan.CODES  # and it is the build of this C source (names dictionary-encoded)
 
 
 # ---- reading a file both ways ----
@@ -257,6 +258,16 @@ def test_dictionary_encoded_names_are_the_names(threads: int) -> None:
     coded = _coded(data, closing=True, threads=threads, start=start)
     assert len(coded[0]) == threads
     _same_but_names(plain, coded)
+
+
+def test_a_build_without_codes_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a checkout updated without `make setup` keeps an older module whose names are plain
+    # strings: scan.py encodes them, and the parse is the same
+    path = DATA / "kineto" / "sglang_Qwen3-8B_decode.json.gz"
+    coded = _outcome(path)
+    monkeypatch.setattr(scan, "CODES", False)
+    _assert_same(_outcome(path), coded)
+    assert coded[1]["stacks"].num_rows
 
 
 def test_dictionary_encoded_names_decode_escapes_and_keep_nulls() -> None:

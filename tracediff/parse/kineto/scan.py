@@ -47,6 +47,9 @@ REFUSED: Counter[str] = Counter()
 
 _CPU_OP = ROLE_NAMES.index("cpu_op") + 1
 _CODED = ROLE_NAMES.index(CODED_NAMES) + 1  # its names come dictionary-encoded ('d')
+CODES = _kineto_scan is not None and "dict_role" in (_kineto_scan.scan.__doc__ or "")
+"""Whether the built module encodes names ('d' columns); a build older than the C source (a
+checkout updated without `make setup`) does not: its plain names are encoded here instead."""
 _CATS = tuple((cat.encode(), code) for cat, code in ROLE_CODE.items())
 
 
@@ -105,9 +108,11 @@ def scan(
     """buf[start:stop] (a JSON array's elements; closing: they end at the array's `]`, before
     stop) scanned, or None if the C side refuses it. decode_ops(bytes of a JSON array) → event
     records, for the operators returned as spans. exact: times by the exact clock (clock.py)."""
-    got = _kineto_scan.scan(
-        buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact, _CODED
-    )
+    native = _kineto_scan.scan
+    if CODES:
+        got = native(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact, _CODED)
+    else:
+        got = native(buf, start, stop, _CATS, _SPEC, _CPU_OP, closing, THREADS, exact)
     if isinstance(got[0], str):
         REFUSED[got[0]] += 1
         return None
@@ -122,7 +127,10 @@ def scan(
             role = ROLE_NAMES[code - 1]
             into = roles.setdefault(role, {c: [] for c in _COLUMNS[role]})
             for c, col in zip(_COLUMNS[role], cols, strict=True):
-                into[c].append(_array(col))
+                a = _array(col)
+                if role == CODED_NAMES and c == "name" and col[0] == "s":
+                    a = a.dictionary_encode()  # an older build's plain names
+                into[c].append(a)
     ops: list[Any] = []
     offs = memoryview(b"".join(spans)).cast("q")
     if len(offs):
