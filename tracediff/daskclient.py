@@ -58,6 +58,9 @@ class Connection:
                     processes=True,
                     memory_limit=memory_limit or "auto",
                     dashboard_address=None,
+                    # its HTTP server (no dashboard) on a free port, not 8787: another cluster
+                    # on this machine would make Dask warn on stderr
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                     # stderr keeps to tracediff's lines: a file that failed twice is one line
                     silence_logs=logging.CRITICAL,
                 )

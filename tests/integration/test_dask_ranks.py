@@ -141,3 +141,17 @@ def test_a_damaged_rank_file_is_one_line_naming_it(
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and str(bad) in lines[0], p.stderr
+
+
+def test_a_rank_file_whose_worker_dies_twice_is_named_in_one_line(
+    jobs: dict[str, tuple[Path, Path]],
+) -> None:
+    """A memory limit below what reading a rank file needs: the nanny kills the worker holding
+    it, Dask runs it again on the restarted worker, which dies too; one line names the file."""
+    base, head = jobs["hta"]
+    p = cli("compare", str(base), str(head), "--format", "json",
+            "--scheduler", "local:1", "--memory-limit", "150MiB")  # fmt: skip
+    assert p.returncode == 1 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "sampled_rank-" in lines[0] and "rank file failed twice" in lines[0], lines[0]

@@ -119,6 +119,7 @@ class Dask:
                     kind, value = fut.result()
                 except Exception as e:  # the task raised twice, or its worker died twice
                     raise failed_twice(names[i], e) from None
+                fut.release()  # the worker need not keep it
                 if kind != "ok":
                     raise_refusal(kind, *value)
                 out[i] = value
@@ -141,8 +142,7 @@ class Dask:
 def _file_of(x: Any) -> str:
     if isinstance(x, str):
         return f"{x}: its rank file"
-    rr = x.task.source
-    return f"{rr.files[x.i].path}: its {x.task.side} rank file"
+    return f"{x.task.source.files[0].path}: its {x.task.side} rank file"
 
 
 def _key(verb: str, side: str, name: str) -> str:

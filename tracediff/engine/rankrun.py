@@ -39,6 +39,7 @@ class RankRun:
     ranges: pl.DataFrame  # engine/ranges.py read_ranges of the joined run
     kernels: int = 0
     relabel: dict[int, int] = field(default_factory=dict)  # joined id -> base's (gpus.relabel)
+    all_devices: list[int] | None = None  # a `slim` run: every GPU of the whole run
 
     @property
     def path(self) -> str:
@@ -51,7 +52,17 @@ class RankRun:
     @property
     def devices(self) -> list[int]:
         """Every GPU of the run, under the ids the engine sees."""
+        if self.all_devices is not None:
+            return self.all_devices
         return sorted({self.relabel.get(d, d) for f in self.files for d in f.ids.values()})
+
+    def slim(self, i: int) -> RankRun:
+        """What a worker needs of the run to reduce file i: that file alone, the run's name,
+        GPUs and relabelling (not the other files, ranges, metadata: a task each file)."""
+        meta: dict[str, Any] = {
+            k: self.metadata[k] for k in ("source", "label") if k in self.metadata
+        }
+        return RankRun([self.files[i]], meta, [], pl.DataFrame(), 0, self.relabel, self.devices)
 
     def placed(self, i: int, run: Run) -> Run:
         """File i's run as its part of the joined, relabelled run (its tables moved onto the

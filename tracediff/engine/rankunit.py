@@ -111,7 +111,7 @@ def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
 class Sub:
     """One file's task in rounds 2 and 3."""
 
-    task: FileTask  # the run's task (its source: the RankRun), with this file's templates
+    task: FileTask  # the run's task; its source: the run `slim` to this file, its templates
     i: int  # the file's place in the run
     mode: str  # "probe" | "whole" | "find" (kernel periods) | "period" | "range"
     cyc: pl.DataFrame = field(default_factory=pl.DataFrame)  # range: its processes' cycles
@@ -124,7 +124,7 @@ def _open(sub: Sub) -> Run:
     from tracediff.parse import load
 
     rr: RankRun = sub.task.source
-    return rr.placed(sub.i, load(Path(rr.files[sub.i].path)))
+    return rr.placed(0, load(Path(rr.files[0].path)))
 
 
 def reduce_sub(sub: Sub) -> Reduced | tuple[int, list[int]]:
@@ -161,13 +161,19 @@ def reduce_sub(sub: Sub) -> Reduced | tuple[int, list[int]]:
     if seg.ops.height == 0:  # finding: none of its GPUs repeats (the driver judges the run)
         out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
         return out
-    mine = _devices(rr, sub.i)
-    t = replace(
+    return reduce_cut(task, out, run, seg)
+
+
+def _slim(task: FileTask, i: int) -> FileTask:
+    """The task of file i alone: the run slimmed to it, the templates of its GPUs."""
+    rr: RankRun = task.source
+    mine = _devices(rr, i)
+    return replace(
         task,
+        source=rr.slim(i),
         templates={d: v for d, v in task.templates.items() if d in mine},
         carry={k: v for k, v in task.carry.items() if k[0] in mine},
     )
-    return reduce_cut(t, out, run, seg)
 
 
 def _devices(rr: RankRun, i: int) -> set[int]:
@@ -245,14 +251,14 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
     rule = task.rule if task.rule is not None else cycles.user_rule(task.cycle)
     if task.whole or (rule is not None and rule.kind == "whole"):
         ctx = Ctx("whole", CycleRule.whole())
-        return [Sub(task, i, "whole") for i in range(n)], ctx
+        return [Sub(_slim(task, i), i, "whole") for i in range(n)], ctx
     if rule is not None and rule.kind == "kernel-period":
-        return [Sub(task, i, "period") for i in range(n)], Ctx("period", rule)
+        return [Sub(_slim(task, i), i, "period") for i in range(n)], Ctx("period", rule)
     try:
         if rule is None:
             rule = _found_range(task, rr, run_map)
             if rule is None:
-                return [Sub(task, i, "find") for i in range(n)], Ctx("find")
+                return [Sub(_slim(task, i), i, "find") for i in range(n)], Ctx("find")
             cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
         else:
             if rr.ranges.height == 0:
@@ -272,7 +278,9 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
     for i in range(n):
         pids = _pids(rr, i)
         mine = pl.col("process_id").is_in(pids)
-        subs.append(Sub(task, i, "range", cyc.filter(mine), phases.filter(mine), rule=rule))
+        subs.append(
+            Sub(_slim(task, i), i, "range", cyc.filter(mine), phases.filter(mine), rule=rule)
+        )
     return subs, Ctx("range", rule, moved, rng, ph)
 
 
@@ -291,7 +299,8 @@ def _found_range(task: FileTask, rr: RankRun, run_map: Map) -> CycleRule | None:
     subs = []
     for i in range(len(rr.files)):
         mine = pl.col("process_id").is_in(_pids(rr, i))
-        subs.append(Sub(task, i, "probe", cands=[c.filter(mine) for _, _, c in cands]))
+        cs = [c.filter(mine) for _, _, c in cands]
+        subs.append(Sub(_slim(replace(task, templates={}), i), i, "probe", cands=cs))
     got = run_map(reduce_sub, subs, [task.side] * len(subs), "probed")
     n_ops = sum(g[0] for g in got)
     covered = [sum(g[1][k] for g in got) for k in range(len(cands))]
