@@ -123,6 +123,8 @@ def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
         t["name"] == "verify" and t["delta_ms_per_cycle"] > 1 for t in top["top_contributors"]
     )
     assert [s["commit"] for s in res["skipped"]] == [shas[3]]
+    # work.py is a script, no package: no function trace, no stacks, the plain binary search
+    assert res["search_order"] == "binary" and "no launch stacks" in res["search_order_why"]
     # what really ran: the ends N runs each (4), every step's runs; the broken commit once
     ran = counted(counter)
     # fresh interleaved runs of the ends of a range beside the culprit, when one was confirmed
