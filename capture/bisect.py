@@ -10,9 +10,13 @@ Algorithm (after Chromium Pinpoint):
 1. Capture GOOD and BAD interleaved, N runs each (one `capture_runsets` call: A B B A ...).
    Compare them as run sets (engine `compare` on lists of runs: each run's mean is one sample,
    exact permutation test, engine/runstats.py). What to follow: `--contributor REGEX` when given
-   (the attribution rows whose name matches), else the cycle time when it is significant across
-   runs, else the contributors that are (GPU work as in engine/gate.py; host phases for NVTX-only
-   runs). Nothing significant: "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
+   (the attribution rows whose name matches), else the cycle time when it has moved across
+   runs, else the contributors that have (GPU work as in engine/gate.py; host phases for
+   NVTX-only runs). "Moved" is capture/bisect_ends.py's rule, which accounts for the looks (the
+   ends are tested again each time runs are added: the level is split over the looks) and for
+   the many rows tested (a row must be large against its run-to-run noise and carry >= 10 % of
+   the rows' change). Not told apart: 2 more runs a side, up to --max-runs; nothing moved then:
+   "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
    where the ends' runs carry launch stacks, within the same bound: capture/bisect_order.py).
    At a commit X: capture N runs,
@@ -67,6 +71,7 @@ from typing import Any
 
 import polars as pl
 
+from capture import bisect_ends as be
 from capture import bisect_pool as bp
 from capture import outdir as od
 from capture import worktree as wt
@@ -87,7 +92,7 @@ RUNS_PER_EXTRA = 2
 
 
 class NothingToBisect(TracediffError):
-    """GOOD and BAD are not significantly different across runs (exit 5)."""
+    """GOOD and BAD are not told apart across runs (capture/bisect_ends.py; exit 5)."""
 
     exit_code = 5
 
@@ -385,23 +390,21 @@ class Bisection:
 
     # ---- what is followed ------------------------------------------------------------------
 
-    def follow(self, c: Any) -> dict[str, Any] | None:
-        """What the ends' comparison found to have moved (None: nothing significant)."""
+    def follow(self, c: Any, level: float) -> be.Ends:
+        """What the ends' comparison found to have moved, by capture/bisect_ends.py's rule at a
+        look whose cycle-time level is `level` (follow None: nothing yet)."""
         att = c.attribution
         if self.spec.contributor is not None:
             rows = att.filter(pl.col("name").str.contains(self.spec.contributor))
-            rows = rows.filter(pl.col("significant"))
-            if rows.height == 0:
-                return None
-            return {"what": "contributors", "rows": _rows(rows)}
-        if c.significant:
-            return {"what": "cycle time", "rows": []}
-        host = att.height > 0 and bool((att["kind"] == "host").all())
-        rows = att if host else att.with_columns(part_of()).filter(pl.col("part") == "gpu_work")
-        rows = rows.filter(pl.col("significant"))
-        if rows.height == 0:
-            return None
-        return {"what": "contributors", "rows": _rows(rows)}
+        elif be.cycle_time_moved(c, level):
+            return be.Ends({"what": "cycle time", "rows": []}, [], level)
+        elif att.height > 0 and bool((att["kind"] == "host").all()):
+            rows = att
+        else:
+            rows = att.with_columns(part_of()).filter(pl.col("part") == "gpu_work")
+        picked, left_out = be.pick_rows(rows)
+        follow = {"what": "contributors", "rows": _rows(picked)} if picked.height else None
+        return be.Ends(follow, left_out, level)
 
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
         if follow["what"] == "cycle time":

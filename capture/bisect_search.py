@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from capture import bisect_ends as be
 from capture import bisect_order as bo
 from capture.bisect import (
     MAX_CULPRITS,
@@ -98,14 +99,19 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     )
     n = spec.repeat
     exhausted = False
-    while True:  # ends not told apart at N runs: more runs a side, up to the cap
+    # ends not told apart at N runs: more runs a side, up to the cap; each look at its own level
+    # (capture/bisect_ends.py: the levels sum to 5 %)
+    levels = be.look_levels(spec.repeat, b.max_runs, RUNS_PER_EXTRA)
+    look = 0
+    while True:
         got = b.capture_ends(n)
         c0 = b.compare(good, bad)
-        follow = b.follow(c0)
+        seen = b.follow(c0, levels[min(look, len(levels) - 1)])
+        follow = seen.follow
         exhausted = min(got) < n
         if follow is not None or n >= b.max_runs or exhausted:
             break
-        n = min(n + RUNS_PER_EXTRA, b.max_runs)
+        n, look = min(n + RUNS_PER_EXTRA, b.max_runs), look + 1
         say(f"the ends are not told apart at {n - RUNS_PER_EXTRA} runs a side: capturing up to {n}")
     b.state["follow"] = follow
     b.state["log"] = []
@@ -120,14 +126,25 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
             "p_value": c0.p_value,
             "delta_ms_per_cycle": c0.delta_ms_per_cycle,
             "significant": bool(c0.significant),
+            "look": look + 1,
+            "level": seen.level,
+            # significant rows the rule did not follow, with why (capture/bisect_ends.py)
+            "not_followed": seen.left_out,
             "wall_s": round(time.monotonic() - t0, 1),
         }
     )
     if follow is None:
         p = "n/a" if c0.p_value is None else f"{c0.p_value:.3f}"
+        small = "".join(
+            f"; {r['name']} {r['delta_ms_per_cycle']:+.3f} ms/cycle is significant but {r['why']}"
+            for r in seen.left_out[:2]
+        )
         raise NothingToBisect(
-            f"nothing to bisect: {good[:12]} and {bad[:12]} are not significantly different across "
-            f"runs (cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p}"
+            f"nothing to bisect: {good[:12]} and {bad[:12]} are not told apart across runs "
+            f"(cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p} at {got[0]} and {got[1]} "
+            f"runs, level {seen.level:.2g}"
+            + (", too small against its run-to-run noise" if c0.significant else "")
+            + small
             + (f"; no contributor matching {spec.contributor!r} moved" if spec.contributor else "")
             + (f"; the pool has no more runs of them ({got[0]} and {got[1]})" if exhausted else "")
             + ")",

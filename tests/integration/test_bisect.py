@@ -241,13 +241,34 @@ def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: st
     assert len(counted(counter)) == before + res["captures"]["captured_now"]
 
 
-def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str) -> None:
+EQUAL_SEEDS = int(os.environ.get("BISECT_EQUAL_SEEDS", "0") or 0)
+
+
+@pytest.mark.parametrize("seed", range(7, 7 + max(EQUAL_SEEDS, 1)))
+def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str, seed: int) -> None:
+    """Two commits of the same speed (a notes commit and a refactor between): nothing to bisect,
+    however many runs the ends took. Each process draws its seeded offset (COUNTER numbers the
+    processes), so a seed is the same draw every time; BISECT_EQUAL_SEEDS=K runs K seeds (about
+    25 s each here). A false "regression" came from adding runs to the ends until something
+    differed, and from following any of the host rows that came out significant (a -0.005
+    ms/cycle "(outside phases)" at 8 runs a side): capture/bisect.py, the ends' rule."""
     repo = tmp_path / "repo"
     repo.mkdir()
     shas = build_repo(repo, [SEVEN[0], SEVEN[1], SEVEN[2]])
-    r = bisect(repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[2], SEED="7")
+    counter = tmp_path / "counter.txt"
+    r = bisect(
+        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[2], SEED=str(seed),
+        COUNTER=str(counter),
+    )  # fmt: skip
+    if os.environ.get("BISECT_REPORT"):
+        with open(os.environ["BISECT_REPORT"], "a") as f:
+            line = {"equal": r.returncode, "seed": seed, "runs": len(counted(counter))}
+            f.write(json.dumps(line) + "\n")
     assert r.returncode == 5, r.stderr
     assert r.stdout == "" and "nothing to bisect" in r.stderr.splitlines()[-1], r.stderr
+    # the ends took at most --max-runs (2N) each, and no commit between them was captured
+    ran = counted(counter)
+    assert set(ran) == {shas[0], shas[2]} and max(ran.count(s) for s in set(ran)) <= 8
 
 
 TWO_SEEDS = int(os.environ.get("BISECT_TWO_SEEDS", "0") or 0)
@@ -313,9 +334,11 @@ def test_seeded_repetitions_name_the_culprit(tmp_path: Path, nsys: str, seed: in
     res = check_seven(tmp_path, nsys, seed)["res"]
     if os.environ.get("BISECT_REPORT"):
         cap = res["captures"]
+        ends = res["steps"][0]
         line = {
             "seed": seed,
             "wall_s": res["wall_s"],
+            "ends": [ends["runs"], ends["p_value"], round(ends["delta_ms_per_cycle"], 2)],
             **{k: cap[k] for k in cap if k != "bound_rule"},
         }
         with open(os.environ["BISECT_REPORT"], "a") as f:

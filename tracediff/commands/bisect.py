@@ -17,7 +17,7 @@ Pool (capture/bisect_pool.py): `--pool DIR` takes each commit's runs from DIR, t
 that can only write .qdstrm files: they are imported here), instead of capturing.
 
 Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool failed);
-2 usage; 5 nothing to bisect (GOOD and BAD not significantly different across runs);
+2 usage; 5 nothing to bisect (GOOD and BAD not told apart across runs);
 130 interrupted (the same command again resumes).
 """
 
