@@ -100,7 +100,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     n = spec.repeat
     exhausted = False
     # ends not told apart at N runs: more runs a side, up to the cap; each look at its own level
-    # (capture/bisect_ends.py: the levels sum to 5 %)
+    # (capture/bisect_ends.py: the p-value levels sum to 1 %)
     levels = be.look_levels(spec.repeat, b.max_runs, RUNS_PER_EXTRA)
     look = 0
     while True:
