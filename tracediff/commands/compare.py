@@ -216,7 +216,9 @@ def _ranked(
     if not found:
         return {}
     flat = [(k, str(f)) for k, fs in found.items() for f in fs]
-    scans = cluster.scan([f for _, f in flat], [k[0] for k, _ in flat], say)
+    # base's first run finds the cycle range: its files count each range's ops as they scan
+    items = [(f, k == ("base", 0)) for k, f in flat]
+    scans = cluster.scan(items, [k[0] for k, _ in flat], say)
     out: dict[tuple[str, int], Any] = {}
     at = 0
     for k, fs in found.items():

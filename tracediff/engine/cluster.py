@@ -131,17 +131,14 @@ class Dask:
         return out
 
     def scan(
-        self, files: Sequence[str], sides: Sequence[str], say: Callable[[str], None]
+        self, items: Sequence[tuple[str, bool]], sides: Sequence[str], say: Callable[[str], None]
     ) -> list[Any]:
-        """Round 1 of engine/rankunit.py: every rank file's scan."""
-        return self.gather(
-            rankunit.scan, files, [f"{f}: its rank file" for f in files], sides, say, "read"
-        )
+        """Round 1 of engine/rankunit.py: every rank file's scan ((path, probe) items)."""
+        names = [f"{f}: its rank file" for f, _ in items]
+        return self.gather(rankunit.scan, items, names, sides, say, "read")
 
 
 def _file_of(x: Any) -> str:
-    if isinstance(x, str):
-        return f"{x}: its rank file"
     return f"{x.task.source.files[0].path}: its {x.task.side} rank file"
 
 

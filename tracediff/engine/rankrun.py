@@ -40,6 +40,7 @@ class RankRun:
     kernels: int = 0
     relabel: dict[int, int] = field(default_factory=dict)  # joined id -> base's (gpus.relabel)
     all_devices: list[int] | None = None  # a `slim` run: every GPU of the whole run
+    coverage: tuple[list[dict[Any, int]], int] | None = None  # base's first: its scans' `covered`
 
     @property
     def path(self) -> str:

@@ -61,19 +61,46 @@ class Scanned:
     counts: dict[str, sanity.Counts]
     ranges: pl.DataFrame
     kernels: int
+    coverage: dict[tuple[str | None, str], int] | None = None  # base's first run: `covered`
+    n_ops: int = 0
 
 
-def scan(path: str) -> Scanned:
-    """Round 1 on a worker: the file's facts, counts and host ranges (module doc)."""
+PROBE_KEYS = 64
+"""Base's first run: a file with at most this many range names counts each one's coverage in
+its scan (else the driver asks in a round of its own)."""
+
+
+def scan(item: str | tuple[str, bool]) -> Scanned:
+    """Round 1 on a worker: the file's facts, counts and host ranges (module doc); `item`: the
+    path, or (path, whether the file is of base's first run: then also `covered`)."""
     from tracediff.parse import load
 
+    path, probe = (item, False) if isinstance(item, str) else item
     run = load(Path(path))
     rng = rg.read_ranges(run)
     rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
                            if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
-    return Scanned(
+    out = Scanned(
         jn.facts_of(run), sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows
     )
+    if probe and rng.height:
+        out.coverage, out.n_ops = covered(run, rng)
+    return out
+
+
+def covered(run: Run, rng: pl.DataFrame) -> tuple[dict[tuple[str | None, str], int] | None, int]:
+    """Per range name of the file, how many of its ops that name's outermost ranges launched
+    (the run's candidates' coverage where the driver's numbering keeps every such range), and
+    its op count; None past PROBE_KEYS names."""
+    keys = rng.select("domain", "key").unique().rows()
+    if len(keys) > PROBE_KEYS:
+        return None, 0
+    ops, _ = gpu_ops_counted(run)
+    one = pl.lit(0, pl.Int64).alias("cycle")  # (the count does not need the numbering)
+    return {
+        (d, k): rg.coverage(ops, rg.outermost(rg.exact(rng, (d, k))).with_columns(one))
+        for d, k in keys
+    }, ops.height
 
 
 def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
@@ -97,6 +124,7 @@ def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
         for i, s in enumerate(scans)
     ]
     ranges = pl.concat(shifted, how="diagonal_relaxed") if shifted else pl.DataFrame()
+    cover = [s.coverage for s in scans]
     rfiles = [
         RankFile(
             str(f), p.shifts[i], p.pid_offsets[i], p.ids[i],
@@ -104,7 +132,10 @@ def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
         )
         for i, f in enumerate(paths)
     ]  # fmt: skip
-    return RankRun(rfiles, p.metadata, warnings, ranges, sum(s.kernels for s in scans))
+    rr = RankRun(rfiles, p.metadata, warnings, ranges, sum(s.kernels for s in scans))
+    if all(c is not None for c in cover):
+        rr.coverage = (cover, sum(s.n_ops for s in scans))  # type: ignore[assignment]
+    return rr
 
 
 @dataclass
@@ -296,6 +327,12 @@ def _found_range(task: FileTask, rr: RankRun, run_map: Map) -> CycleRule | None:
     cands = rg.candidates(rr.ranges)
     if not cands:
         return None
+    whole = [rg.outermost(rg.exact(rr.ranges, key)).height == c.height for key, _, c in cands]
+    if rr.coverage is not None and all(whole):  # the scans counted these very ranges
+        per_file, n_ops = rr.coverage
+        covered = [sum(f.get(key, 0) for f in per_file) for key, _, _ in cands]
+        k = rg.best(cands, covered, n_ops) if n_ops else None
+        return None if k is None else CycleRule.range_at(cands[k][0])
     subs = []
     for i in range(len(rr.files)):
         mine = pl.col("process_id").is_in(_pids(rr, i))
