@@ -6,15 +6,17 @@ Each round parses every trace once per side, each in a fresh child process (a ti
 first, so polars' thread pools are not counted), the order of the sides rotating from round to
 round: this VM's speed drifts up to 3x within minutes, so only interleaved runs compare. A side
 is timed by the CPU seconds of read_kineto in the child (all its threads: the scanner's second
-one and polars' pools), which follow the machine's load less than wall time does.
+one and polars' pools; and a segment worker's, for a file large enough to start one), which
+follow the machine's load less than wall time does.
 
 Sides: `off` (this checkout with TRACEDIFF_KINETO_STACKS=0: `python_function` events are not
 read), `on` (this checkout), and with --before REV `before` (the package at git revision REV,
 extracted into a temp folder with this checkout's built C modules; its stacks are on). The
-table gives min and median CPU seconds per side and what stacks add over `off`, by the medians
-and by the minima. Goal: at most +25 % on the SGLang prefill-decode trace and on a generated
-1 M-kernel trace with stacks (--generated 1000000: bench/gen_kineto_stacks.py, written once
-to /tmp/tracediff-bench/, ~0.9 GB).
+table gives min and median CPU seconds per side and what stacks add over `off`: the median and
+the range over the rounds of each round's ratio to the same round's `off` (the two ran next to
+each other, so the machine's drift between rounds cancels). Goal: at most +25 % on the SGLang
+prefill-decode trace and on a generated 1 M-kernel trace with stacks (--generated 1000000:
+bench/gen_kineto_stacks.py, written once to /tmp/tracediff-bench/, ~0.9 GB).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ DATA = ROOT / "tests" / "data" / "kineto"
 DEFAULT = [DATA / "sglang_Qwen3-8B_prefilldecode.json.gz", DATA / "sglang_Qwen3-8B_decode.json.gz"]
 WORK = Path("/tmp/tracediff-bench")
 CHILD = """
-import sys, time
+import resource, sys, time
 from tracediff.parse.kineto import read_kineto
+def children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 read_kineto(sys.argv[2])
-t = time.process_time()
+t, c = time.process_time(), children()
 read_kineto(sys.argv[1])
-print(time.process_time() - t)
+print(time.process_time() - t + children() - c)
 """
 
 
@@ -99,19 +104,22 @@ def main() -> None:
                 for side, tree, stacks in sides[k:] + sides[:k]:
                     times.setdefault((trace.name, side), []).append(_time(tree, trace, stacks))
     load = os.getloadavg()[0]
-    print(f"{a.rounds} interleaved rounds, CPU s of read_kineto per child; load (1 min) {load:.1f}")
+    print(f"{a.rounds} interleaved rounds, CPU s of read_kineto per child (and its worker); "
+          f"load (1 min) {load:.1f}")  # fmt: skip
     names = [s[0] for s in sides]
-    head = "".join(f" {n + ' min':>10} {n + ' med':>10}" for n in names)
-    adds = "".join(f" {n + ' +med':>10} {n + ' +min':>10}" for n in names[1:])
-    print(f"{'trace':40}{head}{adds}")
+    head = " | ".join(f"{n} min / med s" for n in names)
+    adds = " | ".join(f"{n} adds: med (range) of rounds" for n in names[1:])
+    print(f"| trace | {head} | {adds} |")
+    print("|---" * (1 + 2 * len(names) - 1) + "|")
     for trace in traces:
         t = {n: times[trace.name, n] for n in names}
-        row = "".join(f" {min(t[n]):10.3f} {statistics.median(t[n]):10.3f}" for n in names)
-        med0, min0 = statistics.median(t["off"]), min(t["off"])
+        row = " | ".join(f"{min(t[n]):.3f} / {statistics.median(t[n]):.3f}" for n in names)
         for n in names[1:]:
-            row += f" {(statistics.median(t[n]) / med0 - 1) * 100:+9.1f}%"
-            row += f" {(min(t[n]) / min0 - 1) * 100:+9.1f}%"
-        print(f"{trace.name[:40]:40}{row}")
+            # each round's side against the same round's `off` (run next to it): drift between
+            # rounds cancels
+            r = [(x / y - 1) * 100 for x, y in zip(t[n], t["off"], strict=True)]
+            row += f" | {statistics.median(r):+.1f} % ({min(r):+.1f} .. {max(r):+.1f})"
+        print(f"| {trace.name} | {row} |")
 
 
 if __name__ == "__main__":

@@ -102,7 +102,8 @@ def _build(path: Path, exact: bool) -> Run:
         del data
         roles = _absorb(path, events.whole(whole), exact)
         doc = events.Doc(whole)
-    frames = {r: roles.frame(r) for r in _ROLES}
+    frames = {r: roles.frame(r) for r in _ROLES if r != "python"}
+    py = roles.table()  # the Python calls: an Arrow table (Roles.table)
     roles.clock.check(_CLOCK_ORDER, _CLOCK_LABELS)
 
     warnings: list[str] = []
@@ -121,7 +122,7 @@ def _build(path: Path, exact: bool) -> Run:
     if unmatched:
         warnings.append(f"{path}: {unmatched}")
     api = tables.api_calls(frames["runtime"], frames["driver"])
-    api, stack_tables = stacks.resolve(api, frames.pop("python"))
+    api, stack_tables = stacks.resolve(api, py)
     main_pid = _main_pid(api, frames["comms"] if frames["comms"].height else frames["annotation"])
     dist = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None

@@ -19,6 +19,7 @@ import re
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.parse import launch_stacks
@@ -34,10 +35,11 @@ def empty() -> dict[str, pa.Table]:
     return {"frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
 
 
-def resolve(api: pl.DataFrame, py: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, pa.Table]]:
-    """(api with `stack_id`, {"frames", "stacks"} tables). Without Python events: a null
-    `stack_id` and empty tables, at no cost."""
-    if not api.height or not py.height:
+def resolve(api: pl.DataFrame, py: pa.Table) -> tuple[pl.DataFrame, dict[str, pa.Table]]:
+    """(api with `stack_id`, {"frames", "stacks"} tables) from the Python calls (Roles.table:
+    one chunk per column, names dictionary-encoded). Without Python events: a null `stack_id`
+    and empty tables, at no cost."""
+    if not api.height or not py.num_rows:
         return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
     cols = ("process_id", "thread_id", "start_ns", "end_ns")
     a_rows: np.ndarray | None = None
@@ -49,11 +51,14 @@ def resolve(api: pl.DataFrame, py: pl.DataFrame) -> tuple[pl.DataFrame, dict[str
     mid = cs + (_np(ce, a_rows) - cs) // 2  # the midpoint (the start where the end is unknown)
     f_cols = ("pid", "tid", "start_ns", "end_ns")
     f_rows: np.ndarray | None = None
-    if any(py[c].null_count() for c in f_cols):
-        keep = py.select(pl.all_horizontal(pl.col(f_cols).is_not_null()).arg_true())
-        f_rows = keep.to_series().to_numpy()
-    names = py["name"] if f_rows is None else py["name"].gather(f_rows)
-    fp, ft, fs, fe = (_np(py[c], f_rows) for c in f_cols)
+    if any(py[c].null_count for c in f_cols):
+        ok = np.logical_and.reduce([py[c].is_valid().to_numpy() for c in f_cols])
+        f_rows = np.flatnonzero(ok)
+    col = py["name"]
+    names = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    if f_rows is not None:
+        names = names.take(f_rows)
+    fp, ft, fs, fe = (_arrow_np(py[c], f_rows) for c in f_cols)
     got = launch_stacks.resolve(cp, ct, mid, fp, ft, fs, fe, names)
     if not got.frame_ids.size:
         return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
@@ -68,6 +73,12 @@ def resolve(api: pl.DataFrame, py: pl.DataFrame) -> tuple[pl.DataFrame, dict[str
 def _np(col: pl.Series, rows: np.ndarray | None) -> np.ndarray:
     """An int64 column (no nulls in `rows`, or in all of it when rows is None) as numpy."""
     v = col.to_numpy()
+    return v if rows is None else v[rows]
+
+
+def _arrow_np(col: pa.ChunkedArray, rows: np.ndarray | None) -> np.ndarray:
+    """An int64 Arrow column (one chunk; nulls only outside `rows`) as numpy."""
+    v: np.ndarray = (pc.fill_null(col, 0) if col.null_count else col).to_numpy()
     return v if rows is None else v[rows]
 
 
