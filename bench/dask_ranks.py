@@ -224,6 +224,8 @@ def main() -> int:
     ap.add_argument("--memory-limit", default="2GiB")
     ap.add_argument("--inproc-cap", type=float, default=12.0, help="GB of tree RSS")
     ap.add_argument("--no-inproc", action="store_true")
+    ap.add_argument("--no-dask", action="store_true", help="the in-process compare only")
+    ap.add_argument("--build-only", action="store_true", help="write the traces, measure nothing")
     ap.add_argument("--jobs", type=int, default=2, help="processes writing the traces")
     ap.add_argument("--bootstrap", type=int, default=200)
     a = ap.parse_args()
@@ -233,6 +235,9 @@ def main() -> int:
     if not 0 <= a.straggler < ranks:
         raise SystemExit(f"--straggler {a.straggler}: give a rank in 0..{ranks - 1}")
     base, head, truth = build(a)
+    if a.build_only:
+        print(f"built {base.parent} in {float(truth['build_s']):.0f} s")
+        return 0
     cmd = [
         sys.executable, "-m", "tracediff", "compare", str(base), str(head), "--layout", "ranks",
         "--format", "json", "--bootstrap", str(a.bootstrap),
@@ -247,8 +252,10 @@ def main() -> int:
     print(
         f"start: load {os.getloadavg()}, {psutil.virtual_memory().available / 2**30:.1f} GiB free"
     )
-    dist = measure([*cmd, "--scheduler", "local:2", "--memory-limit", a.memory_limit])
-    print(f"after --scheduler: load {os.getloadavg()}", flush=True)
+    dist = None
+    if not a.no_dask:
+        dist = measure([*cmd, "--scheduler", "local:2", "--memory-limit", a.memory_limit])
+        print(f"after --scheduler: load {os.getloadavg()}", flush=True)
     inproc = None if a.no_inproc else measure(cmd, cap_gb=a.inproc_cap)
     print(f"end: {os.cpu_count()} CPUs, load {os.getloadavg()}\n")
     print("| compare | wall s | CPU s | driver peak MiB | worker peaks MiB | tree peak MiB | rc |")
@@ -262,21 +269,27 @@ def main() -> int:
         tree = f"> {a.inproc_cap * 1e9 / MIB:.0f} (stopped)" if m.capped else f"{m.tree_mib:.0f}"
         print(f"| {label} | {m.wall_s:.1f} | {m.cpu_s:.1f} | {m.driver_mib:.0f} | {wk} | {tree} "
               f"| {m.rc} |")  # fmt: skip
-    print(f"\nwait4 ru_maxrss (largest process): --scheduler {dist.maxrss_mib:.0f} MiB", end="")
-    print(f", in-process {inproc.maxrss_mib:.0f} MiB" if inproc else "")
-    n_workers = sum(r == "worker" for r, _ in dist.others.values())
-    print(f"--scheduler: {n_workers} worker processes seen (2 started; more: a nanny restarted one "
-          "past its limit, or the task was retried)")  # fmt: skip
-    others = {r for r, _ in dist.others.values() if r != "worker"}
-    if others:
-        print(f"other processes of the --scheduler tree: {sorted(others)}")
-    if dist.rc != 0:
-        print(f"--scheduler failed: {dist.err[-1500:]}")
-        return 1
-    if inproc is not None and inproc.rc == 0:
-        print(f"same JSON: {inproc.out == dist.out}")
     print()
-    for line in found(json.loads(dist.out), truth):
+    for label, m in (("--scheduler", dist), ("in-process", inproc)):
+        if m is None:
+            continue
+        print(f"{label}: wait4 ru_maxrss (largest process) {m.maxrss_mib:.0f} MiB")
+        if m.rc != 0 and not m.capped:
+            print(f"{label} failed: {m.err[-1500:]}")
+    if dist is not None:
+        n_workers = sum(r == "worker" for r, _ in dist.others.values())
+        print(f"--scheduler: {n_workers} worker processes seen (2 started; more: a nanny "
+              "restarted one past its limit)")  # fmt: skip
+        others = {r for r, _ in dist.others.values() if r != "worker"}
+        if others:
+            print(f"other processes of the --scheduler tree: {sorted(others)}")
+    if dist is not None and inproc is not None and dist.rc == inproc.rc == 0:
+        print(f"same JSON: {inproc.out == dist.out}")
+    done = [m for m in (dist, inproc) if m is not None and m.rc == 0]
+    if not done:
+        return 1
+    print()
+    for line in found(json.loads(done[0].out), truth):
         print(line)
     return 0
 
