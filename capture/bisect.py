@@ -33,7 +33,10 @@ Algorithm (after Chromium Pinpoint):
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).
 3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D,
-   with a 95 % CI (its step's comparison's CI over D). Whether to look beside it
+   with a CI over both estimates' 95 % CIs (capture/bisect_share.py); where it may explain only
+   part of the change, and for every later culprit, the step is measured again on N fresh runs
+   of parent and culprit captured interleaved (drift between run sets captured minutes apart
+   had put a true half at 0.87, CI from 0.68). Whether to look beside it
    (capture/bisect_search._rest, _side): when that CI reaches below SHARE_TO_CONTINUE (60 %), the
    ranges on both sides (GOOD..parent and culprit..BAD) are tested, first on the runs already
    captured (no cost). A range is searched (the same way, up to MAX_CULPRITS culprits) only once

@@ -17,6 +17,7 @@ import polars as pl
 
 from capture import bisect_ends as be
 from capture import bisect_order as bo
+from capture import bisect_share as bs
 from capture.bisect import (
     MAX_CULPRITS,
     RUNS_PER_EXTRA,
@@ -155,7 +156,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
             ),
         )
     totals = b.quantities(c0, follow)
-    total = sum(q.delta for q in totals)
+    total, total_ci = sum(q.delta for q in totals), bs.ci_of(totals)
     say(
         f"following {follow['what']}"
         + (f" ({', '.join(n for _, n in follow['rows'])})" if follow["rows"] else "")
@@ -174,14 +175,25 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
         searches.append(end - start)
         # the suspects order the search over the whole range; ranges beside a culprit: binary
         lo, hi, splits = _search(b, start, end, ends, order if len(searches) == 1 else None)
-        c = _culprit(b, lo, hi, follow, total)
+        c = _culprit(b, lo, hi, follow, total, total_ci)
         c["search"] = len(searches)  # 1: the whole range; later: a range left beside a culprit
+        if len(searches) > 1 or _partial(c, ends):
+            # its share matters (beside another culprit): measured free of drift
+            # (capture/bisect_share.py)
+            bs.remeasure(b, c, follow, total, total_ci)
         culprits.append(c)
         for a, z, hinted in _rest(b, c, start, lo, hi, end, ends, splits):
             qs = _side(b, a, z, hinted, follow, total)
             if qs is not None:
                 todo.append((a, z, qs))
     return _result(b, follow, total, culprits, searches, t0)
+
+
+def _partial(c: dict[str, Any], ends: list[Q]) -> bool:
+    """Whether the culprit's step may explain only part of its range's change (the CI of its share
+    of the range's point change reaches below SHARE_TO_CONTINUE: `_rest`'s rule)."""
+    rd = sum(q.delta for q in ends)
+    return bool(rd) and min(x / rd for x in c["delta_ci95"]) < SHARE_TO_CONTINUE
 
 
 def _rest(
@@ -409,15 +421,21 @@ def _follow_of(b: Bisection) -> dict[str, Any]:
 
 
 def _culprit(
-    b: Bisection, lo: int, hi: int, follow: dict[str, Any], total: float
+    b: Bisection,
+    lo: int,
+    hi: int,
+    follow: dict[str, Any],
+    total: float,
+    total_ci: tuple[float, float],
 ) -> dict[str, Any]:
     parent, sha = b.commits[lo], b.commits[hi]
     c = b.compare(parent, sha)
     qs = b.quantities(c, follow)
     delta = sum(q.delta for q in qs)
     # the sum's CI from the rows' (one row, the cycle time, is the usual case): wider, not exact
-    ci = (sum(q.ci[0] for q in qs), sum(q.ci[1] for q in qs))
-    share_ci = sorted(x / total for x in ci) if total else [math.nan, math.nan]
+    ci = bs.ci_of(qs)
+    # over the ends' CI too (capture/bisect_share.py: both are estimates)
+    share_ci = bs.ratio_ci(ci, total_ci) if total else [math.nan, math.nan]
     att = c.attribution.with_columns(pl.col("delta_ms_per_cycle").abs().alias("_abs"))
     # what moved significantly first (a culprit's host-bound gaps swing more, and mean nothing)
     att = att.with_columns(pl.col("significant").fill_null(False))
@@ -431,6 +449,7 @@ def _culprit(
         "share": delta / total if total else math.nan,
         "delta_ci95": list(ci),
         "share_ci95": share_ci,
+        "measured_on": "its step's run sets",  # or fresh interleaved runs (bisect_share)
         "author": info["author"],
         "date": info["date"],
         "files": info["files"],

@@ -1,0 +1,105 @@
+"""`tracediff bisect`'s culprit shares: what part of GOOD -> BAD's change a culprit's step is, with
+an interval that covers the truth.
+
+Stage: capture (step 3 of capture/bisect.py; called by capture/bisect_search.py). Input: a
+culprit (its parent and commit), the followed quantities, the ends' change and its CI; output:
+the culprit's `delta_ms_per_cycle`, `share`, `share_ci95` (and `measured_on`), in place.
+
+Two things made the share's CI miss the truth (two culprits each adding half: 0.87 with a CI from
+0.68, true 0.5, measured in session 6):
+
+1. Drift. The step's pair (parent, culprit) are run sets captured minutes apart, at other times
+   than the ends: on a shared machine a load change between them is a "change" the across-run
+   test cannot see (its CI is over the runs of each set, not over when they ran). Where the
+   share matters (the culprit does not explain the whole range: the rest is looked at; or it is
+   a culprit of a later search, beside another), N fresh runs of parent and culprit are captured
+   interleaved (A Z Z A ..., OUTDIR/confirm-<parent12>-<culprit12>/, as for a range's
+   confirmation) and the step is measured on those alone: drift between capture times then
+   moves both sides alike. The ends were captured interleaved already. A pool without a workload
+   command cannot capture: its step is kept (its runs were captured in one call).
+2. The denominator. The share is the step's change over the ends' change, and both are
+   estimates; dividing the step's CI by the ends' point estimate left out the second one's
+   error. `share_ci95` is every ratio n / d for n in the step's 95 % CI and d in the ends' 95 %
+   CI (`ratio_ci`; both hold at once with probability >= 90 % by Bonferroni, and more in
+   practice: the ratio reaches its interval's end only when both do). It is wide at 4 runs a
+   side: honest about what 4 runs can tell.
+
+`share_of_range_ci95`, the CI over the range's point change that decides whether to look beside
+a culprit (capture/bisect_search._rest), is not this interval: it is the issue's rule ("the step
+explains < 60 %"), and with the ends' error added a lone culprit's share at 4 runs would always
+reach below 60 %.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from capture.bisect import Bisection, Q
+
+
+def ratio_ci(num: tuple[float, float], den: tuple[float, float]) -> list[float]:
+    """[low, high] of n / d over n in num and d in den; (-inf, inf) when den reaches 0 or either
+    is not finite (no interval of the ratio is supported)."""
+    lo_d, hi_d = sorted(den)
+    if not all(math.isfinite(x) for x in (*num, lo_d, hi_d)) or lo_d <= 0 <= hi_d:
+        return [-math.inf, math.inf]
+    corners = [n / d for n in num for d in (lo_d, hi_d)]
+    return [min(corners), max(corners)]
+
+
+def ci_of(qs: list[Q]) -> tuple[float, float]:
+    """The summed quantities' CI from their CIs (one quantity, the cycle time, is the usual case;
+    for several: wider than the sum's, not exact)."""
+    return (sum(q.ci[0] for q in qs), sum(q.ci[1] for q in qs))
+
+
+def remeasure(
+    b: Bisection,
+    c: dict[str, Any],
+    follow: dict[str, Any],
+    total: float,
+    total_ci: tuple[float, float],
+) -> None:
+    """Measure culprit c's step on N fresh interleaved runs of its parent and itself (point 1
+    above) and set its change, share and share CI from them; logged as a step. Nothing changes
+    when they cannot be captured (no workload command, or one of them does not run)."""
+    t0 = time.monotonic()
+    parent, sha = c["parent"], c["commit"]
+    fresh = b.confirm(parent, sha)
+    if fresh is None:
+        return
+    ra, rz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
+    cf = b.compare_runs(ra, rz, (parent[:12], sha[:12]))
+    qs = b.quantities(cf, follow)
+    delta, ci = sum(q.delta for q in qs), ci_of(qs)
+    b.log(
+        {
+            "step": len(b.state["log"]),
+            "commit": sha,
+            "against": parent,
+            "runs": [b.n_runs(parent), b.n_runs(sha)],
+            "decision": "culprit's share on fresh interleaved runs",
+            "p_value": cf.p_value,
+            "delta_ms_per_cycle": delta,
+            "confirm_runs": [len(ra), len(rz)],
+            "confirm_on": [len(ra), len(rz)],
+            "confirm_p_value": cf.p_value,
+            "confirm_delta_ms_per_cycle": delta,
+            "step_delta_ms_per_cycle": c["delta_ms_per_cycle"],
+            "wall_s": round(time.monotonic() - t0, 1),
+        }
+    )
+    b.say(
+        f"  {sha[:12]}: {delta:+.3f} ms/cycle on fresh interleaved runs of it and its parent "
+        f"({c['delta_ms_per_cycle']:+.3f} between its step's run sets)"
+    )
+    c.update(
+        delta_ms_per_cycle=delta,
+        delta_ci95=list(ci),
+        share=delta / total if total else math.nan,
+        share_ci95=ratio_ci(ci, total_ci),
+        p_value=cf.p_value,
+        measured_on="fresh interleaved runs",
+    )
