@@ -476,3 +476,49 @@ def test_pool_of_qdstrm_runs_gives_the_live_answer(tmp_path: Path, nsys: str) ->
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["first_bad"] == res["first_bad"]
+
+
+def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> None:
+    """--pool DIR with `-- CMD`: the pool's runs are used first, and the runs it lacks (the commits
+    it does not hold, or more runs than it has) are captured here with the same command."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, FIVE, noise=2.0)  # good, red herring, broken, culprit, bad
+    pool = tmp_path / "pool"
+    cap = tracediff(
+        "capture", "--repo", str(repo), "--commit", shas[0], "--commit", shas[-1],
+        "--repeat", "4", "-o", str(pool), "--nsys", nsys, "--", sys.executable, "work.py",
+        env={"COUNTER": str(tmp_path / "pool.txt"), "SEED": "31"}, timeout=900,
+    )  # fmt: skip
+    assert cap.returncode == 0, cap.stderr
+    counter = tmp_path / "bisect.txt"
+    r = bisect(
+        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
+        COUNTER=str(counter), SEED="32",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["first_bad"] == shas[3]
+    ran = counted(counter)
+    # the commits between: not in the pool, every run captured here (besides fresh interleaved
+    # runs that measured a share or confirmed a range, when there were any)
+    confirm = {s: 0 for s in shas}
+    for e in res["steps"]:
+        for sha, k in zip((e.get("against"), e["commit"]), e.get("confirm_runs", []), strict=False):
+            confirm[sha] += k
+    ends = res["steps"][0]
+    # the ends: the pool's 4 runs each, and only what they needed beyond that captured here
+    assert ends["from_pool"] == [4, 4]
+    assert [ran.count(shas[0]) - confirm[shas[0]], ran.count(shas[-1]) - confirm[shas[-1]]] == [
+        k - 4 for k in ends["runs"]
+    ]
+    steps = [e for e in res["steps"][1:] if e["decision"].startswith("like")]
+    assert steps and all(
+        e["from_pool"] == 0 and ran.count(e["commit"]) - confirm[e["commit"]] == e["runs"]
+        for e in steps
+    )
+    assert ran.count(shas[2]) == 1 and [s["commit"] for s in res["skipped"]] == [shas[2]]
+    cap_ = res["captures"]
+    # (captured_now: the runs that finished; the broken commit's failed run is counted apart)
+    assert cap_["from_pool"] == 8 and cap_["captured_now"] + cap_["failed_runs"] == len(ran)
+    assert cap_["used"] == 8 + len(ran)
