@@ -305,7 +305,10 @@ def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
     cap = res["captures"]
     if os.environ.get("BISECT_REPORT"):
         with open(os.environ["BISECT_REPORT"], "a") as f:
-            shares = [round(c["share"], 3) for c in res["culprits"]]
+            shares = [
+                [round(c["share"], 3), [round(x, 3) for x in c["share_ci95"]]]
+                for c in res["culprits"]
+            ]
             line = {"two_culprits": shares, "seed": seed, "wall_s": res["wall_s"], **cap}
             f.write(json.dumps(line) + "\n")
     assert cap["used"] == len(counted(counter))  # failed runs included
