@@ -177,3 +177,26 @@ def test_native_walk_refuses_arrays_it_cannot_walk() -> None:
     for args in bad:
         with pytest.raises(ValueError):
             walk.walk(*args, *out)
+
+
+@pytest.mark.parametrize("order", ["nearly sorted", "random", "reversed"])
+def test_native_holding_picks_the_calls_numpy_picks(order: str) -> None:
+    # _stack_walk.holding searches each start from the last answer (a gallop): the same calls as
+    # numpy's searchsorted whatever the order of the starts, ties and empty ends included
+    rng = np.random.default_rng(7)
+    s = np.sort(rng.integers(0, 5000, 20000))
+    if order == "random":
+        s = rng.permutation(s)
+    elif order == "reversed":
+        s = s[::-1].copy()
+    else:
+        s[rng.integers(0, len(s), 500)] -= rng.integers(0, 300, 500)  # a few out of place
+    e = s + rng.choice([0, 1, 5, 40, 700], len(s))
+    for mids in (np.sort(rng.integers(0, 5500, 300)), np.array([2500]), np.zeros(0, np.int64)):
+        want = np.zeros(0, np.int64)
+        if len(mids):
+            j = np.searchsorted(mids, s, "left")
+            want = np.flatnonzero((j < len(mids)) & (mids[np.minimum(j, len(mids) - 1)] <= e))
+        assert np.array_equal(launch_stacks._holding(mids, s, e), want)
+    with pytest.raises(ValueError):
+        launch_stacks._holding(np.array([5, 1]), s, e)

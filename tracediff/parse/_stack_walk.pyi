@@ -24,3 +24,8 @@ def walk(
     uint64 frame hashes) and sorted midpoints (mids, mthr: int64) -> parent (int64), h (uint64)
     and cur (int64) written in place. ValueError on lengths that do not match or unsorted
     starts or midpoints."""
+
+def holding(mids: Array, s: Array, e: Array, out: Array, /) -> int:
+    """mids sorted (int64), s and e (int64, any order) -> k: out[:k] = the positions i,
+    ascending, whose [s[i], e[i]] holds some midpoint. ValueError on unsorted midpoints or
+    lengths that do not match."""

@@ -145,10 +145,7 @@ def resolve(
     # so that only these are sorted (on the SGLang prefill-decode trace 8310 of 53321)
     c_order = np.argsort(ck, kind="stable")
     mids = ck[c_order]
-    j = np.searchsorted(mids, s, "left")
-    hold = j < len(mids)
-    hold &= mids[np.minimum(j, len(mids) - 1)] <= e
-    keep = np.flatnonzero(hold)
+    keep = _holding(mids, s, e)
     if not keep.size:
         return _none(n_calls)
     rows = keep if rows is None else rows[keep]
@@ -212,6 +209,18 @@ def _frames(
     strip = ADDRESS.sub
     distinct = [strip("", t) if " at 0x" in t else t for t in texts]
     return _hash_texts(distinct), code, pa.array(distinct, pa.string())
+
+
+def _holding(mids: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The positions (ascending) of the frame calls whose [s, e] holds some midpoint (sorted)."""
+    if _stack_walk is not None:  # a search from the last answer: starts come nearly sorted
+        keep = np.empty(len(s), np.int64)
+        c = np.ascontiguousarray
+        return keep[: _stack_walk.holding(c(mids, np.int64), c(s, np.int64), c(e, np.int64), keep)]
+    j = np.searchsorted(mids, s, "left")
+    hold = j < len(mids)
+    hold &= mids[np.minimum(j, len(mids) - 1)] <= e
+    return np.flatnonzero(hold)
 
 
 def _walk_native(
