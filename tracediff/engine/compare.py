@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -65,7 +66,8 @@ def compare(
     first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one))
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
-    given = [s for s in bases + heads if isinstance(s, Run)]
+    # what the tracer check reads (metadata) a run of rank files not read here has too
+    given: list[Any] = [s for s in bases + heads if isinstance(s, Run) or _ranked(s)]
     every_run = len(given) == len(bases) + len(heads)
     tracers = None
     if every_run:  # before any cut is refused: runs of two tracers are refused for that
