@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -148,6 +149,10 @@ def nsys_command(
         "--trace-fork-before-exec=true",
         f"--output={report_base}",
         "--force-overwrite=true",
+        # nsys names a session profile-<its pid> by default, and an nsys that was killed (a
+        # Ctrl-C, a timeout) leaves its session behind: a later nsys given the same pid then
+        # fails with "session name already in use". A name of our own cannot collide.
+        f"--session-new=tracediff-{os.getpid()}-{secrets.token_hex(4)}",
     ]
     if "cuda" in trace.split(","):
         cmd.append("--cuda-graph-trace=node")

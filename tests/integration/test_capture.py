@@ -134,6 +134,14 @@ def test_manifest_records_commit_dirty_tree_and_environment(
     assert m["workload_exit_code"] == 0 and m["nsys_version"].startswith("2024.2")
     assert m["workload_python"]["nvtx_version"] == "0.2.10"
     assert m["start_utc"] < m["end_utc"] and m["duration_s"] > 0
+    # a session name of its own each run (nsys's default profile-<pid> collides with the
+    # sessions killed nsys processes leave behind)
+    sessions = [
+        [a for a in json.loads((d / "manifest.json").read_text())["nsys_command"]
+         if a.startswith("--session-new=tracediff-")]
+        for d in (base, slow)
+    ]  # fmt: skip
+    assert all(len(s) == 1 for s in sessions) and sessions[0] != sessions[1]
     # no GPU on this machine: null with a reason, never missing
     if m["gpus"] is None:
         assert "nvidia-smi" in m["reasons"]["gpus"] and "--trace=nvtx" in m["nsys_command"]
