@@ -40,9 +40,14 @@ def test_stub_matches_the_built_module(stub: Path) -> None:
         doc = getattr(mod, name).__doc__
         m = re.match(rf"{name}\(([^)]*)\)", doc)
         assert m, f"{stub.name}: {name}'s C docstring does not start with its signature"
-        c_params = [p.strip() for p in m.group(1).split(",") if p.strip()]
+        # "f(a, b[, c])": c is optional, so the stub must give it (and only it) a default
+        sig = m.group(1)
+        required = sig.split("[", 1)[0]
+        c_params = [p.strip(" []") for p in sig.split(",") if p.strip(" []")]
+        n_required = len([p for p in required.split(",") if p.strip()])
         a = fn.args
         assert [p.arg for p in a.posonlyargs] == c_params, name
+        assert len(a.posonlyargs) - len(a.defaults) == n_required, f"{name}: optional arguments"
         assert not (a.args or a.kwonlyargs or a.vararg or a.kwarg), f"{name}: positional only"
         assert fn.returns is not None and all(p.annotation for p in a.posonlyargs), name
 
