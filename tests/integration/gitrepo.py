@@ -25,6 +25,23 @@ IDENTITY = {
 }
 
 
+def per_process_offset(noise_ms: float) -> str:
+    """Workload source lines (needing `os` and `random`): append the commit this process runs at
+    to $COUNTER (the test's count of captures), and draw `offset_ms`, this process's offset on
+    every cycle, uniform in [0, noise_ms] from $SEED and that count (so seeded runs repeat)."""
+    return f"""\
+counter = os.environ.get("COUNTER")
+n = 0
+if counter:
+    with open(counter, "a") as f:
+        f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"] + "\\n")
+    with open(counter) as f:
+        n = len(f.read().splitlines())
+rng = random.Random(f"{{os.environ.get('SEED', '0')}}-{{n}}")
+offset_ms = rng.uniform(0, {noise_ms!r})  # this process's offset: same on every cycle
+"""
+
+
 def git(repo: Path, *args: str) -> str:
     """`git -C repo ARGS`, checked; its stdout, stripped."""
     return subprocess.run(

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import commit_files, git, target_only_nsys, tracediff
+from tests.integration.gitrepo import (
+    commit_files,
+    git,
+    per_process_offset,
+    target_only_nsys,
+    tracediff,
+)
 
 NOISE_MS, SLOW_MS = 6.0, 8.0
 
@@ -32,17 +38,8 @@ import nvtx
 EXTRA_MS = {extra}  # what this commit adds to verify
 FAIL = {fail}
 # {note}
-counter = os.environ.get("COUNTER")
-n = 0
-if counter:
-    with open(counter, "a") as f:
-        f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"] + "\\n")
-    with open(counter) as f:
-        n = len(f.read().splitlines())
-if FAIL:
+{offset}if FAIL:
     raise SystemExit("this commit does not run")
-rng = random.Random(f"{{os.environ.get('SEED', '0')}}-{{n}}")
-offset_ms = rng.uniform(0, {noise})  # this process's offset: same on every cycle
 for _ in range(int(os.environ.get("CYCLES", "12"))):
     nvtx.push_range("cycle")
     nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
@@ -60,7 +57,11 @@ def build_repo(
         if note == "notes":  # a commit that does not touch work.py
             files = {"NOTES": f"note {i}\n"}
         else:
-            files = {"work.py": WORK.format(extra=extra, fail=fail, note=note, noise=noise)}
+            files = {
+                "work.py": WORK.format(
+                    extra=extra, fail=fail, note=note, offset=per_process_offset(noise)
+                )
+            }
         shas.append(commit_files(root, files, subject))
     return shas
 

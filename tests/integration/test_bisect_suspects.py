@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import make_repo, tracediff
+from tests.integration.gitrepo import make_repo, per_process_offset, tracediff
 
 pytest.importorskip("nvtx")
 
@@ -42,16 +42,7 @@ MAIN = """\
 import os, random
 from pkg import work
 
-counter = os.environ.get("COUNTER")
-n = 0
-if counter:
-    with open(counter, "a") as f:
-        f.write(os.environ["TRACEDIFF_CAPTURE_COMMIT"] + "\\n")
-    with open(counter) as f:
-        n = len(f.read().splitlines())
-rng = random.Random(f"{os.environ.get('SEED', '0')}-{n}")
-offset_ms = rng.uniform(0, %(noise)r)  # this process's offset: same on every cycle
-for _ in range(12):
+%(offset)sfor _ in range(12):
     work.cycle(offset_ms)
 """
 
@@ -98,7 +89,7 @@ def notes(i: int) -> dict[str, str]:
 
 
 def build(root: Path, commits: list[tuple[str, dict[str, str]]]) -> list[str]:
-    first = {"pkg/__init__.py": "", "main.py": MAIN % {"noise": NOISE_MS}}
+    first = {"pkg/__init__.py": "", "main.py": MAIN % {"offset": per_process_offset(NOISE_MS)}}
     return make_repo(root, [(commits[0][0], {**first, **commits[0][1]}), *commits[1:]])
 
 
