@@ -415,15 +415,15 @@ class Bisection:
                 Q("cycle time", c.delta_ms_per_cycle, bool(c.significant), c.p_value, c.delta_ci95)
             ]
         out = []
-        for kind, name in follow["rows"]:
-            row = c.attribution.filter((pl.col("kind") == kind) & (pl.col("name") == name))
+        for key in follow["rows"]:
+            row = c.attribution.filter(_row_is(key))
             if row.height == 0:
-                out.append(Q(name, 0.0, False, None, (math.nan, math.nan)))
+                out.append(Q(row_label(key), 0.0, False, None, (math.nan, math.nan)))
                 continue
             r = row.row(0, named=True)
             out.append(
                 Q(
-                    name,
+                    row_label(key),
                     float(r["delta_ms_per_cycle"]),
                     bool(r["significant"]),
                     None,
@@ -433,8 +433,29 @@ class Bisection:
         return out
 
 
-def _rows(rows: pl.DataFrame) -> list[list[str]]:
-    return [[k, n] for k, n in zip(rows["kind"].to_list(), rows["name"].to_list(), strict=True)]
+ROW_KEY = ("kind", "name", "phase", "device_id")
+"""What names one attribution row in every comparison of a bisection: a copy's name alone is
+not enough (the H200 culprit moved two "Memcpy DtoD" rows, in verify and in draft, and
+a key of kind and name measured the first of them twice)."""
+
+
+def _rows(rows: pl.DataFrame) -> list[list[Any]]:
+    cols = [c for c in ROW_KEY if c in rows.columns]
+    return [list(r) for r in rows.select(cols).iter_rows()]
+
+
+def _row_is(key: list[Any]) -> pl.Expr:
+    """The attribution row of a followed key ([kind, name] in a state file of older code)."""
+    cond = pl.lit(True)
+    for col, v in zip(ROW_KEY, key, strict=False):
+        cond &= pl.col(col).is_null() if v is None else pl.col(col) == v
+    return cond
+
+
+def row_label(key: list[Any]) -> str:
+    """A followed row as the report names it: the contributor, and its phase where it has one."""
+    name, phase = key[1], key[2] if len(key) > 2 else None
+    return f"{name} in {phase}" if phase else str(name)
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> str | None:

@@ -20,6 +20,7 @@ from capture import bisect_order as bo
 from capture import bisect_share as bs
 from capture.bisect import (
     MAX_CULPRITS,
+    ROW_KEY,
     RUNS_PER_EXTRA,
     SHARE_TO_CONTINUE,
     Bisection,
@@ -27,6 +28,7 @@ from capture.bisect import (
     NothingToBisect,
     Q,
     commit_info,
+    row_label,
 )
 from tracediff import runset as rs
 
@@ -159,7 +161,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     total, total_ci = sum(q.delta for q in totals), bs.ci_of(totals)
     say(
         f"following {follow['what']}"
-        + (f" ({', '.join(n for _, n in follow['rows'])})" if follow["rows"] else "")
+        + (f" ({', '.join(map(row_label, follow['rows']))})" if follow["rows"] else "")
         + f": {total:+.3f} ms/cycle from good to bad"
     )
     order = bo.plan(b, c0, spec.suspects)
@@ -469,6 +471,7 @@ def _culprit(
             {
                 "kind": r["kind"],
                 "name": r["name"],
+                "phase": r.get("phase"),
                 "delta_ms_per_cycle": r["delta_ms_per_cycle"],
                 "significant": r["significant"],
             }
@@ -514,7 +517,8 @@ def _result(
         "bad": b.commits[-1],
         "commits": len(b.commits) - 1,
         "followed": follow["what"],
-        "followed_contributors": [n for _, n in follow["rows"]],
+        "followed_contributors": [row_label(k) for k in follow["rows"]],
+        "followed_rows": [dict(zip(ROW_KEY, k, strict=False)) for k in follow["rows"]],
         **b.state.get("order", {}),  # search_order, search_order_why, suspects
         "total_delta_ms_per_cycle": total,
         "first_bad": first["commit"],

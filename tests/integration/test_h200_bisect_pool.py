@@ -121,5 +121,13 @@ def test_unaided_bisect_names_the_culprit(repo: Path, pool: Path, tmp_path: Path
     assert top["commit"] == culprit and top["share"] > 0.6
     moved = [c["name"] for c in top["top_contributors"] if c["significant"]]
     assert "Memcpy DtoD" in moved
+    # the two copy rows are two rows (phase and GPU name one), each measured at every step:
+    # keyed by kind and name alone, the second was the first one read twice
+    rows = r["followed_rows"]
+    assert [x["name"] for x in rows] == ["Memcpy DtoD"] * 2 and rows[0] != rows[1], rows
+    assert len(set(r["followed_contributors"])) == 2
+    for step in r["steps"][1:]:
+        if "ci95_vs_good" in step:
+            assert step["ci95_vs_good"][0] != step["ci95_vs_good"][1], step
     assert r["search_order"] == "binary" and "no launch stacks" in r["search_order_why"]
     assert r["captures"]["used"] <= 20 and r["captures"]["from_pool"] == r["captures"]["used"]

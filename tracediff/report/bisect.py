@@ -56,9 +56,20 @@ def _order_line(r: dict[str, Any]) -> str | None:
 CHOSEN = {"suspect": "[suspect]", "toward suspect": "[toward the suspect]"}
 
 
-def _step_extra(e: dict[str, Any]) -> str:
+def _where(t: dict[str, Any]) -> str:
+    """A contributor and its phase (a copy's name alone names several rows)."""
+    return f"{t['name']} in {t['phase']}" if t.get("phase") else str(t["name"])
+
+
+def _step_extra(e: dict[str, Any], followed: str) -> str:
     p = e.get("p_value_vs_good", e.get("p_value"))
-    extra = f"  p vs good {p:.3f}" if isinstance(p, float) else ""
+    # the p-values a step logs are the cycle time's; where bisect follows contributors they
+    # did not decide (the rows' CIs did): say which they are, and what share had moved
+    cycle = "cycle-time " if followed == "contributors" else ""
+    extra = f"  {cycle}p vs good {p:.3f}" if isinstance(p, float) else ""
+    frac = e.get("fraction_of_change")
+    if followed == "contributors" and isinstance(frac, float) and math.isfinite(frac):
+        extra = f"  {_pct(0.0 if abs(frac) < 0.005 else frac)} of the change moved;" + extra[1:]
     if e.get("chosen_by") in CHOSEN:
         extra = f"  {CHOSEN[e['chosen_by']]}" + extra
     if isinstance(e.get("p_value_vs_bad"), float):
@@ -113,7 +124,7 @@ def render_table(r: dict[str, Any]) -> str:
         for t in c["top_contributors"]:
             sig = "significant" if t["significant"] else "not significant"
             out.append(
-                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {t['name']}  ({sig})"
+                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {_where(t)}  ({sig})"
             )
         out.append(f"  open: {c['compare_command']}")
         out.append("")
@@ -125,7 +136,7 @@ def render_table(r: dict[str, Any]) -> str:
         wall = f"  {e['wall_s']:.0f} s" if isinstance(e.get("wall_s"), int | float) else ""
         out.append(
             f"  {e['step']:>2}  {e['commit'][:12]}  runs {_runs(e)}{pool}  {e['decision']}"
-            f"{_step_extra(e)}{wall}"
+            f"{_step_extra(e, r['followed'])}{wall}"
         )
     out.append(_captures_line(r))
     return safe_lines(out)
@@ -183,8 +194,9 @@ def render_markdown(r: dict[str, Any]) -> str:
         ]
         for t in c["top_contributors"]:
             out.append(
-                f"| {t['delta_ms_per_cycle']:+.3f} | {_md(t['kind'])} | `{_md(t['name'])}` | "
-                f"{'yes' if t['significant'] else 'no'} |"
+                f"| {t['delta_ms_per_cycle']:+.3f} | {_md(t['kind'])} | `{_md(t['name'])}`"
+                + (f" in {_md(t['phase'])}" if t.get("phase") else "")
+                + f" | {'yes' if t['significant'] else 'no'} |"
             )
         out += ["", f"Open: `{c['compare_command']}`"]
     if r["skipped"]:
