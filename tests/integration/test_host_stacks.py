@@ -91,7 +91,12 @@ def test_suspects_rank_the_commit_that_changed_the_slower_phase_s_function(captu
     assert captured["json"]["suspects_range"]["from"] == "capture manifests"
     assert sus[0]["commit"] == shas[2], sus
     assert sus[0]["functions"] == ["pkg/work.py:verify"]
-    assert {e["function"] for e in sus[0]["evidence"]} == {"verify"}
+    # the heaviest evidence is verify's changed line; draft (whose 2 ms sleep measures a little
+    # differently run to run: +2.7 ms once under load) may appear only as a file-level hit, the
+    # commit having touched its file (seen in a fresh-clone check at light load too)
+    ev = sus[0]["evidence"]
+    assert ev[0]["function"] == "verify" and ev[0]["kind"] != "file", ev
+    assert {e["function"] for e in ev if e["kind"] != "file"} == {"verify"}, ev
     # the draft commit touched the same file, on another phase's stack: file-level at most
     others = [r for r in sus if r["commit"] == shas[1]]
     assert all(r["score"] < sus[0]["score"] / 2 for r in others), sus
