@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracediff.errors import TracediffError, UsageError
@@ -89,6 +89,41 @@ def on_worker(fn: Callable[[Any], Any], item: Any) -> tuple[str, Any]:
         return "ok", fn(item)
     except TracediffError as e:
         return type(e).__name__, (e.message, e.hint)
+
+
+def each_done(
+    client: Any,
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    names: Sequence[str],
+    keys: Sequence[str] | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """fn(item) for every item as a task on the cluster, (index, result) as each comes back: a
+    task whose worker died is run again by Dask (RETRIES), an item whose task failed twice is a
+    ClusterError naming it by `names`, a refusal on the worker is raised here as it is. Each
+    result is released on the cluster once it is back (the workers need not keep it); `keys`:
+    the tasks' keys (default: Dask's own)."""
+    from distributed import as_completed
+
+    futures = {
+        client.submit(on_worker, fn, x, retries=RETRIES, pure=False,
+                      **({"key": keys[i]} if keys is not None else {})): i
+        for i, x in enumerate(items)
+    }  # fmt: skip
+    try:
+        for fut in as_completed(futures):  # type: ignore[no-untyped-call]
+            i = futures[fut]
+            try:
+                kind, value = fut.result()
+            except Exception as e:  # the task raised twice, or its worker died twice
+                raise failed_twice(names[i], e) from None
+            fut.release()
+            if kind != "ok":
+                raise_refusal(kind, *value)
+            yield i, value
+    finally:
+        for fut in futures:
+            fut.release()
 
 
 def raise_refusal(kind: str, message: str, hint: str | None) -> None:

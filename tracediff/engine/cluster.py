@@ -24,14 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tracediff.daskclient import (
-    RETRIES,
-    ClusterError,
-    Connection,
-    failed_twice,
-    on_worker,
-    raise_refusal,
-)
+from tracediff.daskclient import ClusterError, Connection, each_done
 from tracediff.engine import rankunit
 from tracediff.engine.executor import progress_line
 from tracediff.engine.rankrun import RankRun
@@ -102,32 +95,14 @@ class Dask:
     ) -> list[Any]:
         """fn(item) for every item on the workers, in item order; a progress line per item
         back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`."""
-        from distributed import as_completed
-
-        futures = {
-            self.client.submit(on_worker, fn, x, key=_key(verb, sides[i], names[i]),
-                               retries=RETRIES, pure=False): i
-            for i, x in enumerate(items)
-        }  # fmt: skip
+        keys = [_key(verb, sides[i], names[i]) for i in range(len(items))]
         total = {s: sum(x == s for x in sides) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
         out: list[Any] = [None] * len(items)
-        try:
-            for fut in as_completed(futures):  # type: ignore[no-untyped-call]
-                i = futures[fut]
-                try:
-                    kind, value = fut.result()
-                except Exception as e:  # the task raised twice, or its worker died twice
-                    raise failed_twice(names[i], e) from None
-                fut.release()  # the worker need not keep it
-                if kind != "ok":
-                    raise_refusal(kind, *value)
-                out[i] = value
-                done[sides[i]] += 1
-                say(progress_line(done, total, verb))
-        finally:
-            for fut in futures:
-                fut.release()  # type: ignore[no-untyped-call]
+        for i, value in each_done(self.client, fn, items, names, keys):
+            out[i] = value
+            done[sides[i]] += 1
+            say(progress_line(done, total, verb))
         return out
 
     def scan(

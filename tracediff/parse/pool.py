@@ -80,28 +80,12 @@ class OnDask:
         self.client = connection.client
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:
-        from distributed import as_completed
+        from tracediff.daskclient import each_done
 
-        from tracediff.daskclient import RETRIES, failed_twice, on_worker, raise_refusal
-
-        futs = {
-            # a path as the workers see it: their working folder need not be this one
-            self.client.submit(on_worker, fn, _absolute(it), retries=RETRIES, pure=False): i
-            for i, it in enumerate(items)
-        }
-        try:
-            for fut in as_completed(futs):  # type: ignore[no-untyped-call]
-                i = futs[fut]
-                try:
-                    kind, value = fut.result()
-                except Exception as e:  # the task raised twice, or its worker died twice
-                    raise failed_twice(f"{items[i]}", e) from None
-                if kind != "ok":
-                    raise_refusal(kind, *value)
-                yield i, value
-        finally:
-            for fut in futs:
-                fut.release()
+        # a path as the workers see it: their working folder need not be this one
+        yield from each_done(
+            self.client, fn, [_absolute(it) for it in items], [f"{it}" for it in items]
+        )
 
 
 def _absolute(item: Any) -> Any:
