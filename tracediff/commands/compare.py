@@ -84,18 +84,25 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
     add_scheduler(p)
-    p.add_argument(
-        "--layout",
-        choices=["auto", "runs", "ranks"],
-        default="auto",
-        help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
-        "files (ranks); default: told apart by the file names (README: run sets)",
-    )
+    add_layout(p)
     p.add_argument(
         "--device-map",
         metavar="BASE=HEAD[,...]",
         help="pair base GPU BASE with head GPU HEAD (device ids as `info` lists them); default: "
         "by rank, else by id, else by order with a warning (README: One run from many files)",
+    )
+
+
+def add_layout(p: argparse.ArgumentParser) -> None:
+    """`--layout auto|runs|ranks` of compare and info: how a folder of files is read
+    (tracediff/parse/sides.py `Layout`, `resolve`)."""
+    p.add_argument(
+        "--layout",
+        choices=["auto", "runs", "ranks"],
+        default="auto",
+        help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
+        "files (ranks: e.g. nsys reports named by host); default: told apart by the file names "
+        "(README: run sets)",
     )
 
 

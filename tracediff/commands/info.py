@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracediff.commands.compare import add_layout
+
 
 def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -19,13 +21,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="run file, any report tracediff can parse, or a run-set folder (lists its runs)",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument(
-        "--layout",
-        choices=["auto", "runs", "ranks"],
-        default="auto",
-        help="a folder of files is a run set (runs) or one run's per-rank files (ranks: e.g. nsys "
-        "reports named by host); default: told apart by the file names, as compare does",
-    )
+    add_layout(p)
 
 
 def run(args: argparse.Namespace) -> int:
