@@ -1,4 +1,5 @@
-"""The tracediff TUI: `TracediffApp(comparison)` and `run_app(comparison)` (the screen: main.py).
+"""The tracediff TUI: `TracediffApp(comparison)` and `run_app(comparison)` (the screen: main.py, its
+state and widgets mainview.py).
 
 Stage: presentation. Input: an in-memory `Comparison` (or a loader callable that produces one and
 reports progress); never a path. Heavy work (indexing events, drill-down, worst-cycle search)

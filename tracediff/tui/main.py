@@ -1,119 +1,40 @@
-"""The main screen: verdict, notes line, attribution table, replay strip and timeline.
+"""The main screen's keys: sort, filters, search, cycle and timeline window, drill-down, what-if.
 
-Stage: presentation. Input: an in-memory `Comparison`. Keys act on the screen's state (sort,
-filters, cycle, timeline window); heavy work (fetching events, event edges, drill-down, worst
-cycle, what-if) goes to the app's thread workers. The timeline shows the GPU filter's GPU (else
-the first GPUs whose lanes fit its height) and only those GPUs' events of the cycles shown are
-fetched (tui/eventcache.py). A key that cannot act for these runs says why (`reasons.py`)
-instead of doing nothing.
+Stage: presentation. Input: an in-memory `Comparison` (shown by mainview.py's `MainView`, whose
+state these keys change). Heavy work (fetching events, event edges, drill-down, worst cycle,
+what-if) goes to the app's thread workers; app.py hands the results back (`jump`, `show_whatif`).
+A key that cannot act for these runs says why (`reasons.py`) instead of doing nothing; one that
+never can is left out of the footer (`check_action`) and says why when pressed (`action_why`).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
 from typing import Any
 
 import polars as pl
 from textual import on
-from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
-from tracediff.engine.result import KINDS, Comparison
-from tracediff.report.text import safe
 from tracediff.tui import model as m
 from tracediff.tui import reasons as why_not
 from tracediff.tui import timelinemodel as tm
 from tracediff.tui.attribution import AttributionTable
 from tracediff.tui.drilldown import DrillScreen
-from tracediff.tui.edges import EdgeIndex
-from tracediff.tui.eventcache import EventCache
-from tracediff.tui.fit import timeline_rows
 from tracediff.tui.gpusplit import GpuSplitScreen
 from tracediff.tui.keys import KEYS
-from tracediff.tui.notes import NotesLine
-from tracediff.tui.replay import CycleStrip
+from tracediff.tui.mainview import MainView
 from tracediff.tui.screens import NotesScreen, StackScreen
-from tracediff.tui.timeline import Timeline
-from tracediff.tui.verdict import Verdict
 
 PLAY_INTERVAL_S = 0.5
 
 
-def without_notes(c: Comparison) -> Comparison:
-    """`c` without its warnings and environment differences, for the verdict panel: the main
-    screen shows them as one line of its own (`notes.NotesLine`), the full list behind `w`.
-    A shallow copy: the events (built on first access) are not touched."""
-    v = copy.copy(c)
-    v.warnings, v.env_diffs = [], []
-    return v
-
-
-class MainScreen(Screen[None]):
-    """Verdict, attribution table, replay strip and timeline of one comparison."""
+class MainScreen(MainView):
+    """Verdict, attribution table, replay strip and timeline of one comparison, and their keys."""
 
     BINDINGS = KEYS
 
-    def __init__(self, comparison: Comparison) -> None:
-        super().__init__()
-        self.c = comparison
-        self.sort = next(iter(m.SORTS))
-        self.kind: str | None = None
-        self.gpu: int | str | None = None  # None: every GPU's rows; m.SUMMED: summed over GPUs
-        self.query_text = ""
-        self.last_whatif: Any = None
-        self.spans = m.cycle_spans(comparison)
-        self.cycle_ids = sorted({int(x) for ids, _ in self.spans.values() for x in ids}) or [0]
-        self.cycle = self.cycle_ids[0]
-        self.playing = False
-        present = set(comparison.attribution["kind"].to_list())
-        # the engine's kinds in their order, then any other ("host" in a host-only comparison)
-        self.kinds = [k for k in KINDS if k in present] + sorted(present - set(KINDS))
-        self.host_only = why_not.is_host_only(comparison)  # engine/host.py: host ranges, no GPU
-        self.last_note: str | None = None
-        self.edges_ready = False
-        self.edges_why: tuple[str | None] | None = None  # edges_missing's answer, once known
-        self.gpus = sorted(
-            {int(d) for d in comparison.attribution["device_id"].drop_nulls().to_list()}
-        )
-        self.model: tm.TimelineModel | None = None
-        # the events, fetched for the GPUs and cycles shown (and a drilled-down one's GPU)
-        self.events = EventCache(comparison)
-        self.lane_rows = 1  # lanes the timeline has room for (_fit)
-        self.timeline_all = sorted({int(d) for d in comparison.cycles["device_id"].drop_nulls()})
-        self.summed, self.summed_ids = m.summed_rows(comparison)
-
-    def compose(self) -> ComposeResult:
-        yield Verdict(without_notes(self.c), id="verdict")
-        yield NotesLine(self.c, id="notes")
-        with Vertical(id="body"):
-            yield AttributionTable(
-                multi_gpu=len(self.gpus) > 1,
-                runs=(self.c.base.runs, self.c.head.runs),
-                id="attribution",
-            )
-            yield CycleStrip(self.spans, id="replay")
-            yield Timeline(id="timeline")
-        yield Input(placeholder="search contributor name (enter: keep, escape: clear)", id="search")
-        yield Footer()
-
-    def on_resize(self) -> None:
-        self._fit()
-
-    def _fit(self) -> None:
-        """The table keeps its rows on a short terminal; the timeline gives (tui/fit.py)."""
-        verdict = len(self.query_one(Verdict).render().plain.splitlines())  # type: ignore[union-attr]
-        notes = 1 if self.query_one(NotesLine).count else 0
-        rows = timeline_rows(self.app.size.height, verdict, notes)
-        self.timeline.styles.max_height = rows
-        # its top border, the axis, then two rows a lane (the legend goes first when short)
-        self.lane_rows = max(1, (rows - 2) // 2)
-        self._show_gpus()
-
     def on_mount(self) -> None:
-        self._fit()
+        self.fit_height()
         self.query_one("#search").display = False
         self.query_one("#attribution").border_title = "attribution"
         self.query_one("#replay").border_title = (
@@ -122,8 +43,8 @@ class MainScreen(Screen[None]):
         if self.host_only:
             self.timeline.no_events_reason = why_not.HOST_ONLY
         self.timer = self.set_interval(PLAY_INTERVAL_S, self._tick, pause=True)
-        self._refresh_table()
-        self._show_cycle()
+        self.refresh_table()
+        self.show_cycle()
         # fetch the first cycle's events once the first frame is out (the worker competes for
         # the CPU), of the GPUs the timeline shows only
         gpus = self.timeline_gpus(lambda d: 1)
@@ -137,102 +58,6 @@ class MainScreen(Screen[None]):
             thread=True,
             exit_on_error=False,
         )
-
-    # --- state -> widgets --------------------------------------------------------------------
-    @property
-    def table(self) -> AttributionTable:
-        return self.query_one(AttributionTable)
-
-    @property
-    def timeline(self) -> Timeline:
-        return self.query_one(Timeline)
-
-    def _refresh_table(self) -> None:
-        summed = self.gpu == m.SUMMED
-        view = m.table_view(
-            self.summed if summed else self.c.attribution,
-            self.sort,
-            self.kind,
-            None if summed or self.gpu is None else int(self.gpu),
-            self.query_text,
-        )
-        self.table.populate(view, keep=self.table.current())
-        self.refresh_bindings()  # enter splits a Σ row by GPU, drills down otherwise
-        parts = [
-            f"sort {self.sort}",
-            f"kind {self.kind or 'all'}",
-            "GPU all"
-            if self.gpu is None
-            else "Σ summed over GPUs"
-            if summed
-            else f"GPU {self.gpu}",
-        ]
-        if self.query_text:
-            parts.append(f"name ~ {self.query_text!r}")
-        total = (self.summed if summed else self.c.attribution).height
-        self.table.border_title = f"attribution · {view.height}/{total} · " + " · ".join(parts)
-        self.timeline.show(selected=self.table.current())
-        self._show_gpus()
-
-    def _show_cycle(self) -> None:
-        self.query_one(CycleStrip).show(self.cycle, self.playing)
-        self.timeline.show(cycle=self.cycle)
-        self._want_events()
-
-    def timeline_gpus(self, lanes: Callable[[int], int]) -> list[int]:
-        """The GPUs the timeline shows (tm.gpus_on_screen); `lanes(gpu)`: the lanes each takes."""
-        return tm.gpus_on_screen(self.timeline_all, self.gpu, self.lane_rows, lanes)
-
-    def _show_gpus(self) -> None:
-        """The timeline follows the GPU filter and the terminal's height (nothing to do before
-        the first events are in: the index worker fetches for the GPUs shown then)."""
-        model = self.model
-        if model is None:
-            return
-        if model.show_devices(self.timeline_gpus(model.lanes_per_gpu)):
-            self.timeline.refresh(layout=True)  # another number of lanes
-            self.timeline.show()
-            self._want_events()
-
-    def _want_events(self) -> None:
-        """Fetch the shown cycle's events of the shown GPUs in a worker, if they are not in."""
-        model = self.model
-        if model is None or model.loaded(self.cycle):
-            return
-        cycle = self.cycle
-        self.app.run_worker(
-            lambda: (model, model.load(cycle)),
-            name="events",
-            thread=True,
-            exit_on_error=False,
-            group="events",
-        )
-
-    def events_loaded(self, model: tm.TimelineModel, new_lanes: bool) -> None:
-        if model is not self.model:
-            return
-        if new_lanes:
-            self.timeline.refresh(layout=True)
-        self.timeline.show()
-
-    def set_model(self, model: tm.TimelineModel) -> None:
-        self.model = model
-        self.timeline.set_model(model)
-        self._show_gpus()  # the filter or the terminal may have changed while it was fetching
-        self._want_events()
-        # cross-stream event edges next, in their own worker: the bars need not wait for them
-        self.app.run_worker(
-            lambda: (model, EdgeIndex(self.c, model.lane_ids)),
-            name="edges",
-            thread=True,
-            exit_on_error=False,
-        )
-
-    def set_edges(self, model: tm.TimelineModel, edges: EdgeIndex) -> None:
-        model.edges = edges
-        self.edges_ready = True
-        self.timeline.show()  # repaint with the marks
-        self.refresh_bindings()  # the event-edge key shows once edges are known to exist
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # enter on a Σ row splits it by GPU (AttributionTable's first enter binding), elsewhere it
@@ -250,37 +75,6 @@ class MainScreen(Screen[None]):
         """A key whose action cannot act for these runs (left out of the footer): it says why."""
         getattr(self, f"action_{action}")()
 
-    # --- keys that cannot act say why ----------------------------------------------------------
-    def say(self, msg: str) -> None:
-        """Tell the user why a key did nothing (kept in `last_note` for tests)."""
-        self.last_note = msg = safe(msg)  # it may hold a contributor's name
-        self.notify(msg, markup=False, timeout=8)
-
-    def no_timeline(self, key: str) -> bool:
-        """True (and says why) when the timeline has nothing to act on for `key`."""
-        why = why_not.no_timeline(self.host_only, self.model)
-        if why is not None:
-            self.say(f"{key}: {why}")
-        return why is not None
-
-    def no_row(self, key: str) -> str | None:
-        """The highlighted contributor, or None (having said why) when the table is empty."""
-        cid = self.table.current()
-        if cid is None:
-            hint = " (escape clears the search)" if self.query_text else ""
-            self.say(f"{key}: no contributor selected: the table shows no rows{hint}")
-        return cid
-
-    def edges_missing(self) -> str | None:
-        """Why the timeline has no cross-stream event edges to show (None: it has some)."""
-        if self.edges_why is None:
-            why = why_not.edges_missing(self.c, self.host_only, self.model, self.edges_ready)
-            if not self.edges_ready:
-                return why  # may change once the edges are in: not kept
-            # kept: the reason may count head's API calls (millions of rows in a large run)
-            self.edges_why = (why,)
-        return self.edges_why[0]
-
     # --- actions -----------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
         i = self.cycle_ids.index(self.cycle) + delta
@@ -289,7 +83,7 @@ class MainScreen(Screen[None]):
             self.say(f"cycle {self.cycle} is the {end} of {len(self.cycle_ids)}")
             return
         self.cycle = self.cycle_ids[i]
-        self._show_cycle()
+        self.show_cycle()
 
     def action_play(self) -> None:
         if len(self.cycle_ids) < 2 and not self.playing:
@@ -302,7 +96,7 @@ class MainScreen(Screen[None]):
             self.timer.resume()
         else:
             self.timer.pause()
-        self._show_cycle()
+        self.show_cycle()
 
     def _tick(self) -> None:
         if self.cycle == self.cycle_ids[-1]:
@@ -313,7 +107,7 @@ class MainScreen(Screen[None]):
     def action_sort(self) -> None:
         names = list(m.SORTS)
         self.sort = names[(names.index(self.sort) + 1) % len(names)]
-        self._refresh_table()
+        self.refresh_table()
 
     def action_filter_kind(self) -> None:
         if not self.kinds:
@@ -321,7 +115,7 @@ class MainScreen(Screen[None]):
             return
         opts: list[str | None] = [None, *self.kinds]
         self.kind = opts[(opts.index(self.kind) + 1) % len(opts)]
-        self._refresh_table()
+        self.refresh_table()
 
     def action_filter_gpu(self) -> None:
         if not self.gpus:
@@ -334,7 +128,7 @@ class MainScreen(Screen[None]):
             *self.gpus,
         ]
         self.gpu = opts[(opts.index(self.gpu) + 1) % len(opts)]
-        self._refresh_table()
+        self.refresh_table()
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
@@ -350,7 +144,7 @@ class MainScreen(Screen[None]):
     @on(Input.Changed, "#search")
     def _search_changed(self, event: Input.Changed) -> None:
         self.query_text = event.value.strip()
-        self._refresh_table()
+        self.refresh_table()
 
     @on(Input.Submitted, "#search")
     def _search_done(self) -> None:
@@ -478,7 +272,7 @@ class MainScreen(Screen[None]):
             self.notify(f"{cid}: no head cycles to compare", severity="warning")
             return
         self.cycle = found[0] if found[0] in self.cycle_ids else self.cycle
-        self._show_cycle()
+        self.show_cycle()
         row = self.c.attribution.filter(self.c.attribution["contributor_id"] == cid)
         proxy = row.height and row["kind"][0] in ("gap", "overlap")
         what = "GPU idle time (all causes)" if proxy else "its time"
