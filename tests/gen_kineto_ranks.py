@@ -92,6 +92,29 @@ def _kernel_args() -> tuple[list[str], list[str]]:
     return names, tails
 
 
+def _pick(texts: pl.Series, col: str) -> pl.Expr:
+    """`texts[i]` for each row's code `i` in `col`."""
+    return pl.col(col).map_batches(texts.gather, return_dtype=pl.String)
+
+
+def _complete(
+    cat: str, name: pl.Expr, where: str, ts_dur: tuple[str, str], *args: pl.Expr
+) -> pl.Expr:
+    """One Kineto complete ("X") event a row, as text: `name` a JSON string, `where` its pid and
+    tid fields, `ts_dur` the columns of its start and duration (ns), `args` its args object."""
+    return pl.concat_str(
+        pl.lit(f'{{"ph":"X","cat":"{cat}","name":'),
+        name,
+        pl.lit(f',{where},"ts":'),
+        _us(ts_dur[0]),
+        pl.lit(',"dur":'),
+        _us(ts_dur[1]),
+        pl.lit(',"args":'),
+        *args,
+        pl.lit("}"),
+    ).alias("e")
+
+
 def _rank_text(rank: int) -> bytes:
     t = _T
     assert t is not None
@@ -117,45 +140,40 @@ def _rank_text(rank: int) -> bytes:
     name_of = pl.Series(names)
     tail_of = pl.Series(tails)
     api_of = pl.Series([json.dumps(RUNTIME[0]), json.dumps(RUNTIME[1])])
+    corr_text = pl.col("corr").cast(pl.String)
     kernels = ops.select(
-        pl.concat_str(
-            pl.lit('{"ph":"X","cat":"kernel","name":'),
-            pl.col("code").map_batches(lambda s: name_of.gather(s), return_dtype=pl.String),
-            pl.lit(f',"pid":{dev},"tid":{STREAM},"ts":'),
-            _us("s"),
-            pl.lit(',"dur":'),
-            _us("d"),
-            pl.lit(f',"args":{{"device":{dev},"stream":{STREAM},"correlation":'),
-            pl.col("corr").cast(pl.String),
-            pl.col("code").map_batches(lambda s: tail_of.gather(s), return_dtype=pl.String),
-            pl.lit("}}"),
-        ).alias("e")
+        _complete(
+            "kernel",
+            _pick(name_of, "code"),
+            f'"pid":{dev},"tid":{STREAM}',
+            ("s", "d"),
+            pl.lit(f'{{"device":{dev},"stream":{STREAM},"correlation":'),
+            corr_text,
+            _pick(tail_of, "code"),
+            pl.lit("}"),
+        )
     )
     runtime = ops.select(
-        pl.concat_str(
-            pl.lit('{"ph":"X","cat":"cuda_runtime","name":'),
-            pl.col("kind").map_batches(lambda s: api_of.gather(s), return_dtype=pl.String),
-            pl.lit(f',"pid":{pid},"tid":{pid},"ts":'),
-            _us("a"),
-            pl.lit(',"dur":'),
-            _us("ad"),
-            pl.lit(',"args":{"correlation":'),
-            pl.col("corr").cast(pl.String),
-            pl.lit("}}"),
-        ).alias("e")
+        _complete(
+            "cuda_runtime",
+            _pick(api_of, "kind"),
+            f'"pid":{pid},"tid":{pid}',
+            ("a", "ad"),
+            pl.lit('{"correlation":'),
+            corr_text,
+            pl.lit("}"),
+        )
     )
     steps = pl.DataFrame(
         {"n": np.arange(C), "s": t.rng_start[rank], "d": t.rng_end[rank] - t.rng_start[rank]}
     ).select(
-        pl.concat_str(
-            pl.lit('{"ph":"X","cat":"user_annotation","name":"ProfilerStep#'),
-            pl.col("n").cast(pl.String),
-            pl.lit(f'","pid":{pid},"tid":{pid},"ts":'),
-            _us("s"),
-            pl.lit(',"dur":'),
-            _us("d"),
-            pl.lit(',"args":{}}'),
-        ).alias("e")
+        _complete(
+            "user_annotation",
+            pl.concat_str(pl.lit('"ProfilerStep#'), pl.col("n").cast(pl.String), pl.lit('"')),
+            f'"pid":{pid},"tid":{pid}',
+            ("s", "d"),
+            pl.lit("{}"),
+        )
     )
     body = pl.concat([steps, runtime, kernels])["e"].str.join(",").item()
     node = rank // gpn
