@@ -1,8 +1,9 @@
 """Shared set-up of the capture and bisect integration tests (test_capture*.py, test_bisect.py).
 
 Throwaway git repositories holding a workload at successive commits (the real git, a fixed
-identity so commits work on any machine), the tracediff CLI run as a subprocess, and an nsys with
-no QdstrmImporter beside it (what a GPU host with only nsys's target package has).
+identity so commits work on any machine), the tracediff CLI run as a subprocess (or stopped by a
+signal once it is under way), and an nsys with no QdstrmImporter beside it (what a GPU host with
+only nsys's target package has).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -88,6 +92,45 @@ def tracediff(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def signalled(
+    argv: Sequence[str], marker: str, sig: signal.Signals, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
+    """Run the command line ARGV in a new session (it stands in for a terminal: Ctrl-C goes to the
+    whole foreground group), with env added to this process's environment; once a line of its
+    stderr holds `marker`, send `sig` (SIGINT to the whole group, any other to the process alone).
+    Returns its exit status and its stderr."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if marker in line:
+                ready.set()
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(120), "".join(seen)
+        time.sleep(0.3)
+        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+        rc = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    t.join(10)
+    return rc, "".join(seen)
 
 
 def target_only_nsys(nsys: str, dest: Path) -> Path:

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests.integration.gitrepo import commit_files, git, tracediff
+from tests.integration.gitrepo import commit_files, git, signalled, tracediff
 from tracediff.runfile import read_run
 
 WORK = """\
@@ -56,6 +53,16 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
+def capture_args(
+    repo: Path, ref: str, out: Path, *extra: str, nsys: str | None = None
+) -> list[str]:
+    """`tracediff capture` of work.py at `ref` into `out`: the arguments after `tracediff`."""
+    return [
+        "capture", "--commit", ref, "--repo", str(repo), "-o", str(out),
+        *(["--nsys", nsys] if nsys else []), *extra, "--", sys.executable, "work.py",
+    ]  # fmt: skip
+
+
 def capture(
     repo: Path,
     ref: str,
@@ -64,11 +71,7 @@ def capture(
     env: dict[str, str] | None = None,
     nsys: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return tracediff(
-        "capture", "--commit", ref, "--repo", str(repo), "-o", str(out),
-        *(["--nsys", nsys] if nsys else []), *extra, "--", sys.executable, "work.py",
-        env=env, timeout=120,
-    )  # fmt: skip
+    return tracediff(*capture_args(repo, ref, out, *extra, nsys=nsys), env=env, timeout=120)
 
 
 def ranges(run_file: Path, name: str) -> pl.DataFrame:
@@ -263,54 +266,8 @@ def test_unknown_commit_is_a_usage_error(repo: Path, nsys: str, tmp_path: Path) 
 
 def test_sigint_finalises_a_partial_capture(repo: Path, nsys: str, tmp_path: Path) -> None:
     out = tmp_path / "partial"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tracediff",
-        "capture",
-        "--commit",
-        "base",
-        "--repo",
-        str(repo),
-        "-o",
-        str(out),
-        "--nsys",
-        nsys,
-        "--",
-        sys.executable,
-        "work.py",
-    ]
-    # a new session stands in for the terminal: Ctrl-C goes to the whole foreground group
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "CYCLES": "-1"},
-        start_new_session=True,
-    )
-    seen: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            if "READY" in line:
-                ready.set()
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    try:
-        assert ready.wait(60), "".join(seen)
-        time.sleep(0.3)
-        os.killpg(proc.pid, signal.SIGINT)
-        rc = proc.wait(90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    t.join(5)
-    err = "".join(seen)
+    argv = [sys.executable, "-m", "tracediff", *capture_args(repo, "base", out, nsys=nsys)]
+    rc, err = signalled(argv, "READY", signal.SIGINT, {"CYCLES": "-1"})
     assert rc == 130, err
     # the workload's own KeyboardInterrupt traceback is echoed; tracediff's last line is its own
     assert (

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from capture.presets import sglang_eagle3
-from tests.integration.test_capture import repo  # noqa: F401  (fixture)
+from tests.integration.test_capture import capture, repo  # noqa: F401  (repo: a fixture)
 from tracediff.commands import capture as cmd
 from tracediff.errors import UsageError
 from tracediff.runfile import read_run
@@ -122,23 +122,7 @@ def test_usage_errors_exit_2_with_one_line(argv: list[str], message: str, tmp_pa
 
 def test_nvtx_capture_range_with_real_nsys(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "nv"
-    r = run_cli(
-        "--commit",
-        "base",
-        "--repo",
-        str(repo),
-        "-o",
-        str(out),
-        "--nsys",
-        nsys,
-        "--capture-range",
-        "nvtx",
-        "--nvtx-capture",
-        "verify",
-        "--",
-        sys.executable,
-        "work.py",
-    )
+    r = capture(repo, "base", out, "--capture-range", "nvtx", "--nvtx-capture", "verify", nsys=nsys)
     assert r.returncode == 0, r.stderr  # the workload ran to the end: not killed at range end
     names = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))["name"].to_list()
     assert names == ["verify"]  # collection opened and closed with the first verify range

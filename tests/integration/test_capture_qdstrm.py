@@ -8,43 +8,19 @@ the .qdstrm and print the `tracediff parse` command that imports it later, and t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 
-from tests.integration.gitrepo import git, target_only_nsys
-from tests.integration.test_capture import repo  # noqa: F401  (fixture)
+from tests.integration.gitrepo import git, target_only_nsys, tracediff
+from tests.integration.test_capture import capture, repo  # noqa: F401  (repo: a fixture)
 from tracediff.runfile import read_run
 
 
 def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
     target_nsys = target_only_nsys(nsys, tmp_path)
     out = tmp_path / "cap"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tracediff",
-            "capture",
-            "--commit",
-            "base",
-            "--repo",
-            str(repo),
-            "-o",
-            str(out),
-            "--nsys",
-            str(target_nsys),
-            "--",
-            sys.executable,
-            "work.py",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = capture(repo, "base", out, nsys=str(target_nsys))
     assert r.returncode == 0, r.stderr
     assert (out / "report.qdstrm").is_file() and not (out / "run.arrow").exists()
     later = f"tracediff parse {out / 'report.qdstrm'} -o {out / 'run.arrow'}"
@@ -54,13 +30,7 @@ def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> 
     m = json.loads((out / "manifest.json").read_text())
     assert m["report"] == "report.qdstrm" and "QdstrmImporter" in m["reasons"]["run_file"]
     # the advice works, on a machine that has the importer (this one, through the nsys fixture)
-    p = subprocess.run(
-        [sys.executable, "-m", "tracediff", *later.split()[1:]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "TRACEDIFF_NSYS": nsys},
-    )
+    p = tracediff(*later.split()[1:], env={"TRACEDIFF_NSYS": nsys}, timeout=120)
     assert p.returncode == 0, p.stderr
     cycles = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges")).filter(
         pl.col("name") == "cycle"

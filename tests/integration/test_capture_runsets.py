@@ -12,13 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import git, make_repo
+from tests.integration.gitrepo import git, make_repo, signalled
 from tests.integration.test_capture import ranges
 from tracediff import runset as rs
 from tracediff.parse import sides
@@ -167,46 +166,12 @@ def test_another_workload_or_commit_is_never_mixed_in(
     assert len(counted(counter)) == 4 and (out / "a" / "runset.json").read_text() == index_before
 
 
-def _stop_when_hung(argv: list[str], sig: signal.Signals, **env: str) -> tuple[int, str]:
-    """Start a capture in its own session, wait for the hung run's HANG, send `sig`."""
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-        start_new_session=True,
-    )
-    seen: list[str] = []
-    hung = threading.Event()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            if "HANG" in line:
-                hung.set()
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    try:
-        assert hung.wait(120), "".join(seen)
-        time.sleep(0.3)
-        os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
-        rc = proc.wait(120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    t.join(10)
-    return rc, "".join(seen)
-
-
 def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
     repo: Path, nsys: str, tmp_path: Path
 ) -> None:
     out, counter = tmp_path / "set", tmp_path / "counter.txt"
     argv = cmd(repo, out, nsys, "--commit", "a", "--repeat", "3")
-    rc, err = _stop_when_hung(argv, signal.SIGINT, COUNTER=str(counter), HANG_AT="2")
+    rc, err = signalled(argv, "HANG", signal.SIGINT, {"COUNTER": str(counter), "HANG_AT": "2"})
     assert rc == 130, err
     assert err.strip().splitlines()[-1] == (
         f"tracediff: error: a run 2/3 was interrupted; its partial capture is in {out / 'run-02'}, "
@@ -239,7 +204,7 @@ def test_a_killed_call_is_resumed_and_its_leftovers_cleared(
     out, counter, pidfile = tmp_path / "set", tmp_path / "counter.txt", tmp_path / "pid"
     argv = cmd(repo, out, nsys, "--commit", "b", "--repeat", "2")
     env = {"COUNTER": str(counter), "HANG_AT": "1", "PIDFILE": str(pidfile)}
-    rc, err = _stop_when_hung(argv, signal.SIGKILL, **env)
+    rc, err = signalled(argv, "HANG", signal.SIGKILL, env)
     assert rc == -signal.SIGKILL, err
     # nsys runs on in its own session: end the workload, let nsys write into the staging folder
     workload = int(pidfile.read_text())
