@@ -247,24 +247,28 @@ def _fake_tree(root: Path) -> None:
     (root / "other" / "sitecustomize.py").write_text("MARK = 'yes'\n")
 
 
-def test_shim_loads_in_spawned_subprocesses_and_chains_sitecustomize(tmp_path: Path) -> None:
-    _fake_tree(tmp_path)
-    env = {
-        **os.environ,
-        "TRACEDIFF_NVTX_SHIM": "sglang-eagle",
-        "TRACEDIFF_NVTX_BACKEND": "nvtx",
-        "TRACEDIFF_SHIM_DEBUG": "1",
-        "PYTHONPATH": os.pathsep.join(
-            [str(SHIM_DIR), str(tmp_path / "python"), str(tmp_path / "other")]
-        ),
-    }
-    r = subprocess.run(
+def _run_fake_tree(root: Path, **shim_env: str) -> subprocess.CompletedProcess[str]:
+    """main.py of a `_fake_tree(root)`, the shim's folder first on PYTHONPATH, with no
+    TRACEDIFF_ variable but `shim_env`'s."""
+    _fake_tree(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEDIFF_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), str(root / "python"), str(root / "other")])
+    return subprocess.run(
         [sys.executable, "main.py"],
-        cwd=tmp_path,
-        env=env,
+        cwd=root,
+        env={**env, **shim_env},
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+def test_shim_loads_in_spawned_subprocesses_and_chains_sitecustomize(tmp_path: Path) -> None:
+    r = _run_fake_tree(
+        tmp_path,
+        TRACEDIFF_NVTX_SHIM="sglang-eagle",
+        TRACEDIFF_NVTX_BACKEND="nvtx",
+        TRACEDIFF_SHIM_DEBUG="1",
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
@@ -279,19 +283,7 @@ def test_shim_loads_in_spawned_subprocesses_and_chains_sitecustomize(tmp_path: P
 
 
 def test_shim_is_inert_without_its_variable(tmp_path: Path) -> None:
-    _fake_tree(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEDIFF_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(SHIM_DIR), str(tmp_path / "python"), str(tmp_path / "other")]
-    )
-    r = subprocess.run(
-        [sys.executable, "main.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _run_fake_tree(tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
         "shadowed sitecustomize ran: yes",
