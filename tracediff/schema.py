@@ -23,6 +23,19 @@ file reads them as empty / null (ADDED_IN_2)."""
 
 _name = pa.dictionary(pa.int32(), pa.string())
 
+# A GPU operation's launch, the same columns for kernels and memops: the API call that launched it,
+# which each reader joins on the correlation id once for both tables (parse/nsys/tables.py,
+# parse/kineto/tables.py).
+_LAUNCH: list[tuple[str, pa.DataType]] = [
+    ("correlation_id", pa.int64()),
+    ("graph_node_id", pa.int64()),  # CUDA-graph node; null when launched eagerly
+    ("launch_thread_id", pa.int64()),  # OS tid of the thread whose API call launched it
+    ("launch_api", _name),  # e.g. cudaLaunchKernel, cudaGraphLaunch (no _vNNNN suffix)
+    ("launch_start_ns", pa.int64()),
+    ("launch_end_ns", pa.int64()),
+    ("stack_id", pa.int64()),  # the launching call's Python stack (`stacks`); null: unknown
+]
+
 KERNELS = pa.schema(
     [
         ("device_id", pa.int32()),
@@ -42,14 +55,8 @@ KERNELS = pa.schema(
         ("registers_per_thread", pa.int32()),
         ("static_shared_memory_bytes", pa.int32()),
         ("dynamic_shared_memory_bytes", pa.int32()),
-        ("correlation_id", pa.int64()),
-        ("graph_node_id", pa.int64()),  # CUDA-graph node; null when launched eagerly
-        ("launch_thread_id", pa.int64()),  # OS tid of the thread whose API call launched it
-        ("launch_api", _name),  # e.g. cudaLaunchKernel, cudaGraphLaunch (no _vNNNN suffix)
-        ("launch_start_ns", pa.int64()),
-        ("launch_end_ns", pa.int64()),
-        ("stack_id", pa.int64()),  # the launching call's Python stack (`stacks`); null: unknown
     ]
+    + _LAUNCH
 )
 
 MEMOPS = pa.schema(
@@ -65,14 +72,8 @@ MEMOPS = pa.schema(
         ("bytes", pa.int64()),
         ("src_kind", _name),  # Device, Pageable, Pinned, Managed...
         ("dst_kind", _name),
-        ("correlation_id", pa.int64()),
-        ("graph_node_id", pa.int64()),
-        ("launch_thread_id", pa.int64()),
-        ("launch_api", _name),
-        ("launch_start_ns", pa.int64()),
-        ("launch_end_ns", pa.int64()),
-        ("stack_id", pa.int64()),
     ]
+    + _LAUNCH
 )
 
 API_CALLS = pa.schema(
