@@ -1,13 +1,17 @@
-"""Shared fixtures: paths to the real traces bundled under tests/data and the nsys CLI."""
+"""Shared fixtures: paths to the real traces bundled under tests/data, the nsys CLI, and the git
+repository the H200 commit-suspects captures ran at."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 
 
@@ -32,3 +36,22 @@ def nsys() -> str:
     if path is None:
         pytest.fail("nsys is not installed: run `make nsys` (tools/install-nsys.sh)")
     return path
+
+
+@pytest.fixture(scope="session")
+def minispec_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The minispec repository the H200 suspects captures ran at (tests/data/h200-suspects),
+    rebuilt once a session by tools/device/suspects_repo.py (fixed dates: the same hashes, checked
+    against the captures' commits.txt), and its role -> full hash. Shared: suspects only read it."""
+    dest = tmp_path_factory.mktemp("minispec") / "minispec"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    built = {line.split()[1]: line.split()[0] for line in out.splitlines()}
+    captured = (DATA / "h200-suspects" / "commits.txt").read_text().splitlines()
+    want = {line.split()[1]: line.split()[0] for line in captured}
+    assert built == want, "suspects_repo.py no longer builds the captured commits"
+    return dest, built

@@ -1,9 +1,10 @@
 """Commit suspects on real H200 captures (issue 19's device case, tests/data/h200-suspects).
 
-The repo is rebuilt here by tools/device/suspects_repo.py (fixed dates: the hashes must be the
-captured ones, commits.txt); `compare --repo --commits` of the base and head PyTorch-profiler
-traces (with_stack=True) must rank the commit that changed the function launching the slower
-kernels (layers.mlp) first, clearly above the caller, the sibling and the unused-branch commits.
+The repo is rebuilt by tools/device/suspects_repo.py (tests/conftest.py `minispec_repo`; fixed
+dates: the hashes must be the captured ones, commits.txt); `compare --repo --commits` of the base
+and head PyTorch-profiler traces (with_stack=True) must rank the commit that changed the function
+launching the slower kernels (layers.mlp) first, clearly above the caller, the sibling and the
+unused-branch commits.
 """
 
 from __future__ import annotations
@@ -22,26 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-suspects"
 
 
-def commits() -> dict[str, str]:
-    """role -> full hash, as captured on the device."""
-    rows = [line.split()[:2] for line in (DATA / "commits.txt").read_text().splitlines()]
-    return {role: sha for sha, role in rows}
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("minispec") / "ms"
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    built = {line.split()[1]: line.split()[0] for line in out.stdout.splitlines()}
-    assert built == commits(), "suspects_repo.py no longer builds the captured commits"
-    return dest
-
-
-def suspects(repo: Path, mode: str) -> dict:
-    c = commits()
+def suspects(repo: Path, c: dict[str, str], mode: str) -> dict:
+    """`compare --repo` of base and unused in `mode` (eager, graph); `c`: role -> hash."""
     p = subprocess.run(
         [sys.executable, "-m", "tracediff", "compare",
          str(DATA / "kineto" / f"c1_base_{mode}.json.gz"),
@@ -53,9 +36,11 @@ def suspects(repo: Path, mode: str) -> dict:
     return json.loads(p.stdout)
 
 
-def test_eager_the_changing_commit_ranks_first_by_a_clear_margin(repo: Path) -> None:
-    c = commits()
-    ranked = suspects(repo, "eager")["suspects"]
+def test_eager_the_changing_commit_ranks_first_by_a_clear_margin(
+    minispec_repo: tuple[Path, dict[str, str]],
+) -> None:
+    repo, c = minispec_repo
+    ranked = suspects(repo, c, "eager")["suspects"]
     order = [s["commit"] for s in ranked]
     assert order[0] == c["culprit"], [s["subject"] for s in ranked]
     top = ranked[0]
@@ -67,11 +52,11 @@ def test_eager_the_changing_commit_ranks_first_by_a_clear_margin(repo: Path) -> 
     assert top["delta_ms_per_cycle"] > 0.5
 
 
-def test_graph_the_changing_commit_ranks_first(repo: Path) -> None:
+def test_graph_the_changing_commit_ranks_first(minispec_repo: tuple[Path, dict[str, str]]) -> None:
     """Replayed graph kernels carry their capture-time launch's stack (parse/kineto/
     graph_stacks.py), so the graph pair ranks like the eager one."""
-    c = commits()
-    ranked = suspects(repo, "graph")["suspects"]
+    repo, c = minispec_repo
+    ranked = suspects(repo, c, "graph")["suspects"]
     order = [s["commit"] for s in ranked]
     assert order and order[0] == c["culprit"], [s["subject"] for s in ranked]
     assert "minispec/layers.py:mlp" in ranked[0]["functions"]

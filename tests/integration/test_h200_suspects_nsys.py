@@ -10,8 +10,6 @@ nsys-again/: a second capture of the base commit. The graph is captured inside t
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -29,17 +27,6 @@ DATA = ROOT / "tests" / "data" / "h200-suspects"
 def _commits() -> dict[str, str]:
     rows = [ln.split()[:2] for ln in (DATA / "commits.txt").read_text().splitlines()]
     return {role: sha for sha, role in rows}
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("h200nsys") / "minispec"
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert {ln.split()[1]: ln.split()[0] for ln in out.splitlines()} == _commits()
-    return dest
 
 
 _RUNS: dict[Path, Run] = {}
@@ -60,13 +47,13 @@ def _run(role: str, mode: str, nsys: str, again: bool = False) -> Run:
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])
 def test_culprit_first_by_a_clear_margin_unused_branch_last(
-    repo: Path, nsys: str, mode: str
+    minispec_repo: tuple[Path, dict[str, str]], nsys: str, mode: str
 ) -> None:
     """Measured 2026-12-01, both modes: culprit 0.640, caller 0.384, sibling 0.128, unused
     branch 0.038. The margin is smaller than Kineto's (1.03): function-trace frames have no line
     and no library frame below layers.mlp, so the culprit's body change is a `function` hit
     (0.5), the caller's changed call of mlp a `line` hit one frame out (1.0 x 0.3)."""
-    sha = _commits()
+    repo, sha = minispec_repo
     c = compare(_run("base", mode, nsys), _run("unused", mode, nsys), n_boot=50)
     s = rank(c.launch_stacks, c.attribution, repo, sha["base"], sha["unused"], "--commits")
     order = [r["commit"] for r in s.rows]

@@ -1,7 +1,7 @@
 """Commit suspects on real H200 captures (tests/data/h200-suspects: minispec at five commits,
 PyTorch-profiler with_stack traces and tracediff-capture nsys run sets; README there).
 
-The repository is the one the captures ran at, rebuilt here by tools/device/suspects_repo.py
+The repository is the one the captures ran at, rebuilt by tools/device/suspects_repo.py
 (fixed dates: the same hashes, checked against commits.txt). Eager: the MLP's new fp32 kernels
 are launched from layers.mlp, which only the culprit changed; the caller (model.block), the
 sibling (layers.norm) and the unused branch (model.forward's prefix cache) rank below it. Graph:
@@ -28,27 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-suspects"
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    dest = tmp_path_factory.mktemp("h200") / "minispec"
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    roles = {line.split()[1]: line.split()[0] for line in out.splitlines()}
-    want = {ln.split()[1]: ln.split()[0] for ln in (DATA / "commits.txt").read_text().splitlines()}
-    assert roles == want  # the repo the captures ran at
-    return dest, roles
-
-
 def _kineto(role_file: str) -> Path:
     return DATA / "kineto" / role_file
 
 
-def test_eager_culprit_first_by_a_clear_margin_unused_branch_last(repo) -> None:  # type: ignore[no-untyped-def]
-    path, sha = repo
+def test_eager_culprit_first_by_a_clear_margin_unused_branch_last(minispec_repo) -> None:  # type: ignore[no-untyped-def]
+    path, sha = minispec_repo
     c = compare(
         load(_kineto("c1_base_eager.json.gz")), load(_kineto("c5_unused_eager.json.gz")), n_boot=50
     )
@@ -68,11 +53,11 @@ def test_eager_culprit_first_by_a_clear_margin_unused_branch_last(repo) -> None:
     assert top["delta_ms_per_cycle"] > 0.5  # the fp32 casts and GEMV, measured +1.04 ms/cycle
 
 
-def test_graph_culprit_first_from_the_capture_time_stacks(repo) -> None:  # type: ignore[no-untyped-def]
+def test_graph_culprit_first_from_the_capture_time_stacks(minispec_repo) -> None:  # type: ignore[no-untyped-def]
     """The replayed kernels carry their capture-time launch's stack (parse/kineto/
     graph_stacks.py), so the graph pair ranks as the eager one: measured 2026-12-01 culprit
     1.028, caller 0.385, sibling 0.128, unused branch 0.038."""
-    path, sha = repo
+    path, sha = minispec_repo
     c = compare(
         load(_kineto("c1_base_graph.json.gz")), load(_kineto("c5_unused_graph.json.gz")), n_boot=50
     )
@@ -92,8 +77,8 @@ def test_graph_culprit_first_from_the_capture_time_stacks(repo) -> None:  # type
     shutil.which("nsys") is None and not Path("/opt/nsys-2024.2.3/bin/nsys").exists(),
     reason="nsys is needed to read the .nsys-rep run sets",
 )
-def test_the_range_comes_from_the_capture_manifests(repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    path, sha = repo
+def test_the_range_comes_from_the_capture_manifests(minispec_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path, sha = minispec_repo
     env_path = "/opt/nsys-2024.2.3/bin:" + os.environ.get("PATH", "")
     runs = []
     for role in ("base", "unused"):

@@ -7,8 +7,6 @@ tools/device/suspects_repo.py), and the bundled nsys pair (no stacks). Real key 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -29,15 +27,8 @@ DATA = ROOT / "tests" / "data" / "h200-suspects"
 
 
 @pytest.fixture(scope="module")
-def minispec(tmp_path_factory: pytest.TempPathFactory) -> tuple[Comparison, Suspects, str]:
-    dest = tmp_path_factory.mktemp("ms") / "minispec"
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "device" / "suspects_repo.py"), str(dest)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    sha = {ln.split()[1]: ln.split()[0] for ln in out.splitlines()}
+def minispec(minispec_repo: tuple[Path, dict[str, str]]) -> tuple[Comparison, Suspects, str]:
+    dest, sha = minispec_repo
     c = compare(
         load(DATA / "kineto" / "c1_base_eager.json.gz"),
         load(DATA / "kineto" / "c5_unused_eager.json.gz"),
