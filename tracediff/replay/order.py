@@ -41,9 +41,8 @@ def wait_edges(h: pl.DataFrame) -> pl.DataFrame:
     """Cross-stream edges (src -> _i, lag) for unexplained ops: the other stream's op that ended
     last before the op started, if it ended within the tolerance."""
     ux = h.filter(pl.col("_ux")).select("_i", "_cyc", "device_id", "stream_id", "start_ns", "_typ")
-    empty = pl.DataFrame(schema={"_i": pl.Int64, "_src": pl.Int64, "_lag": pl.Int64})
     if ux.height == 0:
-        return empty
+        return NO_EDGES
     ends = h.select(
         pl.col("_i").alias("_src"),
         "_cyc",
@@ -68,7 +67,7 @@ def wait_edges(h: pl.DataFrame) -> pl.DataFrame:
     return (
         j.select("_i", "_src", (pl.col("start_ns") - pl.col("_e")).alias("_lag"))
         if j.height
-        else empty
+        else NO_EDGES
     )
 
 
