@@ -28,7 +28,7 @@ Algorithm (after Chromium Pinpoint):
    - differs from neither: undecided -> 2 more runs at X, up to --max-runs; still undecided at the
      cap: decided by which end X is closer to, and flagged (`by: "closeness"`) in the log.
    Several followed contributors vote, each weighing its |GOOD->BAD change|: like bad (good)
-   when those saying so hold more than half the weight, else undecided (bisect_search.vote).
+   when those saying so hold more than half the weight, else undecided (bisect_step.vote).
    A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).
@@ -37,7 +37,7 @@ Algorithm (after Chromium Pinpoint):
    part of the change, and for every later culprit, the step is measured again on N fresh runs
    of parent and culprit captured interleaved (drift between run sets captured minutes apart
    had put a true half at 0.87, CI from 0.68). Whether to look beside it
-   (capture/bisect_search._rest, _side): when that CI reaches below SHARE_TO_CONTINUE (60 %), the
+   (capture/bisect_rest.py): when that CI reaches below SHARE_TO_CONTINUE (60 %), the
    ranges on both sides (GOOD..parent and culprit..BAD) are tested, first on the runs already
    captured (no cost). A range is searched (the same way, up to MAX_CULPRITS culprits) only once
    its change is confirmed on N fresh runs of both its ends captured interleaved
@@ -64,7 +64,6 @@ during runs leaves that state: the same command again continues.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -72,17 +71,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from capture import bisect_ends as be
+from capture import bisect_follow as bf
 from capture import bisect_pool as bp
 from capture import outdir as od
 from capture import worktree as wt
+from capture.bisect_follow import Q
 from capture.runner import CaptureSpec
 from capture.runsets import capture_runsets, plan_sets
 from tracediff import runset as rs
 from tracediff.engine.compare import compare
-from tracediff.engine.split import part_of
 from tracediff.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.parse import sides
 
@@ -117,17 +115,6 @@ class BisectSpec:
     cycle: str | None = None
     pool: Path | None = None  # --pool DIR: runs taken from there first (capture/bisect_pool.py)
     suspects: bool = True  # order the search by the commit suspects (capture/bisect_order.py)
-
-
-@dataclass
-class Q:
-    """One followed quantity at one comparison: its change and whether it is significant."""
-
-    name: str
-    delta: float
-    significant: bool
-    p: float | None
-    ci: tuple[float, float]
 
 
 @dataclass
@@ -391,71 +378,15 @@ class Bisection:
             return None
         return out / a[:12], out / z[:12]
 
-    # ---- what is followed ------------------------------------------------------------------
+    # ---- what is followed (capture/bisect_follow.py) ---------------------------------------
 
     def follow(self, c: Any, level: float) -> be.Ends:
-        """What the ends' comparison found to have moved, by capture/bisect_ends.py's rule at a
-        look whose cycle-time level is `level` (follow None: nothing yet)."""
-        att = c.attribution
-        if self.spec.contributor is not None:
-            rows = att.filter(pl.col("name").str.contains(self.spec.contributor))
-        elif be.cycle_time_moved(c, level):
-            return be.Ends({"what": "cycle time", "rows": []}, [], level)
-        elif att.height > 0 and bool((att["kind"] == "host").all()):
-            rows = att
-        else:
-            rows = att.with_columns(part_of()).filter(pl.col("part") == "gpu_work")
-        picked, left_out = be.pick_rows(rows)
-        follow = {"what": "contributors", "rows": _rows(picked)} if picked.height else None
-        return be.Ends(follow, left_out, level)
+        """What the ends' comparison found to have moved (bisect_follow.follow)."""
+        return bf.follow(c, self.spec.contributor, level)
 
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
-        if follow["what"] == "cycle time":
-            return [
-                Q("cycle time", c.delta_ms_per_cycle, bool(c.significant), c.p_value, c.delta_ci95)
-            ]
-        out = []
-        for key in follow["rows"]:
-            row = c.attribution.filter(_row_is(key))
-            if row.height == 0:
-                out.append(Q(row_label(key), 0.0, False, None, (math.nan, math.nan)))
-                continue
-            r = row.row(0, named=True)
-            out.append(
-                Q(
-                    row_label(key),
-                    float(r["delta_ms_per_cycle"]),
-                    bool(r["significant"]),
-                    None,
-                    (float(r["ci95_low"]), float(r["ci95_high"])),
-                )
-            )
-        return out
-
-
-ROW_KEY = ("kind", "name", "phase", "device_id")
-"""What names one attribution row in every comparison of a bisection: a copy's name alone is
-not enough (the H200 culprit moved two "Memcpy DtoD" rows, in verify and in draft, and
-a key of kind and name measured the first of them twice)."""
-
-
-def _rows(rows: pl.DataFrame) -> list[list[Any]]:
-    cols = [c for c in ROW_KEY if c in rows.columns]
-    return [list(r) for r in rows.select(cols).iter_rows()]
-
-
-def _row_is(key: list[Any]) -> pl.Expr:
-    """The attribution row of a followed key ([kind, name] in a state file of older code)."""
-    cond = pl.lit(True)
-    for col, v in zip(ROW_KEY, key, strict=False):
-        cond &= pl.col(col).is_null() if v is None else pl.col(col) == v
-    return cond
-
-
-def row_label(key: list[Any]) -> str:
-    """A followed row as the report names it: the contributor, and its phase where it has one."""
-    name, phase = key[1], key[2] if len(key) > 2 else None
-    return f"{name} in {phase}" if phase else str(name)
+        """The followed quantities in comparison c (bisect_follow.quantities)."""
+        return bf.quantities(c, follow)
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> str | None:

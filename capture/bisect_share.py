@@ -25,7 +25,7 @@ Two things made the share's CI miss the truth (two culprits each adding half: 0.
    side: honest about what 4 runs can tell.
 
 `share_of_range_ci95`, the CI over the range's point change that decides whether to look beside
-a culprit (capture/bisect_search._rest), is not this interval: it is the issue's rule ("the step
+a culprit (capture/bisect_rest.rest), is not this interval: it is the issue's rule ("the step
 explains < 60 %"), and with the ends' error added a lone culprit's share at 4 runs would always
 reach below 60 %.
 """
@@ -36,7 +36,8 @@ import math
 import time
 from typing import Any
 
-from capture.bisect import Bisection, Q
+from capture.bisect import Bisection
+from capture.bisect_follow import Q
 
 
 def ratio_ci(num: tuple[float, float], den: tuple[float, float]) -> list[float]:

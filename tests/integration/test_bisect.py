@@ -280,7 +280,7 @@ TWO_SEEDS = int(os.environ.get("BISECT_TWO_SEEDS", "0") or 0)
 def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
     """Two commits each add half the change: both found, each with its share. The search lands on
     either (both are half); a step on the commits between them differs from both ends, which is
-    what sends bisect into the range on that step's side (capture/bisect_search._rest).
+    what sends bisect into the range on that step's side (capture/bisect_rest.rest).
     BISECT_TWO_SEEDS=K runs it over K seeds (2-4 min each on the shared 2-core machine)."""
     half = SLOW_MS
     commits = [

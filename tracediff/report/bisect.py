@@ -56,8 +56,9 @@ def _order_line(r: dict[str, Any]) -> str | None:
 CHOSEN = {"suspect": "[suspect]", "toward suspect": "[toward the suspect]"}
 
 
-def _where(t: dict[str, Any]) -> str:
-    """A contributor and its phase (a copy's name alone names several rows)."""
+def where(t: dict[str, Any]) -> str:
+    """A contributor and its phase (a copy's name alone names several rows): the top
+    contributors of a culprit, and bisect's followed rows (capture/bisect_follow.row_label)."""
     return f"{t['name']} in {t['phase']}" if t.get("phase") else str(t["name"])
 
 
@@ -124,7 +125,7 @@ def render_table(r: dict[str, Any]) -> str:
         for t in c["top_contributors"]:
             sig = "significant" if t["significant"] else "not significant"
             out.append(
-                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {_where(t)}  ({sig})"
+                f"    {t['delta_ms_per_cycle']:+9.3f} ms  {t['kind']:<8} {where(t)}  ({sig})"
             )
         out.append(f"  open: {c['compare_command']}")
         out.append("")
