@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from tracediff.errors import TracediffError
 from tracediff.parse.kineto import events, read_kineto, scan
-from tracediff.parse.kineto.fields import ARG_FIELDS, ARG_KEYS, CATEGORY_ROLE
+from tracediff.parse.kineto.fields import ARG_FIELDS, ARG_KEYS, CATEGORY_ROLE, ROLE_NAMES
 
 DATA = Path(__file__).parent.parent / "data"
 REAL = sorted((DATA / "kineto").glob("*.json.gz")) + sorted((DATA / "h200").glob("k_*.json.gz"))
@@ -236,6 +236,9 @@ def _same_but_names(plain: Any, coded: Any) -> None:
     """Dictionary-encoded names ('d') read as the plain ones ('s'); every other column equal."""
     a, b = _joined(_flat(plain)[1]), _joined(_flat(coded)[1])
     assert a.keys() == b.keys() and scan._CODED in a
+    # the coded role has no duration_ns (fields.CODED_NAMES): name, pid, tid, start_ns, end_ns
+    assert len(a[scan._CODED]) == len(b[scan._CODED]) + 1
+    del a[scan._CODED][4]
     for code in a:
         for i, (x, y) in enumerate(zip(a[code], b[code], strict=True)):
             if code == scan._CODED and i == 0:
@@ -286,6 +289,28 @@ def test_dictionary_encoded_names_decode_escapes_and_keep_nulls() -> None:
     assert got.to_pylist()[:10] == ["a", "a", None, "café", "café", '"q"', "", "a", "😀", None]
     assert got.dictionary.to_pylist()[:5] == ["a", "café", '"q"', "", "😀"]
     assert len(got.dictionary) == 3005
+
+
+@pytest.mark.parametrize("first", [0, 1, 7, 8, 9, 16, 17])
+def test_a_columns_first_null_after_valid_rows(first: int) -> None:
+    # a validity bitmap is written only from a column's first null on (the rows before it then
+    # set valid at once): nulls at any place of a byte, and the rows after, read as msgspec's
+    ev = {"ph": "X", "pid": 1, "tid": 2, "dur": 1, "args": {"device": 0, "correlation": 3}}
+    evs = [dict(ev, cat=cat, name=f"n{i}", ts=1.5 + i) for i in range(20) for cat in
+           ("kernel", "python_function")]  # fmt: skip
+    for i in (first, first + 2):
+        for e in evs[2 * i : 2 * i + 2]:
+            del e["dur"]
+    text = ",".join(json.dumps(e) for e in evs).encode()
+    cols = _joined(_flat(_coded(text))[1])
+    want = [None if i in (first, first + 2) else 2_500 + 1000 * i for i in range(20)]
+    kernel, python = (ROLE_NAMES.index(r) + 1 for r in ("kernel", "python"))
+    assert cols[kernel][5][1:] == (20, 2, want)  # end_ns: rows, nulls, values
+    assert cols[python][4][1:] == (20, 2, want)  # (no duration_ns)
+    assert cols[kernel][4][1:] == (20, 2, [None if v is None else 1000 for v in want])
+    assert cols[kernel][1][1:] == (20, 0, [1] * 20)  # pid: no nulls
+    with _file(b'{"traceEvents":[' + text + b"]}") as path:
+        _both(path)
 
 
 # ---- generated traces: JSON text written here, so duplicates, layout and number forms vary ----

@@ -26,7 +26,8 @@
  * A piece of >= 1 MB may be scanned as two parts on two threads (GIL released). Column buffers
  * are handed to Python without a copy (a capsule frees them). One role's names (Python calls:
  * millions of events, a few thousand distinct names) may be dictionary-encoded: int32 codes
- * and each distinct decoded string once, per part, instead of every name's bytes. Every read is bounds-checked;
+ * and each distinct decoded string once, per part, instead of every name's bytes; that role has
+ * no duration_ns column (its calls' ends suffice). Every read is bounds-checked;
  * `make fuzz-kineto` runs it under ASan + UBSan on damaged pieces of real traces.
  */
 #define PY_SSIZE_T_CLEAN
@@ -85,7 +86,17 @@ typedef struct {
     size_t nslot;
 } Col;
 
-static int col_valid(Col *c, int ok) {
+/* The validity bitmap is written only from a column's first null on (before it, every row is
+ * valid and the bitmap would be all ones: col_out hands Python none), so a column without nulls
+ * costs a count per row, not a bit. */
+static int col_valid_slow(Col *c, int ok) {
+    if (!c->nulls) { /* the first null: the rows so far, all valid */
+        size_t full = c->rows >> 3, bytes = (c->rows + 7) >> 3;
+        if (buf_grow(&c->valid, bytes + 1)) return -1;
+        memset(c->valid.p, 0xFF, full);
+        if (bytes > full) c->valid.p[full] = (uint8_t)((1u << (c->rows & 7)) - 1);
+        c->valid.n = bytes;
+    }
     size_t byte = c->rows >> 3;
     if (byte >= c->valid.n) {
         if (buf_grow(&c->valid, 1)) return -1;
@@ -97,6 +108,14 @@ static int col_valid(Col *c, int ok) {
         c->nulls++;
     c->rows++;
     return 0;
+}
+
+static inline int col_valid(Col *c, int ok) {
+    if (ok && !c->nulls) {
+        c->rows++;
+        return 0;
+    }
+    return col_valid_slow(c, ok);
 }
 
 static int col_offset(Col *c, size_t end) {
@@ -542,6 +561,7 @@ typedef struct {
 
 typedef struct {
     int used;
+    int no_dur; /* the dictionary role: no duration_ns column (its calls need only the end) */
     int nargs;
     ArgSpec args[MAX_ARGS];
     Col cols[BASE_COLS + MAX_ARGS];
@@ -629,17 +649,52 @@ static int put_string(S *s, Col *c, const Val *v) {
     return 0;
 }
 
-/* A hash of a string's bytes for the dictionary's table (never stored: codes are positions). */
+static inline uint64_t hash_lane(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+    return h ^ (h >> 32);
+}
+
+/* A hash of a string's bytes for the dictionary's table (never stored: codes are positions).
+ * Four independent lanes over 32-byte blocks: one chain of multiplies was most of a name's
+ * lookup (~60 cycles for a 90-byte Python frame name); the last 1..31 bytes by 8-byte loads,
+ * the final one ending at the string's end (overlapping the one before: the length is hashed). */
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
-    for (; n >= 8; p += 8, n -= 8) {
+    uint64_t a = 0x9E3779B97F4A7C15ULL ^ n, b = 0xC2B2AE3D27D4EB4FULL, c = 0x165667B19E3779F9ULL,
+             d = 0x27D4EB2F165667C5ULL, w;
+    const uint8_t *e = p + n;
+    for (; e - p >= 32; p += 32) {
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
-        h ^= h >> 32;
+        a = hash_lane(a, w);
+        memcpy(&w, p + 8, 8);
+        b = hash_lane(b, w);
+        memcpy(&w, p + 16, 8);
+        c = hash_lane(c, w);
+        memcpy(&w, p + 24, 8);
+        d = hash_lane(d, w);
     }
-    w = 0;
-    if (n) memcpy(&w, p, n);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    size_t r = (size_t)(e - p); /* 0..31 */
+    if (r >= 8) {
+        memcpy(&w, p, 8);
+        a = hash_lane(a, w);
+    }
+    if (r >= 16) {
+        memcpy(&w, p + 8, 8);
+        b = hash_lane(b, w);
+    }
+    if (r >= 24) {
+        memcpy(&w, p + 16, 8);
+        c = hash_lane(c, w);
+    }
+    if (r & 7) {
+        w = 0;
+        if (n >= 8)
+            memcpy(&w, e - 8, 8);
+        else
+            for (size_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
+        d = hash_lane(d, w);
+    }
+    uint64_t h = (a ^ (b << 21 | b >> 43)) * 0xC4CEB9FE1A85EC53ULL + (c ^ (d << 43 | d >> 21));
+    h *= 0xFF51AFD7ED558CCDULL;
     return h ^ (h >> 29);
 }
 
@@ -830,7 +885,12 @@ static int ns_of(S *s, const Val *v, int required, int64_t *ns, int *ok) {
         if (!(fabs(d) < TIME_LIMIT)) return refuse(s, "a time beyond any clock");
         double whole = floor(d);
         if (fabs(d) >= EXACT_LIMIT && d != whole) return refuse(s, "a time coarser than 1 ns");
-        *ns = (int64_t)whole * 1000 + (int64_t)nearbyint((d - whole) * 1000.0);
+        /* nearbyint's round half to even (the default rounding mode) by adding and taking
+         * away 1.5 * 2**52: the same for 0 <= x <= 1000, without the libm call, which saves
+         * and restores the floating-point environment on every time */
+        double x = (d - whole) * 1000.0;
+        double r = (x + 6755399441055744.0) - 6755399441055744.0;
+        *ns = (int64_t)whole * 1000 + (int64_t)r;
         *ok = 1;
     } else if (v->type == V_MISSING || v->type == V_NULL) {
         if (required) return refuse(s, "an event without ts");
@@ -854,7 +914,7 @@ static int emit(S *s, Role *r, const Val *base, const Val *vals) {
                                 : put_string(s, &r->cols[0], &base[0])) ||
         put_int(s, &r->cols[1], &base[1]) ||
         put_int(s, &r->cols[2], &base[2]) || put_ns(s, &r->cols[3], ts, ts_ok) ||
-        put_ns(s, &r->cols[4], dur, dur_ok) ||
+        (!r->no_dur && put_ns(s, &r->cols[4], dur, dur_ok)) ||
         /* end_ns wraps past int64 as polars' start + duration does (no undefined overflow) */
         put_ns(s, &r->cols[5], dur_ok ? (int64_t)((uint64_t)ts + (uint64_t)dur) : 0, dur_ok))
         return -1;
@@ -1035,6 +1095,7 @@ static Scan *scan_new(PyObject *cats, PyObject *roles, int cpu_op, int dict_role
         for (int i = 0; i < BASE_COLS; i++)
             if (col_init(&sc->roles[r].cols[i], i == 0 && r == dict_role ? 'd' : BASE[i]))
                 goto nomem;
+    if (dict_role > 0 && dict_role < MAX_ROLES) sc->roles[dict_role].no_dur = 1;
     PyObject *key, *spec;
     Py_ssize_t pos = 0;
     while (PyDict_Next(roles, &pos, &key, &spec)) {
@@ -1111,15 +1172,16 @@ static PyObject *scan_out(Scan *sc) {
         Role *ro = &sc->roles[r];
         if (!ro->used) continue;
         int ncol = BASE_COLS + ro->nargs;
-        PyObject *cols = PyTuple_New(ncol);
+        PyObject *cols = PyTuple_New(ncol - ro->no_dur);
         if (!cols) goto fail;
-        for (int i = 0; i < ncol; i++) {
+        for (int i = 0, j = 0; i < ncol; i++) {
+            if (i == 4 && ro->no_dur) continue; /* duration_ns */
             PyObject *c = col_out(&ro->cols[i]);
             if (!c) {
                 Py_DECREF(cols);
                 goto fail;
             }
-            PyTuple_SET_ITEM(cols, i, c);
+            PyTuple_SET_ITEM(cols, j++, c);
         }
         PyObject *k = PyLong_FromLong(r);
         int bad = !k || PyDict_SetItem(out_roles, k, cols);
@@ -1179,7 +1241,8 @@ static const uint8_t *split_point(const uint8_t *a, const uint8_t *e) {
  *   cpu_op: the code whose events are only returned as spans
  *   threads: 2 scans a piece of >= 1 MB as two parts at once (GIL released)
  *   exact: times by the exact clock (the decimal text), else through a double as Python does
- *   dict_role: the role code whose name column is dictionary-encoded ('d'; 0: none)
+ *   dict_role: the role code whose name column is dictionary-encoded ('d'; 0: none); that
+ *   role's columns have no duration_ns (name, pid, tid, start_ns, end_ns)
  * -> ([(events, {code: (column, ...)}, spans bytes (int64 start/end pairs, offsets in buf)),
  *      ...one per part, in order], offset of the `]` or -1)
  *    or (reason str, offset) when the piece is refused */
@@ -1261,6 +1324,7 @@ out:
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS,
      "scan(buf, start, stop, cats, roles, cpu_op, closing, threads, exact[, dict_role]) -> "
+     "(dict_role: no duration_ns) "
      "([(events, {role: columns}, "
      "spans), ...], close) or "
      "(reason, offset): the wanted columns of a piece of a Kineto traceEvents array"},

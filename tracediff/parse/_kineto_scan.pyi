@@ -45,4 +45,5 @@ def scan(
     each decoded role code, its (args key, kind) pairs; cpu_op: the code whose events are only
     returned as spans; threads: 2 lets a piece of >= 1 MB be scanned as two parts at once;
     exact: times from the decimal text rather than through a double; dict_role: the role code
-    whose name column comes dictionary-encoded ('d'), 0 for none."""
+    whose name column comes dictionary-encoded ('d'), 0 for none; that role's columns have no
+    duration_ns (name, pid, tid, start_ns, end_ns)."""

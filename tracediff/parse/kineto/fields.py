@@ -98,7 +98,9 @@ BASE_COLUMNS: dict[str, pl.DataType] = {
 CODED_NAMES = "python"
 """The role whose `name` column is dictionary-encoded (a Categorical in its frame): one name per
 Python call, millions of them, a few thousand distinct. The native scanner writes codes and each
-distinct name once (`_kineto_scan.c` 'd' columns); the msgspec path encodes its strings."""
+distinct name once (`_kineto_scan.c` 'd' columns); the msgspec path encodes its strings. Its
+columns have no `duration_ns`: stack resolution reads only the end (8 bytes a call less, for
+millions of calls; a missing `dur` still leaves the end null and is counted)."""
 
 
 def dtype(field: str) -> pl.DataType:
@@ -110,5 +112,8 @@ def dtype(field: str) -> pl.DataType:
 
 def schema(role: str) -> dict[str, pl.DataType]:
     """A role's frame columns, in order: BASE_COLUMNS, then its ARG_FIELDS."""
-    base = {**BASE_COLUMNS, "name": pl.Categorical()} if role == CODED_NAMES else BASE_COLUMNS
+    base = BASE_COLUMNS
+    if role == CODED_NAMES:
+        base = {c: t for c, t in BASE_COLUMNS.items() if c != "duration_ns"}
+        base["name"] = pl.Categorical()
     return {**base, **{f: dtype(f) for f in ARG_FIELDS[role]}}

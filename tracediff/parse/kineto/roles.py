@@ -81,7 +81,7 @@ class Roles:
         self.no_ts = 0
         self._cols: dict[str, dict[str, list[Any]]] = {r: {} for r in ARG_FIELDS}
         self._frames: dict[str, list[pl.DataFrame]] = {}  # compacted, in trace order
-        self._coded: list[pa.Table] = []  # the CODED_NAMES role's, compacted (`table`)
+        self._coded: dict[str, list[Any]] = {}  # the CODED_NAMES role's arrays (`table`)
         self._seen: set[Any] = set()  # annotation names (ProfilerStep#N once is enough)
         self._steps: list[_Step] = []
         self._ids: dict[Any, Any] = {None: None}  # pid/tid strings already read as ints
@@ -114,7 +114,8 @@ class Roles:
             if role == "annotation":
                 for a in cols["name"]:
                     self._seen.update(pc.unique(a).to_pylist())
-            self.clock.missing_dur += sum(a.null_count for a in cols["duration_ns"])
+            # an end is null exactly where the dur is (the Python calls have no duration_ns)
+            self.clock.missing_dur += sum(a.null_count for a in cols["end_ns"])
         if sc.ops:
             self._cpu_ops(sc.ops)
 
@@ -126,7 +127,8 @@ class Roles:
         other.compact()
         for role, frames in other._frames.items():
             self._frames.setdefault(role, []).extend(frames)
-        self._coded += other._coded
+        for name, arrs in other._coded.items():
+            self._coded.setdefault(name, []).extend(arrs)
         self._seen |= other._seen
         self._steps += other._steps
         self.clock.merge(other.clock)
@@ -175,7 +177,8 @@ class Roles:
             start = clock.ns_of(pl.Series(clock.doubles(ts, "ts", role)), "ts", role)
             length = clock.ns_of(pl.Series(clock.doubles(dur, "dur", role)), "dur", role)
         _append(cols, "start_ns", start.to_arrow())
-        _append(cols, "duration_ns", length.to_arrow())
+        if role != CODED_NAMES:  # (the Python calls: no duration_ns, fields.CODED_NAMES)
+            _append(cols, "duration_ns", length.to_arrow())
         _append(cols, "end_ns", (start + length).to_arrow())
         if fields:
             recs = _args(_columns(evs, "args")[0], fields)
@@ -240,8 +243,9 @@ class Roles:
         """The chunks' columns so far → one frame per role (a segment's: converting it in the
         process that read it takes that work off the final, single-process step)."""
         for role, cols in self._cols.items():
-            if cols and role == CODED_NAMES:
-                self._coded.append(_arrow(cols))
+            if cols and role == CODED_NAMES:  # joined once, by `table`
+                for name, arrs in cols.items():
+                    self._coded.setdefault(name, []).extend(arrs)
             elif cols:
                 self._frames.setdefault(role, []).append(self._convert(role, cols))
         self._cols = {r: {} for r in ARG_FIELDS}
@@ -250,15 +254,20 @@ class Roles:
         """The CODED_NAMES role's rows (the Python calls), in trace order, as one Arrow table of
         one chunk per column, `name` a dictionary array: not a polars frame, since stack
         resolution reads only numpy arrays and the names' codes of it (a frame's conversion
-        and categoricals cost ~1 ms of the SGLang trace's parse, 0.26 s of a 1 M-kernel one)."""
-        cols = self._cols.pop(CODED_NAMES, {})
-        parts, self._coded = self._coded, []
-        if cols:
-            parts.append(_arrow(cols))
-        if not parts:
+        and categoricals cost ~1 ms of the SGLang trace's parse, 0.26 s of a 1 M-kernel one).
+
+        The pieces' arrays are joined here once, not per segment first (`compact` keeps them):
+        each copy of millions of calls' columns is fresh memory, and its page faults were most
+        of the cost (two copies: 0.36 s of a generated 1 M-kernel trace's parse)."""
+        cols = self._coded
+        for name, arrs in self._cols.pop(CODED_NAMES, {}).items():
+            cols.setdefault(name, []).extend(arrs)
+        self._coded = {}
+        if not cols:
             return _CODED_SCHEMA.empty_table()
-        # one chunk per column: the parts' dictionaries unified into one
-        return (parts[0] if len(parts) == 1 else pa.concat_tables(parts)).combine_chunks()
+        return pa.Table.from_arrays(
+            [_joined_calls(cols[c]) for c in _CODED_SCHEMA.names], schema=_CODED_SCHEMA
+        )
 
     def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
         return pl.from_arrow(pa.table({c: _joined(cols[c]) for c in schema(role)}))  # type: ignore[return-value]
@@ -270,12 +279,6 @@ _CODED_SCHEMA = pa.schema(
 )
 
 
-def _arrow(cols: dict[str, list[Any]]) -> pa.Table:
-    return pa.Table.from_arrays(
-        [_joined(cols[c]) for c in _CODED_SCHEMA.names], schema=_CODED_SCHEMA
-    )
-
-
 def _joined(parts: list[pa.Array]) -> Any:
     """One array of a column's chunks (half the cost of handing polars the chunks), or the
     chunks as they are where joined strings would pass Arrow's 2 GB offsets."""
@@ -283,6 +286,17 @@ def _joined(parts: list[pa.Array]) -> Any:
         return pa.concat_arrays(parts)
     except pa.ArrowInvalid:  # pragma: no cover - > 2 GB of one role's text in one segment
         return pa.chunked_array(parts)
+
+
+def _joined_calls(parts: list[pa.Array]) -> Any:
+    """A Python-call column's chunks joined (`Roles.table`): integers without nulls by numpy
+    (its big arrays get transparent huge pages: a fault per 2 MB instead of per 4 KB), the
+    Arrow array then holding numpy's memory."""
+    if len(parts) == 1:
+        return parts[0]
+    if parts[0].type == pa.int64() and not any(p.null_count for p in parts):
+        return pa.array(np.concatenate([p.to_numpy() for p in parts]))
+    return _joined(parts)
 
 
 def _true(mask: pa.Array) -> list[int]:

@@ -126,6 +126,8 @@ def scan(
         for code, cols in sorted(per_role.items()):
             role = ROLE_NAMES[code - 1]
             into = roles.setdefault(role, {c: [] for c in _COLUMNS[role]})
+            if role == CODED_NAMES and len(cols) == len(_COLUMNS[role]) + 1:
+                cols = cols[:4] + cols[5:]  # an older build's duration_ns
             for c, col in zip(_COLUMNS[role], cols, strict=True):
                 a = _array(col)
                 if role == CODED_NAMES and c == "name" and col[0] == "s":
