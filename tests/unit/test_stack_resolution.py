@@ -200,3 +200,78 @@ def test_native_holding_picks_the_calls_numpy_picks(order: str) -> None:
         assert np.array_equal(launch_stacks._holding(mids, s, e), want)
     with pytest.raises(ValueError):
         launch_stacks._holding(np.array([5, 1]), s, e)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C", "numpy"])
+@pytest.mark.parametrize("frames", ["same thread", "two threads"])
+@pytest.mark.parametrize("seed", range(3))
+def test_one_launching_thread_resolves_by_the_rules(
+    seed: int, frames: str, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # API calls on one thread: the frame calls are picked from the whole arrays (those of other
+    # threads skipped in the pick itself, no sortable keys built), in C and in numpy alike
+    if not native:
+        monkeypatch.setattr(launch_stacks, "_stack_walk", None)
+    rng = np.random.default_rng(100 + seed)
+    n, m = 150, 40
+    pid = np.ones(n, np.int64) if frames == "same thread" else rng.integers(1, 3, n)
+    tid = np.ones(n, np.int64) if frames == "same thread" else rng.integers(1, 3, n)
+    s = rng.integers(0, 60, n) * 10
+    e = s + rng.choice([0, 10, 20, 50, 100, 300], n)
+    e[:5] = s[:5] - 1  # ends before starts: no frame of anything
+    text = [f"f.py({i % 17}): fn{i % 17}" for i in range(n)]
+    cp, ct, cm = np.ones(m, np.int64), np.ones(m, np.int64), rng.integers(0, 1400, m)
+    got = launch_stacks.resolve(cp, ct, cm, pid, tid, s, e, pl.Series(text))
+    st, _, fr = got.stack_rows
+    texts = dict(zip(got.frame_ids.tolist(), got.frame_texts.to_pylist(), strict=True))
+    want = _reference(pid, tid, s, e, text, cp, ct, cm)
+    assert any(want) and not all(want)
+    for i, w in enumerate(want):
+        sid = int(got.stack_id[i])
+        assert ([texts[f] for f in fr[st == sid]] if sid else []) == w, i
+
+
+def test_native_launches_give_numpy_launches() -> None:
+    # _stack_walk.launches: each midpoint's stack id, and one frame call per distinct stack (the
+    # first in midpoint order; numpy's pick is another one of the same hash)
+    rng = np.random.default_rng(3)
+    h = rng.integers(1, 40, 500).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    cur = rng.integers(-1, 500, 20000)  # -1: no frame call holds the midpoint
+    sid, leaves = launch_stacks._launches_native(cur, h)
+    want_sid, want_rep = launch_stacks._launches_numpy(cur, h)
+    assert np.array_equal(sid, want_sid)
+    assert sorted(h[leaves].tolist()) == sorted(h[want_rep].tolist())
+    assert len(set(h[leaves].tolist())) == len(leaves) == 39
+    found = cur[cur >= 0]
+    first = {}
+    for c in found.tolist():
+        first.setdefault(int(h[c]), c)
+    assert leaves.tolist() == list(first.values())
+    none = launch_stacks._launches_native(np.full(3, -1), h)
+    assert not none[1].size and not none[0].any()
+    walk = launch_stacks._stack_walk
+    assert walk is not None
+    out = (np.empty(2, np.int64), np.empty(2, np.int64))
+    for bad in (np.array([0, 500]), np.array([0, 1])):  # beyond h; a 0 hash
+        hh = h.copy()
+        hh[1] = 0
+        with pytest.raises(ValueError):
+            walk.launches(bad, hh if bad[1] == 1 else h, *out)
+    with pytest.raises(ValueError):
+        walk.launches(np.array([0, 1, 2]), h, *out)  # outputs too short
+
+
+def test_native_holding_skips_the_calls_not_ok() -> None:
+    rng = np.random.default_rng(11)
+    s = np.sort(rng.integers(0, 5000, 5000))
+    e = s + rng.choice([-1, 0, 5, 40, 700], len(s))
+    mids = np.sort(rng.integers(0, 5500, 200))
+    ok = rng.random(len(s)) < 0.6
+    got = launch_stacks._holding(mids, s, e, ok)
+    j = np.searchsorted(mids, s, "left")
+    want = np.flatnonzero((j < len(mids)) & (mids[np.minimum(j, len(mids) - 1)] <= e) & ok)
+    assert np.array_equal(got, want) and 0 < len(got) < ok.sum()
+    walk = launch_stacks._stack_walk
+    assert walk is not None
+    with pytest.raises(ValueError):
+        walk.holding(mids, s, e, np.empty(len(s), np.int64), ok[:-1])

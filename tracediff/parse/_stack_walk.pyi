@@ -25,7 +25,13 @@ def walk(
     and cur (int64) written in place. ValueError on lengths that do not match or unsorted
     starts or midpoints."""
 
-def holding(mids: Array, s: Array, e: Array, out: Array, /) -> int:
+def holding(mids: Array, s: Array, e: Array, out: Array, ok: Array = ..., /) -> int:
     """mids sorted (int64), s and e (int64, any order) -> k: out[:k] = the positions i,
-    ascending, whose [s[i], e[i]] holds some midpoint. ValueError on unsorted midpoints or
-    lengths that do not match."""
+    ascending, whose [s[i], e[i]] holds some midpoint (with ok, a bool per call: only where
+    ok[i]). ValueError on unsorted midpoints or lengths that do not match."""
+
+def launches(cur: Array, h: Array, sid: Array, leaves: Array, /) -> int:
+    """cur (int64 per midpoint: its launching frame call or -1), h (uint64 stack hash per frame
+    call, never 0) -> k: sid (int64 per midpoint) = h[cur] or 0, leaves[:k] = one frame call per
+    distinct hash among them, the first in midpoint order. ValueError on a cur beyond h, a 0
+    hash, or lengths that do not match."""

@@ -26,7 +26,8 @@ Depth is counted, not swept: calls started before less calls ended before the st
 callers, hashes and the launching calls then come from one forward pass in C (_stack_walk.c:
 a caller always precedes its callees in start order); `_walk_numpy` computes the same arrays
 (one numpy step per nesting level) where the module is not built, and the tests hold the two
-equal. No Python loop runs over events: only over distinct frame texts (their hashes, their
+equal; so do `_launches_native` / `_launches_numpy` (each API call's stack id, one frame call
+per distinct stack). No Python loop runs over events: only over distinct frame texts (their hashes, their
 addresses removed by Python's re, cheaper to start than pyarrow's regex kernels). The polars
 version (as-of joins, one mask per thread) took 12 ms on the SGLang prefill-decode trace and
 1.5-2.9 s on a generated 1 M-kernel trace (2.4 M Python calls); the numpy one 5 ms and
@@ -116,47 +117,64 @@ def resolve(
     if not n_calls or not len(start):
         return _none(n_calls)
     c_thr, f_thr, n_thr = _threads(call_pid, call_tid, pid, tid)
-    on = end >= start
-    if f_thr is not None:
-        on &= f_thr >= 0
-    rows = None if on.all() else np.flatnonzero(on)
+    # only frame calls that hold some API call's midpoint can be frames of a launch stack: the
+    # first midpoint at or after a call's start is at most its end. Picked before the sort, so
+    # that only these are sorted (on the SGLang prefill-decode trace 8310 of 53321)
+    if n_thr == 1:  # the times are the keys; the pick skips the frame calls of other threads
+        c_order = np.argsort(call_mid, kind="stable")
+        mids = call_mid[c_order]
+        held = _holding(mids, start, end, None if f_thr is None else f_thr >= 0)
+        return _resolved(n_calls, c_thr, None, c_order, mids, held, start[held], end[held], text)
+    assert f_thr is not None  # several threads: _threads numbered the frame calls' threads
+    on = (end >= start) & (f_thr >= 0)
+    rows: np.ndarray | None = None if on.all() else np.flatnonzero(on)
     if rows is not None and not rows.size:
         return _none(n_calls)
 
     # one sortable int64 per instant: thread × span + time (ranks where that would overflow)
     s, e = (start, end) if rows is None else (start[rows], end[rows])
-    ck = call_mid
-    if n_thr > 1:
-        assert f_thr is not None  # several threads: _threads numbered the frame calls' threads
-        fthr = f_thr if rows is None else f_thr[rows]
-        lo, hi = min(int(s.min()), int(ck.min())), max(int(e.max()), int(ck.max()))
-        span = hi - lo + 1
-        if span * n_thr < 1 << 62:
-            ck = c_thr * span + (ck - lo)
-            s, e = fthr * span + (s - lo), fthr * span + (e - lo)
-        else:
-            u = np.unique(np.concatenate([s, e, ck]))
-            span = len(u)
-            ck = c_thr * span + np.searchsorted(u, ck)
-            s, e = fthr * span + np.searchsorted(u, s), fthr * span + np.searchsorted(u, e)
+    fthr = f_thr if rows is None else f_thr[rows]
+    lo, hi = min(int(s.min()), int(call_mid.min())), max(int(e.max()), int(call_mid.max()))
+    span = hi - lo + 1
+    if span * n_thr < 1 << 62:
+        ck = c_thr * span + (call_mid - lo)
+        s, e = fthr * span + (s - lo), fthr * span + (e - lo)
+    else:
+        u = np.unique(np.concatenate([s, e, call_mid]))
+        span = len(u)
+        ck = c_thr * span + np.searchsorted(u, call_mid)
+        s, e = fthr * span + np.searchsorted(u, s), fthr * span + np.searchsorted(u, e)
 
-    # only frame calls that hold some API call's midpoint can be frames of a launch stack: the
-    # first midpoint at or after a call's start is at most its end. Searched before the sort,
-    # so that only these are sorted (on the SGLang prefill-decode trace 8310 of 53321)
     c_order = np.argsort(ck, kind="stable")
     mids = ck[c_order]
     keep = _holding(mids, s, e)
-    if not keep.size:
-        return _none(n_calls)
     rows = keep if rows is None else rows[keep]
-    s, e = s[keep], e[keep]
+    return _resolved(n_calls, c_thr, f_thr, c_order, mids, rows, s[keep], e[keep], text)
+
+
+def _resolved(
+    n_calls: int,
+    c_thr: np.ndarray,
+    f_thr: np.ndarray | None,
+    c_order: np.ndarray,
+    mids: np.ndarray,
+    rows: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    text: pl.Series | pa.DictionaryArray,
+) -> Stacks:
+    """resolve, from the frame calls `rows` that hold a midpoint (s, e: their keys) and the
+    midpoints' keys in order (mids; c_order: the API calls in that order); f_thr None: one
+    thread."""
+    if not rows.size:
+        return _none(n_calls)
 
     # by thread, start, the longer first, then input order: callers come before callees.
     # Stable sorts only (timsort: traces are nearly in time order; 10x faster than lexsort)
     order = _start_order(s, e)
     s, e = s[order], e[order]
     rows = rows[order]
-    thr = None if n_thr == 1 or f_thr is None else f_thr[rows]
+    thr = None if f_thr is None else f_thr[rows]
 
     # frames: one hash per distinct text (addresses removed), per call through its code
     fd, code, distinct = _frames(text, rows)
@@ -167,16 +185,31 @@ def resolve(
     parent, h, cur = (_walk_native if _stack_walk is not None else _walk_numpy)(
         s, e, thr, fh, mids, mthr
     )
-    found = cur >= 0
-    if not found.any():
+    sid_m, rep = (_launches_native if _stack_walk is not None else _launches_numpy)(cur, h)
+    if not rep.size:
         return _none(n_calls)
-    sid = np.zeros(n_calls, np.int64)
-    sid[c_order] = np.where(found, h[np.maximum(cur, 0)], np.uint64(0)).view(np.int64)
-    # one frame call per distinct launching stack (hash-based: no sort of the calls)
-    hs = np.sort(np.unique_values(h[cur[found]]))
+    sid = np.empty(n_calls, np.int64)
+    sid[c_order] = sid_m
+    return Stacks(sid, *_tables(rep, parent, h, fd, code, distinct))
+
+
+def _launches_native(cur: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_launches_numpy's stack ids, and its frame calls in another order, in one C pass."""
+    assert _stack_walk is not None
+    sid, leaves = np.empty(len(cur), np.int64), np.empty(len(cur), np.int64)
+    k = _stack_walk.launches(cur, h, sid, leaves)
+    return sid, leaves[:k]
+
+
+def _launches_numpy(cur: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stack id per midpoint: its launching frame call's hash, 0 where none; one launching
+    frame call per distinct stack, in any order: _tables takes them as a set)."""
+    found = cur >= 0
+    sid = np.where(found, h[np.maximum(cur, 0)], np.uint64(0)).view(np.int64)
+    hs = np.sort(np.unique_values(h[cur[found]]))  # hash-based: no sort of the calls
     rep = np.empty(len(hs), np.int64)
     rep[np.searchsorted(hs, h[cur[found]])] = cur[found]
-    return Stacks(sid, *_tables(rep, parent, h, fd, code, distinct))
+    return sid, rep
 
 
 def _frames(
@@ -211,15 +244,21 @@ def _frames(
     return _hash_texts(distinct), code, pa.array(distinct, pa.string())
 
 
-def _holding(mids: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The positions (ascending) of the frame calls whose [s, e] holds some midpoint (sorted)."""
+def _holding(
+    mids: np.ndarray, s: np.ndarray, e: np.ndarray, ok: np.ndarray | None = None
+) -> np.ndarray:
+    """The positions (ascending) of the frame calls whose [s, e] holds some midpoint (sorted;
+    so e >= s), of those where `ok` (bool) is true if given."""
     if _stack_walk is not None:  # a search from the last answer: starts come nearly sorted
         keep = np.empty(len(s), np.int64)
         c = np.ascontiguousarray
-        return keep[: _stack_walk.holding(c(mids, np.int64), c(s, np.int64), c(e, np.int64), keep)]
+        a = (c(mids, np.int64), c(s, np.int64), c(e, np.int64), keep)
+        return keep[: _stack_walk.holding(*a) if ok is None else _stack_walk.holding(*a, c(ok))]
     j = np.searchsorted(mids, s, "left")
     hold = j < len(mids)
     hold &= mids[np.minimum(j, len(mids) - 1)] <= e
+    if ok is not None:
+        hold &= ok
     return np.flatnonzero(hold)
 
 
