@@ -64,8 +64,10 @@ def change_split(attribution: pl.DataFrame) -> ChangeSplit | None:
     if attribution.height == 0 or (attribution["kind"] == "host").all():
         return None
     att = attribution.with_columns(part_of())
+    # maintain_order: a float sum in rows' order, the same every run (an unordered group-by
+    # sums in an order of its threads' making: the last digit differed between runs)
     sums = dict(
-        att.group_by("part")
+        att.group_by("part", maintain_order=True)
         .agg(pl.col("delta_ms_per_cycle").sum(), pl.col("base_ms_per_cycle").sum().alias("base"))
         .select("part", pl.struct("delta_ms_per_cycle", "base"))
         .iter_rows()

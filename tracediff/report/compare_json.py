@@ -121,7 +121,7 @@ def phase_rollup(c: Comparison) -> pl.DataFrame:
     if c.attribution.height == 0:
         return pl.DataFrame(schema={"phase": pl.String, "delta_ms_per_cycle": pl.Float64})
     return (
-        c.attribution.group_by("phase")
+        c.attribution.group_by("phase", maintain_order=True)  # sums in row order: every run alike
         .agg(pl.col("delta_ms_per_cycle").sum())
         .sort(pl.col("delta_ms_per_cycle").abs(), "phase", descending=[True, False])
     )
