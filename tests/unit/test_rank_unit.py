@@ -9,12 +9,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.gen_kineto_nodes import write_kineto_nodes
 from tests.gen_nsys import Straggler, write_report
 from tracediff.commands.compare import load_sides
-from tracediff.engine import rankunit
+from tracediff.engine import rankmerge, rankunit
 from tracediff.engine.compare import compare
 from tracediff.engine.rankrun import RankRun
 from tracediff.report import render
@@ -72,3 +73,35 @@ def test_the_rank_unit_compares_as_the_joined_run(
         assert _json(base, head, layout, Here()) == _json(base, head, layout, None), base
         n_base = len(list(base.iterdir()))
         assert sum(probes) == (n_base if probe_round else 0)
+
+
+def test_the_driver_keeps_only_the_rows_a_critical_gpu_can_have(
+    jobs: list[tuple[Path, Path, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine/rankmerge.py: a file's `long` rows of a device that cannot finish a cycle last are
+    dropped as the file comes back (here re-pruned on every arrival: REPRUNE 1), the run keeps
+    one device's rows per cycle, and the comparison is still the joined run's."""
+    monkeypatch.setattr(rankmerge, "REPRUNE", 1)
+    came, kept, merged = [], [], []
+    arrived, merge = rankmerge.Leaders.arrived, rankmerge.merge
+
+    def counted(self: rankmerge.Leaders, part: object) -> object:
+        came.append(getattr(part, "long", pl.DataFrame()).height)
+        out = arrived(self, part)
+        kept.append(getattr(out, "long", pl.DataFrame()).height)
+        return out
+
+    def merged_run(*a: object) -> object:
+        out = merge(*a)  # type: ignore[arg-type]
+        merged.append(out)
+        return out
+
+    monkeypatch.setattr(rankmerge.Leaders, "arrived", counted)
+    monkeypatch.setattr(rankmerge, "merge", merged_run)
+    base, head, layout = jobs[1]  # 2 nodes x 2 GPUs a side, one file per GPU
+    assert _json(base, head, layout, Here()) == _json(base, head, layout, None)
+    assert len(came) == 8 and sum(kept) < sum(came)
+    for run in merged:
+        per_cycle = run.long.group_by("cycle").agg(pl.col("device_id").n_unique())
+        assert per_cycle["device_id"].max() == 1
+        assert set(run.long["cycle"].unique()) == set(run.cyc["cycle"].unique())

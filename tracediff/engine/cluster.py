@@ -78,9 +78,14 @@ class Dask:
         """A round of per-file work (engine/rankunit.py) on the cluster."""
 
         def run(
-            fn: Callable[[Any], Any], items: Sequence[Any], sides: Sequence[str], verb: str
+            fn: Callable[[Any], Any],
+            items: Sequence[Any],
+            sides: Sequence[str],
+            verb: str,
+            each: rankunit.Each | None = None,
         ) -> list[Any]:
-            return self.gather(fn, items, [_file_of(x) for x in items], sides, say, verb)
+            names = [_file_of(x) for x in items]
+            return self.gather(fn, items, names, sides, say, verb, each)
 
         return run
 
@@ -92,15 +97,17 @@ class Dask:
         sides: Sequence[str],
         say: Callable[[str], None],
         verb: str,
+        each: rankunit.Each | None = None,
     ) -> list[Any]:
         """fn(item) for every item on the workers, in item order; a progress line per item
-        back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`."""
+        back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`;
+        `each(i, result)` kept in place of a result, as it comes back (rankunit.Map)."""
         keys = [_key(verb, sides[i], names[i]) for i in range(len(items))]
         total = {s: sum(x == s for x in sides) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
         out: list[Any] = [None] * len(items)
         for i, value in each_done(self.client, fn, items, names, keys):
-            out[i] = value
+            out[i] = value if each is None else each(i, value)
             done[sides[i]] += 1
             say(progress_line(done, total, verb))
         return out

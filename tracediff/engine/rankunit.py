@@ -32,14 +32,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
 from tracediff.engine import cycles
 from tracediff.engine import ranges as rg
+from tracediff.engine import rankmerge as rm
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.period import RuleMismatch, by_kernel_period, display_name
+from tracediff.engine.period import RuleMismatch, by_kernel_period
 from tracediff.engine.rankrun import RankFile, RankRun
 from tracediff.engine.reduce import FileTask, Reduced, reduce_cut, refusal
 from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
@@ -48,9 +49,23 @@ from tracediff.parse import join as jn
 from tracediff.parse import sanity
 from tracediff.runfile import Run
 
-Map = Callable[[Callable[[Any], Any], Sequence[Any], Sequence[str], str], list[Any]]
-"""How a round runs: map(fn, items, sides, verb) -> results in item order (engine/cluster.py
-on the workers, `local_map` here); `verb` names the progress line ("read", "reduced")."""
+Each = Callable[[int, Any], Any]
+
+
+class Map(Protocol):
+    """How a round runs: map(fn, items, sides, verb, each) -> results in item order
+    (engine/cluster.py on the workers, `local_map` here); `verb` names the progress line
+    ("read", "reduced"); `each(i, result)`, where given, is kept in place of item i's result,
+    called as each comes back (engine/rankmerge.py keeps a file's tables small that way)."""
+
+    def __call__(
+        self,
+        fn: Callable[[Any], Any],
+        items: Sequence[Any],
+        sides: Sequence[str],
+        verb: str,
+        each: Each | None = None,
+    ) -> list[Any]: ...
 
 
 @dataclass
@@ -80,9 +95,9 @@ def scan(item: str | tuple[str, bool]) -> Scanned:
     rng = rg.read_ranges(run)
     rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
                            if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
-    out = Scanned(
-        jn.facts_of(run), sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows
-    )
+    facts = jn.facts_of(run)
+    facts.ends = facts.ends.with_columns(pl.col("name", "comm_id").cast(pl.Categorical))
+    out = Scanned(facts, sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows)
     if probe and rng.height:
         out.coverage, out.n_ops = covered(run, rng)
     return out
@@ -192,7 +207,10 @@ def reduce_sub(sub: Sub) -> Reduced | tuple[int, list[int]]:
     if seg.ops.height == 0:  # finding: none of its GPUs repeats (the driver judges the run)
         out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
         return out
-    return reduce_cut(task, out, run, seg)
+    out = reduce_cut(task, out, run, seg)
+    if out.long.height:
+        out.long = out.long.with_columns(pl.col("kind", "name", "phase").cast(pl.Categorical))
+    return out
 
 
 def _slim(task: FileTask, i: int) -> FileTask:
@@ -230,7 +248,16 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
                 ss = [s for s in ss if t.only[0] in _devices(rr, s.i)]
             plans.append((t, ss, ctx))
     subs = [s for _, ss, _ in plans for s in ss]
-    results = run_map(reduce_sub, subs, [s.task.side for s in subs], "reduced") if subs else []
+    leaders = [rm.Leaders() for _ in plans]
+    of_plan = [k for k, (_, ss, _) in enumerate(plans) for _ in ss]
+
+    def each(j: int, got: Any) -> Any:  # kept small as it comes back (engine/rankmerge.py)
+        return leaders[of_plan[j]].arrived(got)
+
+    sides = [s.task.side for s in subs]
+    results = run_map(reduce_sub, subs, sides, "reduced", each) if subs else []
+    for ld in leaders:  # the parts are the results' (freed once merged)
+        ld.parts.clear()
     at = 0
     out = []
     k_plan = iter(plans)
@@ -240,8 +267,10 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
             continue
         _, ss, ctx = next(k_plan)
         parts = results[at : at + len(ss)]
+        results[at : at + len(ss)] = [None] * len(ss)
         at += len(ss)
-        merged = merge(t, ctx, parts)
+        merged = rm.merge(t, ctx, parts)
+        del parts
         if merged is None:  # no GPU's kernels repeat: the whole run is one cycle
             again = replace(t, rule=CycleRule.whole(), whole=True)
             merged = reduce_runs([again], run_map)[0]
@@ -259,37 +288,32 @@ def in_process(task: FileTask) -> Reduced:
 
 
 def local_map(
-    fn: Callable[[Any], Any], items: Sequence[Any], sides: Sequence[str], verb: str
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    sides: Sequence[str],
+    verb: str,
+    each: Each | None = None,
 ) -> list[Any]:
-    return [fn(x) for x in items]
+    if each is None:
+        return [fn(x) for x in items]
+    return [each(i, fn(x)) for i, x in enumerate(items)]
 
 
-@dataclass
-class Ctx:
-    """What the driver decided for one run's cut (merge reads it)."""
-
-    mode: str
-    rule: CycleRule | None = None
-    moved: list[str] | None = None
-    ranges: pl.DataFrame = field(default_factory=no_ranges)
-    phases: pl.DataFrame = field(default_factory=no_phases)
-
-
-def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
+def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], rm.Ctx]:
     """The run's file tasks and the driver's decisions (module doc), or the run's refusal."""
     rr: RankRun = task.source
     n = len(rr.files)
     rule = task.rule if task.rule is not None else cycles.user_rule(task.cycle)
     if task.whole or (rule is not None and rule.kind == "whole"):
-        ctx = Ctx("whole", CycleRule.whole())
+        ctx = rm.Ctx("whole", CycleRule.whole())
         return [Sub(_slim(task, i), i, "whole") for i in range(n)], ctx
     if rule is not None and rule.kind == "kernel-period":
-        return [Sub(_slim(task, i), i, "period") for i in range(n)], Ctx("period", rule)
+        return [Sub(_slim(task, i), i, "period") for i in range(n)], rm.Ctx("period", rule)
     try:
         if rule is None:
             rule = _found_range(task, rr, run_map)
             if rule is None:
-                return [Sub(_slim(task, i), i, "find") for i in range(n)], Ctx("find")
+                return [Sub(_slim(task, i), i, "find") for i in range(n)], rm.Ctx("find")
             cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
         else:
             if rr.ranges.height == 0:
@@ -299,7 +323,7 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
                 )
             cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
     except AnalysisError as e:
-        out = _empty(task)
+        out = rm.empty(task)
         e = refusal(task, e)
         out.error = (e.message, e.hint)
         return out
@@ -312,7 +336,7 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], Ctx]:
         subs.append(
             Sub(_slim(task, i), i, "range", cyc.filter(mine), phases.filter(mine), rule=rule)
         )
-    return subs, Ctx("range", rule, moved, rng, ph)
+    return subs, rm.Ctx("range", rule, moved, rng, ph)
 
 
 def _pids(rr: RankRun, i: int) -> list[int]:
@@ -345,89 +369,3 @@ def _found_range(task: FileTask, rr: RankRun, run_map: Map) -> CycleRule | None:
         return None
     k = rg.best(cands, covered, n_ops)
     return None if k is None else CycleRule.range_at(cands[k][0])
-
-
-def _empty(task: FileTask) -> Reduced:
-    rr: RankRun = task.source
-    info = Run(tables={}, metadata=dict(rr.metadata), warnings=list(rr.warnings))
-    return Reduced(task.side, task.index, info)
-
-
-def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    frames = [f for f in frames if f.height]
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
-
-
-def merge(task: FileTask, ctx: Ctx, parts: list[Reduced]) -> Reduced | None:
-    """The run's `Reduced` from its files' (module doc); None: finding kernel periods, no GPU
-    of the run repeats (the caller cuts it whole)."""
-    rr: RankRun = task.source
-    out = _empty(task)
-    out.dropped = sum(p.dropped for p in parts)
-    first = [min((rr.relabel.get(d, d) for d in f.ids.values()), default=1 << 30) for f in rr.files]
-    order = sorted(range(len(parts)), key=lambda i: first[i])
-    live = [parts[i] for i in order if not parts[i].no_ops]
-    if not live:
-        if task.rule is None and not task.whole:
-            out.no_ops = True
-        else:
-            e = refusal(task, AnalysisError(
-                f"{rr.path}: the run has no GPU operations",
-                "profile with CUDA tracing on (nsys -t cuda,nvtx)",
-            ))  # fmt: skip
-            out.error = (e.message, e.hint)
-        return out
-    for p in live:
-        if p.mismatch is not None:
-            out.mismatch = p.mismatch
-            return out
-    for p in live:
-        if p.error is not None:
-            out.error = p.error
-            return out
-    if ctx.mode == "find":
-        cuts = sorted((c for p in live for c in p.rule.cuts), key=lambda c: c.device_id)
-        if not cuts:
-            return None
-        out.rule = CycleRule.kernel_period(tuple(cuts), display_name(cuts[0].anchor))
-    else:
-        assert ctx.rule is not None
-        out.rule = ctx.rule
-    if ctx.mode == "range":
-        try:
-            out.seg_warnings = rg.cut_warnings(
-                out.rule, ctx.moved, sum(p.range_counts[2] for p in live),
-                sum(p.range_counts[1] for p in live), sum(p.range_counts[0] for p in live),
-                rr.path,
-            )  # fmt: skip
-        except AnalysisError as e:
-            e = refusal(task, e)
-            out.error = (e.message, e.hint)
-            return out
-    else:
-        out.seg_warnings = [w for p in live for w in p.seg_warnings]
-    out.ranges, out.phases = ctx.ranges, ctx.phases
-    top = int(ctx.ranges["cycle"].max()) if ctx.ranges.height else -1  # type: ignore[arg-type]
-    out.n_cycles = max([p.n_cycles for p in live] + [top + 1])
-    out.devices = sorted({d for p in live for d in p.devices})
-    for name in ("cyc", "long", "coll", "totals", "per_cycle", "seq_stats", "slot_changes"):
-        setattr(out, name, _cat([getattr(p, name) for p in live]))
-    if out.seq_stats.height:
-        out.seq_stats = out.seq_stats.sort(
-            "device_id", "count", "first_cycle", descending=[False, True, False]
-        )
-    out.pairs = _cat([p.pairs for p in live]).unique()
-    sums = [p.stack_sums for p in live if p.stack_sums is not None]
-    out.stack_sums = _cat(sums) if sums else None
-    from tracediff.engine import sources
-
-    out.frames = sources.frames_joined([p.frames for p in live])
-    if task.keep_ops:  # the TUI's events of a run set: every file's ops (in-process only)
-        kept = [p.ops for p in live if p.ops is not None and p.ops.height]
-        out.ops = pl.concat(kept, how="diagonal_relaxed") if kept else None
-    for p in live:
-        out.tops.update(p.tops)
-        out.used.update(p.used)
-        if out.template is None and p.template is not None:
-            out.template = p.template
-    return out

@@ -1,0 +1,193 @@
+"""The driver's side of a run of rank files: each file's reduced tables kept small as they come
+back, then put together into the run's `Reduced`.
+
+Stage: engine (after engine/rankunit.py's `reduce` round, before engine/join.py's driver join).
+Input: what the driver decided for the run's cut (`Ctx`) and each file's `Reduced` as a worker
+sent it; output: the run's `Reduced`, the same tables the joined run's reduction gives.
+
+What the driver keeps of a file: the join reads a file's `long` rows (per cycle, device and
+contributor) only where that device finished the cycle last in its run (engine/join.py
+`contributions`: the critical GPU, `cycles_of`'s rule: the later end, then the longer span,
+then the lower device). A run's cycles are its own (engine/runsets.py numbers each run's
+after the one before), so the critical device of a cycle is decided among the run's files
+alone. `Leaders` follows, per cycle, the device leading among the files back so far: a row of
+any other device can never become critical, and is dropped as its file comes back (rows of a
+device that led and was overtaken are dropped now and then); `merge` keeps only the final
+leaders' rows. Of a run of 512 rank files that keeps one GPU's rows per cycle, not 512.
+The collective instances (`coll`) are all kept: the wait for the last rank needs every rank's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracediff.engine import ranges as rg
+from tracediff.engine import sources
+from tracediff.engine.period import display_name
+from tracediff.engine.rankrun import RankRun
+from tracediff.engine.reduce import FileTask, Reduced, refusal
+from tracediff.engine.segmentation import CycleRule, no_phases, no_ranges
+from tracediff.errors import AnalysisError
+from tracediff.runfile import Run
+
+KEY = ["cycle", "device_id"]
+REPRUNE = 200_000
+"""Kept `long` rows of a run past which (and past twice the count after the last time) the
+files back so far are pruned again to the current leaders."""
+
+
+@dataclass
+class Ctx:
+    """What the driver decided for one run's cut (merge reads it)."""
+
+    mode: str
+    rule: CycleRule | None = None
+    moved: list[str] | None = None
+    ranges: pl.DataFrame = field(default_factory=no_ranges)
+    phases: pl.DataFrame = field(default_factory=no_phases)
+
+
+def _first(lead: pl.DataFrame) -> pl.DataFrame:
+    """Per cycle, its leading row of `lead` (cycle, device_id, end_ns, span_ns)."""
+    order = ["cycle", "end_ns", "span_ns", "device_id"]
+    return lead.sort(order, descending=[False, True, True, False]).unique(
+        "cycle", keep="first", maintain_order=True
+    )
+
+
+def leading(cyc: pl.DataFrame) -> pl.DataFrame:
+    """cycle, device_id, end_ns, span_ns: per cycle of `cyc` (Reduced.cyc) the device that
+    finished it last (module doc)."""
+    return _first(
+        cyc.select(
+            "cycle",
+            pl.col("device_id").cast(pl.Int32),
+            "end_ns",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"),
+        )
+    )
+
+
+def on_leaders(long: pl.DataFrame, lead: pl.DataFrame) -> pl.DataFrame:
+    """`long`'s rows of each cycle's leading device, in their order."""
+    if long.height == 0:
+        return long
+    keys = lead.select(pl.col(k).cast(long.schema[k]) for k in KEY)
+    return long.join(keys, on=KEY, how="semi", maintain_order="left")
+
+
+class Leaders:
+    """One run's leading device per cycle among its files back so far (module doc)."""
+
+    def __init__(self) -> None:
+        self.lead: pl.DataFrame | None = None
+        self.parts: list[Reduced] = []
+        self.rows = 0
+        self.floor = REPRUNE
+
+    def arrived(self, part: Any) -> Any:
+        """A file's result as it comes back, its `long` rows of devices that cannot lead
+        dropped; anything but a reduced file with cycles as it is."""
+        if not isinstance(part, Reduced) or part.cyc.height == 0:
+            return part
+        mine = leading(part.cyc)
+        self.lead = mine if self.lead is None else _first(pl.concat([self.lead, mine]))
+        part.long = on_leaders(part.long, self.lead)
+        self.parts.append(part)
+        self.rows += part.long.height
+        if self.rows > 2 * self.floor:
+            for p in self.parts:
+                p.long = on_leaders(p.long, self.lead)
+            self.rows = sum(p.long.height for p in self.parts)
+            self.floor = max(self.rows, REPRUNE)
+        return part
+
+
+def empty(task: FileTask) -> Reduced:
+    """The run's `Reduced` with no tables: its metadata and warnings."""
+    rr: RankRun = task.source
+    info = Run(tables={}, metadata=dict(rr.metadata), warnings=list(rr.warnings))
+    return Reduced(task.side, task.index, info)
+
+
+def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+
+def merge(task: FileTask, ctx: Ctx, parts: list[Reduced]) -> Reduced | None:
+    """The run's `Reduced` from its files' (module doc); None: finding kernel periods, no GPU
+    of the run repeats (the caller cuts it whole)."""
+    rr: RankRun = task.source
+    out = empty(task)
+    out.dropped = sum(p.dropped for p in parts)
+    first = [min((rr.relabel.get(d, d) for d in f.ids.values()), default=1 << 30) for f in rr.files]
+    order = sorted(range(len(parts)), key=lambda i: first[i])
+    live = [parts[i] for i in order if not parts[i].no_ops]
+    if not live:
+        if task.rule is None and not task.whole:
+            out.no_ops = True
+        else:
+            e = refusal(task, AnalysisError(
+                f"{rr.path}: the run has no GPU operations",
+                "profile with CUDA tracing on (nsys -t cuda,nvtx)",
+            ))  # fmt: skip
+            out.error = (e.message, e.hint)
+        return out
+    for p in live:
+        if p.mismatch is not None:
+            out.mismatch = p.mismatch
+            return out
+    for p in live:
+        if p.error is not None:
+            out.error = p.error
+            return out
+    if ctx.mode == "find":
+        cuts = sorted((c for p in live for c in p.rule.cuts), key=lambda c: c.device_id)
+        if not cuts:
+            return None
+        out.rule = CycleRule.kernel_period(tuple(cuts), display_name(cuts[0].anchor))
+    else:
+        assert ctx.rule is not None
+        out.rule = ctx.rule
+    if ctx.mode == "range":
+        try:
+            out.seg_warnings = rg.cut_warnings(
+                out.rule, ctx.moved, sum(p.range_counts[2] for p in live),
+                sum(p.range_counts[1] for p in live), sum(p.range_counts[0] for p in live),
+                rr.path,
+            )  # fmt: skip
+        except AnalysisError as e:
+            e = refusal(task, e)
+            out.error = (e.message, e.hint)
+            return out
+    else:
+        out.seg_warnings = [w for p in live for w in p.seg_warnings]
+    out.ranges, out.phases = ctx.ranges, ctx.phases
+    top = int(ctx.ranges["cycle"].max()) if ctx.ranges.height else -1  # type: ignore[arg-type]
+    out.n_cycles = max([p.n_cycles for p in live] + [top + 1])
+    out.devices = sorted({d for p in live for d in p.devices})
+    for name in ("cyc", "long", "coll", "totals", "per_cycle", "seq_stats", "slot_changes"):
+        setattr(out, name, _cat([getattr(p, name) for p in live]))
+    if out.cyc.height:  # only the critical GPUs' rows are read (module doc)
+        out.long = on_leaders(out.long, leading(out.cyc))
+    if out.seq_stats.height:
+        out.seq_stats = out.seq_stats.sort(
+            "device_id", "count", "first_cycle", descending=[False, True, False]
+        )
+    out.pairs = _cat([p.pairs for p in live]).unique()
+    sums = [p.stack_sums for p in live if p.stack_sums is not None]
+    out.stack_sums = _cat(sums) if sums else None
+    out.frames = sources.frames_joined([p.frames for p in live])
+    if task.keep_ops:  # the TUI's events of a run set: every file's ops (in-process only)
+        kept = [p.ops for p in live if p.ops is not None and p.ops.height]
+        out.ops = pl.concat(kept, how="diagonal_relaxed") if kept else None
+    for p in live:
+        out.tops.update(p.tops)
+        out.used.update(p.used)
+        if out.template is None and p.template is not None:
+            out.template = p.template
+    return out
