@@ -3,6 +3,7 @@ Dask workers with a per-worker memory limit, and in-process for contrast.
 
     bench/dask_ranks.py [--work /tmp/bench21] [--nodes 64] [--gpus-per-node 8] [--cycles 500]
                         [--kernels 100] [--memory-limit 2GiB] [--inproc-cap 12] [--no-inproc]
+    bench/dask_ranks.py --before REV --nodes 8,16 --cycles 200 --rounds 2 [--memory-limit 1GiB]
 
 Inputs (built once into --work by tests/gen_kineto_ranks.py, not timed): base and head, each
 nodes x gpus-per-node rank traces (`{host}_{pid}.{ms}.pt.trace.json.gz`, cycles x kernels GPU ops
@@ -21,6 +22,13 @@ time (user + system, with its waited-for children) and ru_maxrss (the largest si
 The in-process compare is stopped when its tree's RSS passes `--inproc-cap` GB (this machine is
 shared): its peak is then reported as "> cap". Prints a markdown table, whether both JSON reports
 are equal, and the injected changes against what the compare found.
+
+`--before REV` (the driver's memory against an older commit): only the `--scheduler` compare, of
+this checkout and of the package at git revision REV (extracted to a temporary folder, this
+checkout's built C modules copied in, run with that folder first on the path), in `--rounds`
+interleaved rounds at each size of `--nodes` (a comma list); a table per size and round, whether
+every JSON report is the same, and per commit the driver's and the workers' peak growth per rank
+file between the smallest and the largest size (medians of the rounds).
 """
 
 from __future__ import annotations
@@ -28,12 +36,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 
 import psutil
@@ -85,12 +98,17 @@ def _role(p: psutil.Process) -> str:
     return "worker" if "spawn_main" in cmd or "multiprocessing" in cmd else cmd[:60]
 
 
-def measure(cmd: list[str], cap_gb: float | None = None, timeout_s: float = 7200) -> Measured:
-    """Run `cmd`, sampling its process tree (module doc); stop it past `cap_gb` of tree RSS."""
+def measure(
+    cmd: list[str], cap_gb: float | None = None, timeout_s: float = 7200, tree: Path | None = None
+) -> Measured:
+    """Run `cmd`, sampling its process tree (module doc); stop it past `cap_gb` of tree RSS.
+    `tree`: a folder holding another commit's package, run instead of this checkout's."""
     t0 = time.perf_counter()
+    env = None if tree is None else os.environ | {"PYTHONPATH": str(tree)}
     p = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        cwd=tree, env=env,
+    )  # fmt: skip
     m = Measured(0.0, 0.0, 0, "", "", 0.0)
     done = threading.Event()
 
@@ -147,6 +165,77 @@ def measure(cmd: list[str], cap_gb: float | None = None, timeout_s: float = 7200
     m.maxrss_mib = ru.ru_maxrss / 1024
     m.out, m.err = outs.get("o", b"").decode(), outs.get("e", b"").decode(errors="replace")
     return m
+
+
+def extract(rev: str, into: Path) -> None:
+    """The package at git revision `rev` into `into`, with this checkout's built C modules."""
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "tracediff"], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(tar)) as t:
+        t.extractall(into, filter="data")
+    for so in (ROOT / "tracediff" / "parse").glob("*.so"):
+        shutil.copy(so, into / "tracediff" / "parse" / so.name)
+
+
+def workers_of(m: Measured) -> list[float]:
+    return sorted((v for r, v in m.others.values() if r == "worker"), reverse=True)
+
+
+def before(a: argparse.Namespace, sizes: list[int]) -> int:
+    """`--before REV` (module doc)."""
+    got: dict[tuple[str, int], list[Measured]] = {}
+    files: dict[int, int] = {}
+    outs: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="dask_ranks_before_") as tmp:
+        extract(a.before, Path(tmp))
+        trees = {"this checkout": None, a.before: Path(tmp)}
+        print(f"start: load {os.getloadavg()}", flush=True)
+        given = a.straggler
+        for n in sizes:
+            a.nodes, a.straggler = n, given
+            straggler(a)
+            base, head, truth = build(a)
+            files[n] = int(truth["files"])
+            cmd = [
+                sys.executable, "-m", "tracediff", "compare", str(base), str(head), "--layout",
+                "ranks", "--format", "json", "--bootstrap", str(a.bootstrap), "--scheduler",
+                "local:2", "--memory-limit", a.memory_limit,
+            ]  # fmt: skip
+            for r in range(a.rounds):
+                order = list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]
+                for name, tree in order:
+                    m = measure(cmd, tree=tree)
+                    got.setdefault((name, n), []).append(m)
+                    if m.rc == 0:
+                        outs.add(m.out)
+                    wk = ", ".join(f"{v:.0f}" for v in workers_of(m))
+                    print(f"| {files[n]} files a side | round {r + 1} | {name} | {m.wall_s:.1f} | "
+                          f"{m.cpu_s:.1f} | {m.driver_mib:.0f} | {wk} | {m.rc} | "
+                          f"{os.getloadavg()[0]:.1f} |", flush=True)  # fmt: skip
+                    if m.rc != 0:
+                        print(m.err[-1500:])
+    print(f"\nend: load {os.getloadavg()}; every JSON report the same: {len(outs) == 1}")
+    lo, hi = min(sizes), max(sizes)
+    for name in trees:
+        drv = {n: statistics.median(m.driver_mib for m in got[name, n]) for n in (lo, hi)}
+        wk = {n: statistics.median(max(workers_of(m), default=0) for m in got[name, n])
+              for n in (lo, hi)}  # fmt: skip
+        per = (files[hi] - files[lo]) * 2  # both sides' files
+        print(f"{name}: driver {drv[lo]:.0f} -> {drv[hi]:.0f} MiB "
+              f"({(drv[hi] - drv[lo]) / per * 1024:.0f} KiB per rank file), largest worker "
+              f"{wk[lo]:.0f} -> {wk[hi]:.0f} MiB ({(wk[hi] - wk[lo]) / per * 1024:.0f} KiB per "
+              "rank file)")  # fmt: skip
+    return 0 if len(outs) == 1 else 1
+
+
+def straggler(a: argparse.Namespace) -> None:
+    """`--straggler`, or a rank of a middle node of `a.nodes`."""
+    ranks = a.nodes * a.gpus_per_node
+    if a.straggler is None:
+        a.straggler = (a.nodes // 2 + 1) * a.gpus_per_node + 5 if a.nodes > 1 else 1
+    if not 0 <= a.straggler < ranks:
+        raise SystemExit(f"--straggler {a.straggler}: give a rank in 0..{ranks - 1}")
 
 
 def build(a: argparse.Namespace) -> tuple[Path, Path, dict[str, object]]:
@@ -216,7 +305,7 @@ def found(j: dict, truth: dict) -> list[str]:  # type: ignore[type-arg]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench21"))
-    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--nodes", default="64", help="nodes a side; with --before, a comma list")
     ap.add_argument("--gpus-per-node", type=int, default=8)
     ap.add_argument("--cycles", type=int, default=500)
     ap.add_argument("--kernels", type=int, default=100, help="GPU ops per cycle per rank")
@@ -228,12 +317,14 @@ def main() -> int:
     ap.add_argument("--build-only", action="store_true", help="write the traces, measure nothing")
     ap.add_argument("--jobs", type=int, default=2, help="processes writing the traces")
     ap.add_argument("--bootstrap", type=int, default=200)
+    ap.add_argument("--before", help="git revision: the driver's memory against it (module doc)")
+    ap.add_argument("--rounds", type=int, default=2, help="with --before: interleaved rounds")
     a = ap.parse_args()
-    ranks = a.nodes * a.gpus_per_node
-    if a.straggler is None:
-        a.straggler = (a.nodes // 2 + 1) * a.gpus_per_node + 5 if a.nodes > 1 else 1
-    if not 0 <= a.straggler < ranks:
-        raise SystemExit(f"--straggler {a.straggler}: give a rank in 0..{ranks - 1}")
+    sizes = [int(x) for x in str(a.nodes).split(",")]
+    a.nodes = sizes[-1]
+    if a.before:
+        return before(a, sizes)
+    straggler(a)
     base, head, truth = build(a)
     if a.build_only:
         print(f"built {base.parent} in {float(truth['build_s']):.0f} s")
