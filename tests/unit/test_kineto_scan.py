@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -311,6 +312,30 @@ def test_a_columns_first_null_after_valid_rows(first: int) -> None:
     assert cols[kernel][1][1:] == (20, 0, [1] * 20)  # pid: no nulls
     with _file(b'{"traceEvents":[' + text + b"]}") as path:
         _both(path)
+
+
+def test_pieces_names_unified_as_pyarrow_unifies_them() -> None:
+    # Roles.table joins the pieces' dictionary-encoded names (scan.unify_names, in C): the same
+    # names as pa.concat_arrays gives, nulls and empty pieces included, each distinct name once
+    rng = __import__("random").Random(5)
+    words = [f"f{i}.py({i}): g" for i in range(300)] + ["", "café", "😀"]
+    parts = [
+        pa.array([rng.choice(words + [None]) for _ in range(n)], pa.string()).dictionary_encode()
+        for n in (0, 1, 500, 2000, 7, 0, 300)
+    ]
+    parts.append(pa.array([None, None], pa.string()).dictionary_encode())  # no strings at all
+    got = scan.unify_names(parts)
+    assert got is not None
+    assert got.to_pylist() == pa.concat_arrays(parts).to_pylist()
+    assert got.null_count == sum(p.null_count for p in parts) > 0
+    names = got.dictionary.to_pylist()
+    assert len(names) == len(set(names)) and set(names) <= set(words)
+    got.validate(full=True)
+    assert scan.unify_names([parts[2].slice(1)] + parts[3:]) is None  # sliced: pyarrow's way
+    with pytest.raises(ValueError):
+        native.unify([(b"\0" * 4, 2, b"\0" * 8, 1, b"")])  # 2 codes in 4 bytes
+    with pytest.raises(ValueError):
+        native.unify([(b"\0" * 4, 1, bytes([0, 0, 0, 0, 9, 0, 0, 0]), 1, b"abc")])  # past data
 
 
 # ---- generated traces: JSON text written here, so duplicates, layout and number forms vary ----

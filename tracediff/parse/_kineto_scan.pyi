@@ -47,3 +47,11 @@ def scan(
     exact: times from the decimal text rather than through a double; dict_role: the role code
     whose name column comes dictionary-encoded ('d'), 0 for none; that role's columns have no
     duration_ns (name, pid, tid, start_ns, end_ns)."""
+
+def unify(
+    parts: list[tuple[Buffer, int, Buffer, int, Buffer]], /
+) -> tuple[Owned, Owned, Owned, int]:
+    """Dictionary-encoded parts ((int32 codes, rows, the part's distinct strings' int32 offsets,
+    their count, their bytes), ...) as one: (int32 codes into one set of distinct strings, its
+    offsets, its bytes, its count). A code outside its part's strings (a null row's) becomes 0.
+    ValueError on buffers shorter than said or offsets out of order."""

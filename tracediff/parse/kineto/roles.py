@@ -38,6 +38,7 @@ from .fields import (
     dtype,
     schema,
 )
+from .scan import unify_names
 
 # a role's args are decoded into a record of only its fields (the other keys are skipped)
 _ARG_TYPES: dict[tuple[str, ...], Any] = {
@@ -296,6 +297,8 @@ def _joined_calls(parts: list[pa.Array]) -> Any:
         return parts[0]
     if parts[0].type == pa.int64() and not any(p.null_count for p in parts):
         return pa.array(np.concatenate([p.to_numpy() for p in parts]))
+    if isinstance(parts[0], pa.DictionaryArray) and (names := unify_names(parts)) is not None:
+        return names
     return _joined(parts)
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any, Literal, NamedTuple
 
 import msgspec
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -100,6 +101,32 @@ def _array(col: tuple[Any, ...]) -> pa.Array:
         values = pa.Array.from_buffers(pa.int64(), b[1] // 8, [None, _buffer(b)])
         return pa.Array.from_buffers(_TYPES[kind], rows, bufs, null_count=nulls, children=[values])
     return pa.Array.from_buffers(_TYPES[kind], rows, bufs, null_count=nulls)
+
+
+def unify_names(parts: list[pa.DictionaryArray]) -> pa.DictionaryArray | None:
+    """The Python calls' name arrays of several pieces as one dictionary array, unified in C
+    (`_kineto_scan.unify`: one pass over the codes, each piece's distinct names looked up once);
+    None where the module lacks it or an array is sliced (then pa.concat_arrays unifies).
+    Pyarrow's unification cost ~0.5 ms of the SGLang prefill-decode trace's parse, and 5-7 ms
+    in some fresh processes."""
+    unify = getattr(_kineto_scan, "unify", None)
+    if unify is None or any(p.offset or p.dictionary.offset for p in parts):
+        return None
+    spec = []
+    for p in parts:
+        words = p.dictionary
+        _, offsets, data = words.buffers()
+        spec.append((p.indices.buffers()[1], len(p), offsets, len(words), data or b""))
+    codes, offsets, data, n = unify(spec)
+    mask = None
+    if any(p.null_count for p in parts):
+        mask = np.concatenate([p.is_null().to_numpy(zero_copy_only=False) for p in parts])
+    rows = sum(len(p) for p in parts)
+    idx = pa.Array.from_buffers(pa.int32(), rows, [None, _buffer(codes)])
+    if mask is not None:
+        idx = pa.array(idx.to_numpy(), mask=mask)
+    strings = pa.Array.from_buffers(pa.string(), n, [None, _buffer(offsets), _buffer(data)])
+    return pa.DictionaryArray.from_arrays(idx, strings)
 
 
 def scan(
