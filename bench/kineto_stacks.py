@@ -6,12 +6,16 @@ Each round parses every trace once per side, each in a fresh child process (a ti
 first, so polars' thread pools are not counted), the order of the sides rotating from round to
 round: this VM's speed drifts up to 3x within minutes, so only interleaved runs compare. A side
 is timed by the CPU seconds of read_kineto in the child (all its threads: the scanner's second
-one and polars' pools; and a segment worker's, for a file large enough to start one), which
-follow the machine's load less than wall time does.
+one and polars' pools), which follow the machine's load less than wall time does. No segment
+worker starts (segments.WORKERS = 0: every segment read in the child, as the load gate has it
+above load 4 on 2 CPUs): a worker costs ~1.5 CPU-s more, and whether it starts follows the load
+average child by child, which made one side's rounds incomparable near load 4. --worker lets
+the gate decide (its CPU counted too).
 
 Sides: `off` (this checkout with TRACEDIFF_KINETO_STACKS=0: `python_function` events are not
 read), `on` (this checkout), and with --before REV `before` (the package at git revision REV,
-extracted into a temp folder with this checkout's built C modules; its stacks are on). The
+extracted into a temp folder, its C modules built there from its own sources with gcc -O2 as
+pyproject builds them; its stacks are on). The
 table gives min and median CPU seconds per side and what stacks add over `off`: the median and
 the range over the rounds of each round's ratio to the same round's `off` (the two ran next to
 each other, so the machine's drift between rounds cancels). Goal: at most +25 % on the SGLang
@@ -27,6 +31,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 from io import BytesIO
@@ -38,7 +43,9 @@ DEFAULT = [DATA / "sglang_Qwen3-8B_prefilldecode.json.gz", DATA / "sglang_Qwen3-
 WORK = Path("/tmp/tracediff-bench")
 CHILD = """
 import resource, sys, time
-from tracediff.parse.kineto import read_kineto
+from tracediff.parse.kineto import read_kineto, segments
+if sys.argv[3] == "0":
+    segments.WORKERS = 0
 def children():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -55,16 +62,23 @@ def _extract(rev: str, into: Path) -> None:
     ).stdout
     with tarfile.open(fileobj=BytesIO(tar)) as t:
         t.extractall(into, filter="data")
-    for so in (ROOT / "tracediff" / "parse").glob("*.so"):
-        shutil.copy(so, into / "tracediff" / "parse" / so.name)
+    # the revision's own C modules, built as pyproject builds them (its Python may not read
+    # this checkout's: the scanner's columns change); this checkout's where gcc fails
+    parse = into / "tracediff" / "parse"
+    include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
+    for src in parse.glob("_*.c"):
+        so = parse / f"{src.stem}{suffix}"
+        cc = ["gcc", "-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}", str(src), "-o", str(so)]
+        if subprocess.run([*cc, "-lpthread", "-lm"], capture_output=True).returncode:
+            shutil.copy(ROOT / "tracediff" / "parse" / so.name, so)
 
 
-def _time(tree: Path, trace: Path, stacks: bool) -> float:
+def _time(tree: Path, trace: Path, stacks: bool, worker: bool) -> float:
     env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}
     if not stacks:
         env["TRACEDIFF_KINETO_STACKS"] = "0"
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(trace), str(DATA / "base.json.gz")],
+        [sys.executable, "-c", CHILD, str(trace), str(DATA / "base.json.gz"), str(int(worker))],
         capture_output=True, text=True, check=True, env=env, cwd=tree,
     )  # fmt: skip
     return float(out.stdout.split()[-1])
@@ -89,6 +103,9 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, action="append")
     ap.add_argument("--generated", type=int, action="append", help="kernels of a generated trace")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument(
+        "--worker", action="store_true", help="let a segment worker start (the load gate decides)"
+    )
     a = ap.parse_args()
     traces = [t.resolve() for t in (a.trace or ([] if a.generated else DEFAULT))]
     traces += [_generated(n) for n in a.generated or []]
@@ -102,10 +119,11 @@ def main() -> None:
             for trace in traces:
                 k = r % len(sides)
                 for side, tree, stacks in sides[k:] + sides[:k]:
-                    times.setdefault((trace.name, side), []).append(_time(tree, trace, stacks))
+                    t = _time(tree, trace, stacks, a.worker)
+                    times.setdefault((trace.name, side), []).append(t)
     load = os.getloadavg()[0]
-    print(f"{a.rounds} interleaved rounds, CPU s of read_kineto per child (and its worker); "
-          f"load (1 min) {load:.1f}")  # fmt: skip
+    print(f"{a.rounds} interleaved rounds, CPU s of read_kineto per child (and its worker: "
+          f"{'the load gate decides' if a.worker else 'none'}); load (1 min) {load:.1f}")  # fmt: skip
     names = [s[0] for s in sides]
     head = " | ".join(f"{n} min / med s" for n in names)
     adds = " | ".join(f"{n} adds: med (range) of rounds" for n in names[1:])

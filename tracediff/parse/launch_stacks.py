@@ -214,7 +214,7 @@ def _launches_numpy(cur: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def _frames(
     text: pl.Series | pa.DictionaryArray, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(hash per distinct text, each row's code 0..distinct-1, the distinct texts with their
     addresses removed) of the frame calls `rows`. Which code a text gets does not matter: the
     ids are the hashes, and texts equal once their addresses are removed share one."""
@@ -226,7 +226,9 @@ def _frames(
         raw = idx.to_numpy()[rows]
         present = np.bincount(raw, minlength=len(words)) > 0
         code = (np.cumsum(present) - 1)[raw]  # dense: 0..distinct-1
-        texts = words.take(np.flatnonzero(present)).to_pylist()
+        # a list's items, not pyarrow's take: its first call in a process costs 1-5 ms
+        every = words.to_pylist()
+        texts = [every[i] for i in np.flatnonzero(present).tolist()]
     else:
         names = text.gather(rows)
         if names.null_count():
@@ -241,7 +243,7 @@ def _frames(
     # Python's re on the few distinct texts: pyarrow's regex kernels cost more to start
     strip = ADDRESS.sub
     distinct = [strip("", t) if " at 0x" in t else t for t in texts]
-    return _hash_texts(distinct), code, pa.array(distinct, pa.string())
+    return _hash_texts(distinct), code, distinct
 
 
 def _holding(
@@ -384,7 +386,7 @@ def _tables(
     h: np.ndarray,
     fd: np.ndarray,
     code: np.ndarray,
-    distinct: pa.Array,
+    distinct: list[str],
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, pa.Array]:
     """The stack rows (stack_id, depth, frame_id: innermost at depth 0) of the distinct
     launching stacks, sorted, and the frames they use (ids sorted, texts)."""
@@ -407,4 +409,5 @@ def _tables(
     used = np.flatnonzero(np.bincount(fc, minlength=len(fd)))  # codes of texts, sorted;
     # texts that differed only by an address share an id
     ids, first_used = np.unique(fid[used], return_index=True)
-    return (st[o], dp[o], fid[fc[o]]), ids, distinct.take(pa.array(used[first_used]))
+    texts = pa.array([distinct[i] for i in used[first_used].tolist()], pa.string())
+    return (st[o], dp[o], fid[fc[o]]), ids, texts
