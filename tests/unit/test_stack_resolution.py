@@ -275,3 +275,27 @@ def test_native_holding_skips_the_calls_not_ok() -> None:
     assert walk is not None
     with pytest.raises(ValueError):
         walk.holding(mids, s, e, np.empty(len(s), np.int64), ok[:-1])
+
+
+def test_deep_nesting_walks_as_numpy_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the C walk keeps one latest call per depth, grown as the nesting deepens (past its first
+    # 64 levels here, and by jumps: zero-length calls sharing starts): the same stacks as numpy
+    n = 300
+    s = np.concatenate([np.arange(n), np.full(50, 10), np.arange(0, 4000, 10)]) * 10
+    e = np.concatenate(
+        [(2 * 1000 - np.arange(n)) * 10, np.full(50, 100), np.arange(0, 4000, 10) * 10 + 5]
+    )
+    text = pl.Series([f"f.py({i % 97}): fn{i % 97}" for i in range(len(s))])
+    one = np.ones(4, np.int64)
+    cm = np.array([5_000, 150, 15_000, 39_000])
+    native = launch_stacks.resolve(
+        one, one, cm, np.ones(len(s), np.int64), np.ones(len(s), np.int64), s, e, text
+    )
+    monkeypatch.setattr(launch_stacks, "_stack_walk", None)
+    numpy = launch_stacks.resolve(
+        one, one, cm, np.ones(len(s), np.int64), np.ones(len(s), np.int64), s, e, text
+    )
+    assert np.array_equal(native.stack_id, numpy.stack_id) and native.stack_id.all()
+    for a, b in zip(native.stack_rows, numpy.stack_rows, strict=True):
+        assert np.array_equal(a, b)
+    assert native.stack_rows[1].max() >= n - 1  # a stack of every level
