@@ -97,17 +97,23 @@ def each_done(
     items: Sequence[Any],
     names: Sequence[str],
     keys: Sequence[str] | None = None,
+    workers: Sequence[str | None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """fn(item) for every item as a task on the cluster, (index, result) as each comes back: a
     task whose worker died is run again by Dask (RETRIES), an item whose task failed twice is a
     ClusterError naming it by `names`, a refusal on the worker is raised here as it is. Each
     result is released on the cluster once it is back (the workers need not keep it); `keys`:
-    the tasks' keys (default: Dask's own)."""
+    the tasks' keys (default: Dask's own); `workers`: the worker each item would best run on
+    (any other may run it: its worker gone, or Dask balancing the load)."""
     from distributed import as_completed
+
+    def where(i: int) -> dict[str, Any]:
+        w = workers[i] if workers is not None else None
+        return {"workers": [w], "allow_other_workers": True} if w else {}
 
     futures = {
         client.submit(on_worker, fn, x, retries=RETRIES, pure=False,
-                      **({"key": keys[i]} if keys is not None else {})): i
+                      **({"key": keys[i]} if keys is not None else {}), **where(i)): i
         for i, x in enumerate(items)
     }  # fmt: skip
     try:

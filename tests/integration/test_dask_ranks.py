@@ -12,6 +12,7 @@ not be split), and a worker killed while it reduces a rank file changes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -100,6 +101,37 @@ def test_a_runs_rank_files_are_spread_over_both_workers(
     assert sorted(f for fs in by_worker.values() for f in fs) == names  # each file once
 
 
+def test_a_rank_file_is_parsed_once_by_the_worker_that_read_it(
+    cluster: tuple[str, list[subprocess.Popen[bytes]]], jobs: dict[str, tuple[Path, Path]]
+) -> None:
+    """engine/rankcache.py: each rank file's reduce round reads the parse its scan kept on its
+    worker (the worker's own events say so), the answer is the same, and the compare leaves no
+    kept parse behind on either worker."""
+    from distributed import Client
+
+    from tracediff.engine.rankcache import EVENT
+
+    addr, _ = cluster
+    base, head, extra = _pair(jobs, "kineto")
+    with Client(addr, timeout="30s") as c:
+        seen = len(c.get_events(EVENT))
+    assert compare_json(base, head, *extra, "--scheduler", addr) == compare_json(base, head, *extra)
+
+    def left(dask_worker: object) -> list[str]:
+        d = Path(dask_worker.local_directory)  # type: ignore[attr-defined]
+        return sorted(str(p) for p in d.glob("tracediff-*"))
+
+    with Client(addr, timeout="30s") as c:
+        reads = [e for _, e in c.get_events(EVENT)[seen:]]
+        kept_dirs = c.run(left)
+    files = {str(p) for p in base.iterdir()} | {str(p) for p in head.iterdir()}
+    assert {e["file"] for e in reads} == files  # every file's reduce read on a worker
+    kept = [e["file"] for e in reads if e["kept"]]
+    # Dask may move a task off the worker that holds its parse (then it is parsed): a few at most
+    assert len(reads) >= len(files) and len(kept) >= len(reads) - 2, reads
+    assert all(not d for d in kept_dirs.values()), kept_dirs
+
+
 def test_a_worker_killed_while_it_reduces_a_rank_file_changes_nothing(
     cluster: tuple[str, list[subprocess.Popen[bytes]]], jobs: dict[str, tuple[Path, Path]]
 ) -> None:
@@ -155,3 +187,65 @@ def test_a_rank_file_whose_worker_dies_twice_is_named_in_one_line(
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
     assert "sampled_rank-" in lines[0] and "rank file failed twice" in lines[0], lines[0]
+
+
+def _on_a_terminal(*argv: str) -> tuple[int, str, str]:
+    """The CLI with its stderr on a real pseudo-terminal (stdout a pipe, stdin none): exit
+    status, stdout, and what the terminal showed."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tracediff", *argv], stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=slave, cwd=ROOT, text=True,
+    )  # fmt: skip
+    os.close(slave)
+    shown = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    t = threading.Thread(target=drain)
+    t.start()
+    out, _ = p.communicate(timeout=300)
+    t.join(timeout=30)
+    os.close(master)
+    return p.returncode, out, shown.decode(errors="replace")
+
+
+def test_progress_lines_on_a_terminal(jobs: dict[str, tuple[Path, Path]]) -> None:
+    """`compare --scheduler`'s progress (engine/cluster.py `gather`): on a terminal, a line per
+    rank file back, per side, each round's counts going up to every file of the side; none
+    when stderr is not a terminal."""
+    import re
+
+    base, head, extra = _pair(jobs, "kineto")
+    n = {"base": len(list(base.iterdir())), "head": len(list(head.iterdir()))}
+    argv = ["compare", str(base), str(head), *extra, "--format", "json", "--bootstrap", "100",
+            "--scheduler", "local:2"]  # fmt: skip
+    rc, out, shown = _on_a_terminal(*argv)
+    assert rc == 0, shown
+    assert json.loads(out)["delta_ms_per_cycle"]
+    seen: dict[tuple[str, str], list[int]] = {}
+    for verb, sides in re.findall(r"tracediff: files (\w+): ([^\r\n…]+)…", shown):
+        for side, k, total in re.findall(r"(base|head) (\d+)/(\d+)", sides):
+            assert int(total) == n[side], sides
+            seen.setdefault((verb, side), []).append(int(k))
+    for side in ("base", "head"):
+        for verb in ("read", "reduced"):
+            counts = seen.get((verb, side), [])
+            # one line per file back, each round from 1 up to every file of the side
+            assert counts and counts[-1] == n[side], (verb, side, counts)
+            assert set(counts) - {0} == set(range(1, n[side] + 1)), (verb, side, counts)
+    assert "tracediff: attributing…" in shown
+    piped = cli(*argv)
+    assert piped.returncode == 0 and "files read" not in piped.stderr
+    assert piped.stdout == out

@@ -4,7 +4,8 @@ Stage: engine (scheduling; engine/executor.py's `Executor` on other processes). 
 `FileTask`s; a run read from a run file goes as its path (engine/reduce.py `portable`: the
 workers read the files themselves, so they must see the same filesystem), a run of several rank
 files (engine/rankrun.py) file by file (engine/rankunit.py's rounds: `scan`, then each file
-reduced); output: their `Reduced` tables, the only thing that travels back.
+reduced; each file's parse kept by the worker that scanned it, engine/rankcache.py); output:
+their `Reduced` tables, the only thing that travels back.
 
 The connection (tracediff/daskclient.py, shared with `parse --scheduler`): `tcp://host:8786`
 connects to a running scheduler (`dask scheduler` / `dask worker`, or dask-jobqueue); `local:N` starts a LocalCluster of N worker processes, one thread each, each with
@@ -19,13 +20,15 @@ says how to install it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tracediff.daskclient import ClusterError, Connection, each_done
-from tracediff.engine import rankunit
+from tracediff.engine import rankcache, rankunit
 from tracediff.engine.executor import progress_line
 from tracediff.engine.rankrun import RankRun
 from tracediff.engine.reduce import FileTask, Reduced, portable, reduce_file
@@ -37,11 +40,16 @@ class Dask:
     """An `Executor` on a Dask distributed client (module doc; the connection: daskclient.py)."""
 
     def __init__(self, address: str, memory_limit: str | None = None) -> None:
+        import uuid
+
         self.address = address
         self._conn = Connection(address, memory_limit)
         self.client = self._conn.client
+        self.token = uuid.uuid4().hex[:12]  # this compare's kept parses (engine/rankcache.py)
 
     def close(self) -> None:
+        with contextlib.suppress(Exception):  # a worker gone: Dask removes its scratch folder
+            self.client.run(rankcache.clear, self.token)
         self._conn.close()
 
     def __enter__(self) -> Dask:
@@ -85,7 +93,8 @@ class Dask:
             each: rankunit.Each | None = None,
         ) -> list[Any]:
             names = [_file_of(x) for x in items]
-            return self.gather(fn, items, names, sides, say, verb, each)
+            kept = [x.task.source.files[0].worker for x in items]  # the worker that scanned it
+            return self.gather(fn, items, names, sides, say, verb, each, kept)
 
         return run
 
@@ -98,15 +107,19 @@ class Dask:
         say: Callable[[str], None],
         verb: str,
         each: rankunit.Each | None = None,
+        workers: Sequence[str | None] | None = None,
     ) -> list[Any]:
         """fn(item) for every item on the workers, in item order; a progress line per item
         back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`;
-        `each(i, result)` kept in place of a result, as it comes back (rankunit.Map)."""
+        `each(i, result)` kept in place of a result, as it comes back (rankunit.Map);
+        `workers`: the worker each item would best run on (its file's parse is kept there).
+        The workers keep their parses under this executor's token (engine/rankcache.py)."""
         keys = [_key(verb, sides[i], names[i]) for i in range(len(items))]
         total = {s: sum(x == s for x in sides) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
         out: list[Any] = [None] * len(items)
-        for i, value in each_done(self.client, fn, items, names, keys):
+        task = partial(rankcache.within, self.token, fn)
+        for i, value in each_done(self.client, task, items, names, keys, workers):
             out[i] = value if each is None else each(i, value)
             done[sides[i]] += 1
             say(progress_line(done, total, verb))

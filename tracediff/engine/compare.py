@@ -63,7 +63,8 @@ def compare(
     # one run a side keeps its ops (replay, TUI); a run of rank files never gathers them here
     one = len(bases) == 1 and len(heads) == 1 and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
-    first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one))
+    # through map, not run_one: its progress lines (a run of rank files: a line per file back)
+    first = next(iter(run_ex.map([FileTask("base", 0, bases[0], None, cycle, keep_ops=one)], say)))
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too

@@ -26,6 +26,7 @@ class RankFile:
     pid_offset: int
     ids: dict[int, int]  # the file's device id -> the joined run's (parse/join.py)
     pids: tuple[int, ...] = ()  # its processes, on the joined run's ids
+    worker: str | None = None  # the Dask worker that keeps its parse (engine/rankcache.py)
 
 
 @dataclass

@@ -23,8 +23,10 @@ The work, in rounds (each a map over files; only small tables come back):
    template (base's first run: to its own most frequent sequence) and reduce. The driver puts
    the files' tables together (`merge`) and says the cut's warnings from the summed counts.
 
-A worker holds one file's parse and its tables at a time. Reading a file twice (scan, reduce)
-costs CPU, not memory.
+A worker holds one file's parse and its tables at a time. On a Dask worker the scan keeps the
+file's parse as a run file in the worker's scratch folder and the file's later rounds are sent
+to that worker first, which reads it back instead of parsing the report again
+(engine/rankcache.py; a task run elsewhere parses the file).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from tracediff.engine import cycles
+from tracediff.engine import cycles, rankcache
 from tracediff.engine import ranges as rg
 from tracediff.engine import rankmerge as rm
 from tracediff.engine.ops import gpu_ops_counted
@@ -78,6 +80,7 @@ class Scanned:
     kernels: int
     coverage: dict[tuple[str | None, str], int] | None = None  # base's first run: `covered`
     n_ops: int = 0
+    worker: str | None = None  # the Dask worker that read it (and kept its parse: rankcache)
 
 
 PROBE_KEYS = 64
@@ -92,6 +95,7 @@ def scan(item: str | tuple[str, bool]) -> Scanned:
 
     path, probe = (item, False) if isinstance(item, str) else item
     run = load(Path(path))
+    kept = rankcache.keep(path, run)  # on a Dask worker: for the reduce round (rankcache.py)
     rng = rg.read_ranges(run)
     rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
                            if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
@@ -100,6 +104,7 @@ def scan(item: str | tuple[str, bool]) -> Scanned:
     out = Scanned(facts, sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows)
     if probe and rng.height:
         out.coverage, out.n_ops = covered(run, rng)
+    out.worker = rankcache.worker() if kept else None
     return out
 
 
@@ -143,7 +148,7 @@ def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
     rfiles = [
         RankFile(
             str(f), p.shifts[i], p.pid_offsets[i], p.ids[i],
-            tuple(sorted(x + p.pid_offsets[i] for x in scans[i].facts.pids)),
+            tuple(sorted(x + p.pid_offsets[i] for x in scans[i].facts.pids)), scans[i].worker,
         )
         for i, f in enumerate(paths)
     ]  # fmt: skip
@@ -167,10 +172,8 @@ class Sub:
 
 
 def _open(sub: Sub) -> Run:
-    from tracediff.parse import load
-
     rr: RankRun = sub.task.source
-    return rr.placed(0, load(Path(rr.files[0].path)))
+    return rr.placed(0, rankcache.load(rr.files[0].path))  # kept by its scan, else parsed
 
 
 def reduce_sub(sub: Sub) -> Reduced | tuple[int, list[int]]:
