@@ -24,8 +24,9 @@ shared): its peak is then reported as "> cap". Prints a markdown table, whether 
 are equal, and the injected changes against what the compare found.
 
 `--before REV` (the driver's memory against an older commit): only the `--scheduler` compare, of
-this checkout and of the package at git revision REV (extracted to a temporary folder, this
-checkout's built C modules copied in, run with that folder first on the path), in `--rounds`
+this checkout (or of `--after REV2`) and of the package at git revision REV (each extracted to a
+temporary folder, this checkout's built C modules copied in, run with that folder first on the
+path), in `--rounds`
 interleaved rounds at each size of `--nodes` (a comma list); a table per size and round, whether
 every JSON report is the same, and per commit the driver's and the workers' peak growth per rank
 file between the smallest and the largest size (medians of the rounds).
@@ -186,10 +187,13 @@ def before(a: argparse.Namespace, sizes: list[int]) -> int:
     """`--before REV` (module doc)."""
     got: dict[tuple[str, int], list[Measured]] = {}
     files: dict[int, int] = {}
-    outs: set[str] = set()
+    outs: dict[int, set[str]] = {}  # per size: the JSON reports
     with tempfile.TemporaryDirectory(prefix="dask_ranks_before_") as tmp:
-        extract(a.before, Path(tmp))
-        trees = {"this checkout": None, a.before: Path(tmp)}
+        extract(a.before, Path(tmp) / "before")
+        trees: dict[str, Path | None] = {"this checkout": None, a.before: Path(tmp) / "before"}
+        if a.after:
+            extract(a.after, Path(tmp) / "after")
+            trees = {a.after: Path(tmp) / "after", a.before: Path(tmp) / "before"}
         print(f"start: load {os.getloadavg()}", flush=True)
         given = a.straggler
         for n in sizes:
@@ -208,14 +212,15 @@ def before(a: argparse.Namespace, sizes: list[int]) -> int:
                     m = measure(cmd, tree=tree)
                     got.setdefault((name, n), []).append(m)
                     if m.rc == 0:
-                        outs.add(m.out)
+                        outs.setdefault(n, set()).add(m.out)
                     wk = ", ".join(f"{v:.0f}" for v in workers_of(m))
                     print(f"| {files[n]} files a side | round {r + 1} | {name} | {m.wall_s:.1f} | "
                           f"{m.cpu_s:.1f} | {m.driver_mib:.0f} | {wk} | {m.rc} | "
                           f"{os.getloadavg()[0]:.1f} |", flush=True)  # fmt: skip
                     if m.rc != 0:
                         print(m.err[-1500:])
-    print(f"\nend: load {os.getloadavg()}; every JSON report the same: {len(outs) == 1}")
+    same = all(len(v) == 1 for v in outs.values()) and len(outs) == len(sizes)
+    print(f"\nend: load {os.getloadavg()}; each size's JSON reports all the same: {same}")
     lo, hi = min(sizes), max(sizes)
     for name in trees:
         drv = {n: statistics.median(m.driver_mib for m in got[name, n]) for n in (lo, hi)}
@@ -226,7 +231,7 @@ def before(a: argparse.Namespace, sizes: list[int]) -> int:
               f"({(drv[hi] - drv[lo]) / per * 1024:.0f} KiB per rank file), largest worker "
               f"{wk[lo]:.0f} -> {wk[hi]:.0f} MiB ({(wk[hi] - wk[lo]) / per * 1024:.0f} KiB per "
               "rank file)")  # fmt: skip
-    return 0 if len(outs) == 1 else 1
+    return 0 if same else 1
 
 
 def straggler(a: argparse.Namespace) -> None:
@@ -319,6 +324,7 @@ def main() -> int:
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--before", help="git revision: the driver's memory against it (module doc)")
     ap.add_argument("--rounds", type=int, default=2, help="with --before: interleaved rounds")
+    ap.add_argument("--after", help="with --before: this revision instead of this checkout")
     a = ap.parse_args()
     sizes = [int(x) for x in str(a.nodes).split(",")]
     a.nodes = sizes[-1]
