@@ -70,7 +70,8 @@ def from_files(
     starts = _starts(cycles)
     offsets = _offsets(done)
     ndev = len({d for p in done for d in p.devices})
-    instances = _instances(done, offsets)
+    instances: list[pl.DataFrame] = []  # built on the first slice asked for: a compare that
+    # shows no timeline (--format json) never holds a row per collective instance again
 
     seen: list[pl.DataFrame] = []  # the events' columns, no rows (once a slice had some)
 
@@ -89,7 +90,9 @@ def from_files(
         if not frames:  # no file holds that GPU in those cycles
             return seen[0] if seen else schema.empty_frame("events")
         ops = pl.concat(frames, how="vertical_relaxed")
-        ev = tb.events(_waits(ops, instances, ndev), starts, attribution)
+        if not instances:
+            instances.append(_instances(done, offsets))
+        ev = tb.events(_waits(ops, instances[0], ndev), starts, attribution)
         if not seen:
             seen.append(ev.clear())
         return ev

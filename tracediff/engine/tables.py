@@ -202,8 +202,12 @@ def totals(sums: pl.DataFrame) -> pl.DataFrame:
 
 
 def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
-    c = ops.select("side", "kind", "name", "bytes", "device_id", "duration_ns", "wait_ns").filter(
-        pl.col("kind") == "collective"
+    # summed per kernel name first (integers: the same sums as per op), so that no copy of
+    # every instance's row is made (a run of hundreds of ranks has millions of them)
+    c = (
+        ops.group_by("side", "kind", "name", "bytes", "device_id")
+        .agg(pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
+        .filter(pl.col("kind") == "collective")
     )
     if c.height == 0:
         return conform_diff("collectives", pl.DataFrame())
@@ -213,7 +217,7 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     ops_of = pl.concat([names, decode(names["name"]).select("op", "dtype")], how="horizontal")
     c = c.join(ops_of, on="name", how="left")
     g = c.group_by("side", "op", "dtype", "bytes", "device_id").agg(
-        pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w")
+        pl.col("t").sum(), pl.col("w").sum()
     )
     n = pl.when(pl.col("side") == "base").then(pl.lit(nb)).otherwise(pl.lit(nh))
     g = g.with_columns(
