@@ -32,28 +32,19 @@ Algorithm (after Chromium Pinpoint):
    A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).
-3. The culprit's share: its step's change (parent -> culprit, on the followed quantity) over D,
-   with a CI over both estimates' 95 % CIs (capture/bisect_share.py); where it may explain only
-   part of the change, and for every later culprit, the step is measured again on N fresh runs
-   of parent and culprit captured interleaved (drift between run sets captured minutes apart
-   had put a true half at 0.87, CI from 0.68). Whether to look beside it
-   (capture/bisect_rest.py): when that CI reaches below SHARE_TO_CONTINUE (60 %), the
-   ranges on both sides (GOOD..parent and culprit..BAD) are tested, first on the runs already
-   captured (no cost). A range is searched (the same way, up to MAX_CULPRITS culprits) only once
-   its change is confirmed on N fresh runs of both its ends captured interleaved
-   (OUTDIR/confirm-<a12>-<z12>/), taken with the earlier runs (2N a side: 4 fresh runs alone
-   missed a real half of the change behind one load spike). Run sets captured minutes apart
-   differ by drift on a shared machine (a lone culprit's share was measured from 0.49 to 1.13
-   over 20 seeds, and once a range of unchanged code came out "different"); interleaved runs
-   halve what drift can fake. A range is confirmed when the first test finds a change, when the share's point
-   estimate is below 60 % (the issue's rule, which the point estimate alone applied: it stopped
-   at 0.76 for a true half), or when a step of this search found a commit on that side
-   different from both its ends (`between`: the change is split around it). A pool without a
-   workload command cannot capture: its runs were captured interleaved in one call, and the
-   first test decides. `first_bad` is the culprit of the first search (the whole range).
+3. Beside each culprit (capture/bisect_rest.py, step by step): its share of its range, the
+   ranges beside it looked at on the runs already captured, more runs at its parent and itself
+   while that share is undecided (as at an undecided step), and only a side that looks moved
+   (or sits beside a step that differed from both its ends, or a share below
+   SHARE_TO_CONTINUE) confirmed on N fresh interleaved runs of its ends; a confirmed side is
+   searched the same way, up to MAX_CULPRITS culprits. A culprit beside another, and every
+   culprit of a later search, has its share measured again on N fresh interleaved runs of its
+   parent and itself (capture/bisect_share.py: drift between run sets captured minutes apart
+   had put a true half at 0.87). `first_bad` is the culprit of the first search.
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
-plus the extra runs of undecided steps, the runs of skipped commits and the confirmation runs.
+plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs and the
+confirmation runs; every run in OUTDIR's run sets is counted, by commit (capture/bisect_result.py).
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
 recomputed from the captures (the run-level test is exact, so the same runs give the same
@@ -129,6 +120,7 @@ class Bisection:
     skipped_now: set[str] = field(default_factory=set)  # skipped commits met by this call
     exhausted: list[str] = field(default_factory=list)  # undecided: the pool had too few runs
     loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)  # by folder
+    short: dict[str, str] = field(default_factory=dict)  # a run failed after others finished
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -313,7 +305,8 @@ class Bisection:
 
     def runs_at(self, sha: str, n: int) -> str:
         """Up to n runs at sha: "ok"; "skipped" (recorded) when its workload fails;
-        "exhausted" when the pool has fewer and no workload is given to capture the rest."""
+        "exhausted" when the pool has fewer and no workload is given to capture the rest;
+        "short" when a run failed at a commit that has finished runs."""
         if sha in self.state["skipped"]:
             return "skipped"
         k = self._pooled(sha, n)
@@ -322,6 +315,12 @@ class Bisection:
         if not self.live:
             return "exhausted"
         r = self._capture(self.folder(sha), [sha], n - k)
+        if r.exit_code and self.n_runs(sha) > 0:
+            # it ran before: a failed run (an nsys error under load, seen at a culprit's 4th run)
+            # is not a commit that does not run; the step decides on the runs it has, or not
+            self.short[sha] = r.problem or "a run failed"
+            self.say(f"{sha[:12]}: a run failed ({self.n_runs(sha)} finished): {r.problem}")
+            return "short"
         if r.exit_code:
             self.state["skipped"][sha] = r.problem
             self.save()
@@ -331,8 +330,7 @@ class Bisection:
 
     def n_runs(self, sha: str) -> int:
         """Finished runs of sha in OUTDIR (taken from the pool or captured)."""
-        f = self.folder(sha)
-        return len(rs.finished_runs(f)) if (f / rs.INDEX).is_file() else 0
+        return runs_in(self.folder(sha))
 
     def _progress(self, msg: str) -> None:
         m = re.search(r"run (\d+/\d+) \(([0-9a-f]{12})\): profiling", msg)
@@ -362,21 +360,22 @@ class Bisection:
     def compare_runs(self, ra: list[Any], rb: list[Any], labels: tuple[str, str]) -> Any:
         return compare(ra, rb, cycle=self.spec.cycle, labels=labels)
 
-    def confirm_folder(self, a: str, z: str) -> Path:
-        return self.outdir / f"confirm-{a[:12]}-{z[:12]}"
-
-    def confirm(self, a: str, z: str) -> tuple[Path, Path] | None:
-        """N fresh runs of a and of z captured interleaved (A Z Z A ...) into their own run sets,
-        OUTDIR/confirm-<a12>-<z12>/<sha12>: a comparison that drift between capture times cannot
-        fake. None when they cannot be captured (no workload command, or one does not run)."""
+    def confirm(
+        self, a: str, z: str, n: int | None = None, kind: str = "confirm"
+    ) -> tuple[tuple[Path, Path] | None, str | None]:
+        """n (N) fresh runs of a and of z captured interleaved (A Z Z A ...) into their own run
+        sets, OUTDIR/<kind>-<a12>-<z12>/<sha12>: a comparison that drift between capture times
+        cannot fake ("share": an undecided share's extra runs, capture/bisect_rest.py). (the two
+        run sets, None) when captured; (the two, the problem) when a run failed (what ran is in
+        them, and counted); (None, None) without a workload command."""
         if not self.live:
-            return None
-        out = self.confirm_folder(a, z)
-        r = self._capture(out, [a, z], self.spec.repeat)
+            return None, None
+        out = self.outdir / f"{kind}-{a[:12]}-{z[:12]}"
+        r = self._capture(out, [a, z], n or self.spec.repeat)
         if r.exit_code:
-            self.say(f"confirming {a[:12]}..{z[:12]} failed: {r.problem}")
-            return None
-        return out / a[:12], out / z[:12]
+            self.say(f"capturing {a[:12]} and {z[:12]} into {out.name} failed: {r.problem}")
+        problem = (r.problem or "a run failed") if r.exit_code else None
+        return (out / a[:12], out / z[:12]), problem
 
     # ---- what is followed (capture/bisect_follow.py) ---------------------------------------
 
@@ -387,6 +386,11 @@ class Bisection:
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
         """The followed quantities in comparison c (bisect_follow.quantities)."""
         return bf.quantities(c, follow)
+
+
+def runs_in(folder: Path) -> int:
+    """Finished runs of the run set in folder (0 where there is none)."""
+    return len(rs.finished_runs(folder)) if (folder / rs.INDEX).is_file() else 0
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> str | None:

@@ -1,124 +1,261 @@
-"""`tracediff bisect`'s ranges beside a culprit: whether the rest of a range holds a further change.
+"""`tracediff bisect`'s ranges beside a culprit: whether the rest of its range holds a further
+change, decided step by step so that a lone culprit costs about what the binary search does.
 
 Stage: capture (step 3 of capture/bisect.py's algorithm; called by capture/bisect_search.py
-after each culprit). Input: the culprit, its range and the steps that found it; output: the
-ranges beside it to search, each with its ends' followed quantities. Every test is logged as a
-step in bisect.json.
+after each culprit). Input: the culprit C (parent P) found in commits[a..z], the range's ends'
+followed quantities and the search's steps that sat between their ends; output: the ranges
+beside C to search, each with its ends' quantities. Every look is logged as a step.
+
+The rule, in order (each stage only when the one before could not decide):
+
+1. Share. s = the step's change (P -> C) over the range's (a -> z) on the followed quantity, its
+   CI the step's 95 % CI over the range's point change (`share_of_range_ci95`: the issue's
+   "the step explains < 60 %", with the step's error).
+2. Looks beside it, on the runs already captured (no cost): the ranges a..P and C..z, each
+   compared across runs. A side is *suspect* when its look moved (significant at 95 %, in the
+   regression's direction), or a step of the search on that side differed from both its ends
+   (`between`), or s < SHARE_TO_CONTINUE (then both sides: the issue's rule). With two culprits
+   the search always probes a commit that carries one change and not the other: the culprit's
+   parent when the other culprit is below it (the search's last like-good commit), the culprit
+   itself when the other is above (its first like-bad). So a second culprit shows in three
+   ways at once: that commit is `between`, its side's look moves, and s is about a half.
+3. Nothing suspect and the CI of s reaches below SHARE_TO_CONTINUE: the share is undecided, and
+   is treated as an undecided step is: RUNS_PER_EXTRA more runs of P and of C, captured
+   interleaved (P C C P ...) into OUTDIR/share-<P12>-<C12>/, then 1-2 again on the step's runs
+   with those, up to --max-runs - N more each. They are extra runs (`captures.extra_runs`; by
+   commit `share_runs`); the step's own run sets stay as their steps saw them, so a resumed call
+   decides every step the same way. Nothing suspect and the CI at or above SHARE_TO_CONTINUE:
+   C explains its range, stop. Still undecided at the cap: stop, logged as such (nothing moved
+   beside it on the looks).
+4. A suspect side is confirmed on N fresh runs of its two ends captured interleaved
+   (OUTDIR/confirm-<a12>-<z12>/), taken with the earlier runs (2N a side: 4 fresh runs alone
+   missed a real half behind one load spike), and searched only when `further` holds.
+   `further` is capture/bisect_ends.py's protection, not plain significance: the change is in
+   the regression's direction, at least MATERIAL of the GOOD -> BAD change, and large against
+   its noise (the 95 % CI's end nearest 0 >= half of it) or, for the cycle time, p <= SIDE_LEVEL
+   (ALPHA_P split over the 2 * MAX_CULPRITS sides a bisection can test). Why: a side is tested
+   on run sets captured at other times, up to 2 * MAX_CULPRITS of them; significance alone
+   passes 2.9-5.3 % of unchanged ranges (and drift makes it more: a range of unchanged code was
+   found "different"), each a false culprit, where the precision rule passes 0.15-0.35 %
+   (bisect_ends' simulation) and a real half (8 ms over 0-6 ms per-process offsets) at 8 runs a
+   side passes in 99.9 %. Where a further change was shown before this test (a step on that
+   side between its ends, or the share's whole CI below SHARE_TO_CONTINUE: `known`), the test
+   only says where it is, and significance at 95 % (with MATERIAL) suffices: under "no change"
+   both tests must pass by chance (the earlier one's 2.5-5 % times this one's 5 %: a level split,
+   as safe as the precision rule). Without it a real half at a load average of 8 was lost: 8.3 ms
+   on 8 runs a side, significant but not precise, beside a step that had differed from both
+   ends. Without a workload command (a pool) nothing can be captured: its runs
+   were captured interleaved in one call, and `further` on the look decides; a confirmation
+   whose capture fails is logged with its problem and `further` on the look decides.
+
+Why step by step: confirming both sides whenever the CI of s reached below 60 % (the former
+rule) cost 24 fresh runs (the step again on N interleaved runs of P and C, and both sides)
+for most lone culprits: 41-45 captures in 13 of 20 seeds against the issue's bound of 20.
+A lone culprit now costs the bound plus 0, 4 or 8 runs (the share's), unless a look beside it
+moves.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
-from capture.bisect import SHARE_TO_CONTINUE, Bisection
+from capture import bisect_ends as be
+from capture import bisect_result as bres
+from capture.bisect import MAX_CULPRITS, RUNS_PER_EXTRA, SHARE_TO_CONTINUE, Bisection, runs_in
 from capture.bisect_follow import Q
 from capture.bisect_step import sign
 
-
-def partial(c: dict[str, Any], ends: list[Q]) -> bool:
-    """Whether the culprit's step may explain only part of its range's change (the CI of its share
-    of the range's point change reaches below SHARE_TO_CONTINUE: `rest`'s rule)."""
-    rd = sum(q.delta for q in ends)
-    return bool(rd) and min(x / rd for x in c["delta_ci95"]) < SHARE_TO_CONTINUE
+SIDE_LEVEL = be.ALPHA_P / (2 * MAX_CULPRITS)
+"""The cycle time's p-value route for a side range (rule 4): ALPHA_P over the sides testable."""
 
 
-def rest(
-    b: Bisection,
-    c: dict[str, Any],
-    start: int,
-    lo: int,
-    hi: int,
-    end: int,
-    ends: list[Q],
-    splits: list[int],
-    partial: bool = False,
-) -> list[tuple[int, int, bool]]:
-    """The ranges beside a culprit that may hold a further change (capture/bisect.py, step 3):
-    (first, last, hinted) for each; hinted (confirmed on fresh runs whatever the first test says)
-    when the share's point estimate is below SHARE_TO_CONTINUE, or a step of this search found a
-    commit on that side between the ends (significantly different from both: the change is split
-    around it).
-
-    The culprit explains only part of its range's change when the CI of its share (its step's
-    change over the range's; the CI of its step's comparison) reaches below SHARE_TO_CONTINUE:
-    the point estimate alone is what stopped too early (0.76 measured for a true half) and went
-    on too often (0.49 for a lone culprit: drift between run sets captured minutes apart).
-    `partial`: the step's first measure said so (before its share was measured again on fresh
-    interleaved runs: capture/bisect_share.py); then both sides are hinted."""
-    rd = sum(q.delta for q in ends)
-    if not rd:
-        return []
+def share_of_range(c: dict[str, Any], rd: float) -> tuple[float, float, float]:
+    """Rule 1: the culprit's share of its range's point change rd, and that share's CI (from its
+    step's CI); set as c["share_of_range_ci95"]."""
     lo_ci, hi_ci = sorted(x / rd for x in c["delta_ci95"])
     c["share_of_range_ci95"] = [lo_ci, hi_ci]
-    if not (partial or lo_ci < SHARE_TO_CONTINUE):
+    return c["delta_ms_per_cycle"] / rd, lo_ci, hi_ci
+
+
+def beside(
+    b: Bisection,
+    c: dict[str, Any],
+    span: tuple[int, int],
+    lo: int,
+    hi: int,
+    ends: list[Q],
+    splits: list[int],
+    follow: dict[str, Any],
+    total: float,
+    total_ci: tuple[float, float],
+) -> list[tuple[int, int, list[Q]]]:
+    """Rules 1-4 for culprit c = commits[hi] (parent commits[lo]) found in commits[span]: the
+    ranges beside it to search, each as (first, last, its ends' quantities)."""
+    start, end = span
+    rd = sum(q.delta for q in ends)
+    sides = [(a, z) for a, z in ((start, lo), (hi, end)) if z - a >= 1]
+    if not rd:
         return []
-    share = c["delta_ms_per_cycle"] / rd
-    b.say(
-        f"{c['commit'][:12]} explains {100 * share:.0f} % of its range's change "
-        f"(95 % CI from {100 * lo_ci:.0f} %): testing the rest"
+    parent, sha = b.commits[lo], b.commits[hi]
+    more: tuple[Path, Path] | None = None  # the share's extra runs of parent and culprit
+    stuck = None  # why no more runs can be had
+    while True:
+        t0 = time.monotonic()
+        s, lo_ci, hi_ci = share_of_range(c, rd)
+        extra = {} if more is None else {parent: more[0], sha: more[1]}
+        looks = [_look(b, a, z, follow, total, extra) for a, z in sides]
+        # a step between its ends on this side: at or below the parent, or at or above C
+        hints = [any(x <= lo if z <= lo else x >= hi for x in splits) for a, z in sides]
+        suspect = [s < SHARE_TO_CONTINUE or h or m for h, (m, _) in zip(hints, looks, strict=True)]
+        have = 0 if more is None else min(runs_in(f) for f in more)
+        grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
+        if any(suspect):
+            decision = "part of its range: testing beside it"
+        elif not sides or lo_ci >= SHARE_TO_CONTINUE:
+            decision = "explains its range"
+        elif stuck is not None or not b.live:
+            why = stuck or "no workload command to capture more"
+            decision = f"share undecided ({why}): nothing moved beside it"
+        elif grow > have:
+            decision = f"share undecided: parent and culprit to {grow} extra runs each"
+        else:
+            decision = "share undecided at --max-runs: nothing moved beside it"
+        b.log(
+            {
+                "step": len(b.state["log"]),
+                "commit": sha,
+                "against": parent,
+                "runs": [b.n_runs(parent), b.n_runs(sha)],
+                "from_pool": [b.from_pool.get(parent, 0), b.from_pool.get(sha, 0)],
+                "share_runs": [0, 0] if more is None else [runs_in(f) for f in more],
+                "decision": decision,
+                "share_of_range": s,
+                "share_of_range_ci95": [lo_ci, hi_ci],
+                "beside": [
+                    {
+                        "first": b.commits[a],
+                        "last": b.commits[z],
+                        "delta_ms_per_cycle": d,
+                        "moved": m,
+                        "between": h,
+                        "suspect": u,
+                    }
+                    for (a, z), (m, d), h, u in zip(sides, looks, hints, suspect, strict=True)
+                ],
+                "wall_s": round(time.monotonic() - t0, 1),
+            }
+        )
+        b.say(
+            f"  {sha[:12]} explains {100 * s:.0f} % of its range's change (95 % CI "
+            f"{100 * lo_ci:.0f}-{100 * hi_ci:.0f} %): {decision}"
+        )
+        if not decision.startswith("share undecided: "):
+            break
+        # interleaved with each other (P C C P ...), apart from the step's run sets: those stay
+        # as their steps saw them, so that a resumed call decides every step the same way
+        more, problem = b.confirm(parent, sha, grow, kind="share")
+        if problem is not None:
+            stuck = "a run failed"
+        c.update(bres.culprit(b, lo, hi, follow, total, total_ci, more))
+    found = []
+    # evidence of a further change gathered before the side's own test: a step there differed
+    # from both its ends, or the share's whole CI is below SHARE_TO_CONTINUE
+    known = [h or hi_ci < SHARE_TO_CONTINUE for h in hints]
+    for (a, z), u, k in zip(sides, suspect, known, strict=True):
+        qs = side(b, a, z, follow, total, k) if u else None
+        if qs is not None:
+            found.append((a, z, qs))
+    return found
+
+
+def _look(
+    b: Bisection, a: int, z: int, follow: dict[str, Any], total: float, extra: dict[str, Path]
+) -> tuple[bool, float]:
+    """Rule 2's look at commits[a..z] on the runs already captured (with the share's extra runs
+    of its parent or culprit end, `extra`): moved, and its change."""
+    ga, gz = b.commits[a], b.commits[z]
+    ra, rz = (
+        b.runs_of(b.folder(x)) + (b.runs_of(extra[x]) if x in extra else []) for x in (ga, gz)
     )
-    # the issue's rule: below 60 %, always look further; and when the step's first measure said
-    # "part of it": its run sets' drift may sit in the range's ends too (a two-culprit seed: the
-    # step +12.6 ms, fresh interleaved 8.0 of the ends' 12.0 (true 8 of 16), and the culprit..BAD
-    # range +0.5 ms on the runs already captured, so not confirmed: the second half missed)
-    low = share < SHARE_TO_CONTINUE or partial
-    sides = [
-        (start, lo, low or any(x < hi for x in splits)),
-        (hi, end, low or any(x >= hi for x in splits)),
+    qs = b.quantities(b.compare_runs(ra, rz, (ga[:12], gz[:12])), follow)
+    return moved(qs, total), sum(q.delta for q in qs)
+
+
+def moved(qs: list[Q], total: float) -> bool:
+    """Any followed quantity significant (95 %) in the regression's direction: a look's rule."""
+    return any(q.significant and sign(q.delta) == sign(total) for q in qs)
+
+
+def further(c: Any, qs: list[Q], total: float, follow: dict[str, Any], known: bool = False) -> bool:
+    """Rule 4's protection: a further change in the regression's direction, at least MATERIAL of
+    the GOOD -> BAD change, and large against its noise (capture/bisect_ends.precise) or, for
+    the cycle time, p <= SIDE_LEVEL. `known`: evidence found before this test (a step on that
+    side between its ends, or the share's whole CI below SHARE_TO_CONTINUE): significance then
+    suffices (the level split over two tests)."""
+    s = sign(total)
+    if follow["what"] == "cycle time":
+        d = c.delta_ms_per_cycle
+        ok = sign(d) == s and (bool(c.significant) if known else be.cycle_time_moved(c, SIDE_LEVEL))
+        return ok and abs(d) >= be.MATERIAL * abs(total)
+    passing = [
+        q
+        for q in qs
+        if q.significant and sign(q.delta) == s and (known or be.precise(q.delta, *q.ci))
     ]
-    return [(a, z, h) for a, z, h in sides if z - a >= 1]
+    return s * sum(q.delta for q in passing) >= be.MATERIAL * abs(total)
 
 
 def side(
-    b: Bisection, a: int, z: int, hinted: bool, follow: dict[str, Any], total: float
+    b: Bisection, a: int, z: int, follow: dict[str, Any], total: float, known: bool = False
 ) -> list[Q] | None:
-    """Whether commits[a..z] holds a further change: its ends' quantities when it does.
-
-    First on the runs already captured (no cost). Those run sets were captured minutes apart, so
-    a "change" there may be drift (a range of unchanged code was once found different that way);
-    a positive, or a hinted range, is confirmed on N fresh runs of both ends captured interleaved
-    together with the earlier ones (2N a side), and only a confirmed range is searched. A pool without a workload
-    command cannot capture: its runs were captured interleaved in one call, and the first test
-    decides."""
+    """Rule 4 for commits[a..z]: its ends' quantities when it holds a further change (`known`:
+    see `further`)."""
     t0 = time.monotonic()
     ga, gz = b.commits[a], b.commits[z]
     cz = b.compare(ga, gz)
     qs = b.quantities(cz, follow)
-    moved = any(q.significant and sign(q.delta) == sign(total) for q in qs)
     entry: dict[str, Any] = {
         "step": len(b.state["log"]),
         "commit": gz,
         "against": ga,
         "runs": [b.n_runs(ga), b.n_runs(gz)],
-        "decision": "regression" if moved else "no further change",
+        "from_pool": [b.from_pool.get(ga, 0), b.from_pool.get(gz, 0)],
         "p_value": cz.p_value,
         "delta_ms_per_cycle": sum(q.delta for q in qs),
-        "significant": moved,
-        "hinted": hinted,
+        "known": known,
     }
-    if moved or hinted:  # confirmed: a positive may be drift, a negative may be a load spike
-        fresh = b.confirm(ga, gz)
-        if fresh is not None:
-            # the fresh runs with the earlier ones: twice the runs (one load spike in 4 runs
-            # hid a real 8 ms half of the change from 4 fresh runs alone), drift halved
-            ra = b.runs_of(b.folder(ga)) + b.runs_of(fresh[0])
-            rz = b.runs_of(b.folder(gz)) + b.runs_of(fresh[1])
-            cf = b.compare_runs(ra, rz, (ga[:12], gz[:12]))
-            qs = b.quantities(cf, follow)
-            moved = any(q.significant and sign(q.delta) == sign(total) for q in qs)
+    fresh, problem = b.confirm(ga, gz)
+    if fresh is not None and problem is None:
+        # the fresh runs with the earlier ones: twice the runs, drift halved
+        ra = b.runs_of(b.folder(ga)) + b.runs_of(fresh[0])
+        rz = b.runs_of(b.folder(gz)) + b.runs_of(fresh[1])
+        cf = b.compare_runs(ra, rz, (ga[:12], gz[:12]))
+        qs = b.quantities(cf, follow)
+        yes = further(cf, qs, total, follow, known)
+        entry.update(
+            decision="regression (confirmed)" if yes else "no further change (confirmed)",
+            confirm_folder=fresh[0].parent.name,
+            confirm_runs=[len(b.runs_of(f)) for f in fresh],
+            confirm_on=[len(ra), len(rz)],
+            confirm_p_value=cf.p_value,
+            confirm_delta_ms_per_cycle=sum(q.delta for q in qs),
+        )
+    else:
+        yes = further(cz, qs, total, follow, known)
+        entry["decision"] = "regression" if yes else "no further change"
+        if problem is not None:  # logged with what ran: its runs are counted (captures)
             entry.update(
-                decision="regression (confirmed)" if moved else "no further change (confirmed)",
-                confirm_runs=[len(b.runs_of(f)) for f in fresh],
-                confirm_on=[len(ra), len(rz)],
-                confirm_p_value=cf.p_value,
-                confirm_delta_ms_per_cycle=sum(q.delta for q in qs),
-                significant=moved,
+                decision=entry["decision"] + " (not confirmed: the capture failed)",
+                confirm_problem=problem,
+                confirm_folder=fresh[0].parent.name if fresh else None,
+                confirm_runs=[runs_in(f) for f in fresh] if fresh else [0, 0],
             )
-    entry["wall_s"] = round(time.monotonic() - t0, 1)
+    entry.update(significant=yes, wall_s=round(time.monotonic() - t0, 1))
     b.log(entry)
     b.say(
         f"  {ga[:12]}..{gz[:12]}: {entry['decision']} "
         f"({entry['delta_ms_per_cycle']:+.3f} ms/cycle on the runs so far)"
     )
-    return qs if moved else None
+    return qs if yes else None

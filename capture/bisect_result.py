@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -27,9 +28,12 @@ def culprit(
     follow: dict[str, Any],
     total: float,
     total_ci: tuple[float, float],
+    more: tuple[Path, Path] | None = None,
 ) -> dict[str, Any]:
+    """Culprit commits[hi] (parent commits[lo]) as reported, measured between its step's run
+    sets (and the run sets `more` of an undecided share's extra runs, capture/bisect_rest.py)."""
     parent, sha = b.commits[lo], b.commits[hi]
-    c = b.compare(parent, sha)
+    c = b.compare_runs(*pair_runs(b, parent, sha, more), (parent[:12], sha[:12]))
     qs = b.quantities(c, follow)
     delta = sum(q.delta for q in qs)
     # the sum's CI from the rows' (one row, the cycle time, is the usual case): wider, not exact
@@ -79,19 +83,15 @@ def result(
     t0: float,
 ) -> dict[str, Any]:
     n = b.spec.repeat
-    touched = {e["commit"] for e in b.state["log"]} | {b.commits[0]}
-    used = sum(b.n_runs(s) for s in touched if s not in b.state["skipped"])
-    confirm = sum(
-        len(rs.finished_runs(f)) for f in b.outdir.glob("confirm-*/*") if (f / rs.INDEX).is_file()
-    )
-    used += confirm
-    failed = 0
-    for s in b.state["skipped"]:
-        if (b.folder(s) / rs.INDEX).is_file():
-            failed += sum(1 for r in rs.read_index(b.folder(s))["runs"] if r["status"] != "ok")
-    ends = b.state["log"][0]["runs"]
-    extra = sum(max(r - n, 0) for r in ends) + sum(
-        e["runs"] - n for e in b.state["log"] if e.get("decision", "").startswith("like ")
+    by = tally(b)
+    finished = sum(k["runs"] + k["share_runs"] + k["confirm_runs"] for k in by.values())
+    failed = sum(k["failed"] for k in by.values())
+    confirm = sum(k["confirm_runs"] for k in by.values())
+    # runs beyond N at a commit (an end, an undecided step) and an undecided share's runs
+    extra = sum(
+        max(k["runs"] - n, 0) + k["share_runs"]
+        for s, k in by.items()
+        if s not in b.state["skipped"]
     )
     uncertain = [e["commit"] for e in b.state["log"] if e.get("by") == "closeness"]
     bound = 2 * n + sum(math.ceil(math.log2(k)) * n for k in searches if k > 1)
@@ -122,18 +122,20 @@ def result(
         # culprits that depend on them are a best guess, not a significant finding
         "uncertain_steps": uncertain,
         "captures": {
-            "used": used + failed,
-            "finished_runs": used,
+            "used": finished + failed,
+            "finished_runs": finished,
             "failed_runs": failed,
             "extra_runs": extra,
             # fresh interleaved runs that confirmed (or not) a change beside a culprit
             "confirm_runs": confirm,
             "bound": bound,
-            "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra, failed and "
-            "confirm runs",
+            "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra (beyond N at a "
+            "commit), failed and confirm runs",
             "captured_now": b.captured,
             "reused": b.reused,
             "from_pool": sum(b.from_pool.values()),
+            # every run in OUTDIR's run sets, by commit (`tally`)
+            "by_commit": by,
         },
         "wall_s": round(time.monotonic() - t0, 1),
         "outdir": str(b.outdir),
@@ -141,3 +143,37 @@ def result(
     b.state["result"] = result
     b.save()
     return result
+
+
+def pair_runs(
+    b: Bisection, a: str, z: str, more: tuple[Path, Path] | None
+) -> tuple[list[Any], list[Any]]:
+    """The runs of a and z: their own run sets' and, where given, those of `more` too."""
+    ra, rz = b.runs_of(b.folder(a)), b.runs_of(b.folder(z))
+    if more is None:
+        return ra, rz
+    return ra + b.runs_of(more[0]), rz + b.runs_of(more[1])
+
+
+def tally(b: Bisection) -> dict[str, dict[str, int]]:
+    """Every run in OUTDIR's run sets, by commit: finished in its own run set (`runs`: the ends',
+    the steps', taken from the pool or captured), finished as an undecided share's extra runs
+    (`share_runs`: OUTDIR/share-*/), in confirmations (`confirm_runs`: OUTDIR/confirm-*/), and
+    not finished anywhere (`failed`: a commit that does not run, a run that failed or was
+    interrupted). Counted from the run sets' indexes, not from the log: a capture that failed
+    part-way is counted as it ran."""
+    full = {s[:12]: s for s in b.commits}
+    by: dict[str, dict[str, int]] = {}
+    sets = [(b.folder(s), s, "runs") for s in b.commits]
+    for kind in ("confirm", "share"):
+        sets += [
+            (f, full.get(f.name, f.name), f"{kind}_runs") for f in b.outdir.glob(f"{kind}-*/*")
+        ]
+    for folder, sha, kind in sets:
+        if not (folder / rs.INDEX).is_file():
+            continue
+        k = by.setdefault(sha, {"runs": 0, "share_runs": 0, "confirm_runs": 0, "failed": 0})
+        done = len(rs.finished_runs(folder))
+        k[kind] += done
+        k["failed"] += len(rs.read_index(folder)["runs"]) - done
+    return by

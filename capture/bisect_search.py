@@ -9,6 +9,7 @@ culprit's share), bisect_rest.py (the ranges beside it) and bisect_result.py (th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,11 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     # ends not told apart at N runs: more runs a side, up to the cap; each look at its own level
     # (capture/bisect_ends.py: the p-value levels sum to 1 %)
     levels = be.look_levels(spec.repeat, b.max_runs, RUNS_PER_EXTRA)
-    look = 0
+    # a resumed call starts at the look its ends had reached (their runs), so that it logs the
+    # same look as the first call did
+    have = min(b.n_runs(good), b.n_runs(bad), b.max_runs)
+    look = min(math.ceil(max(have - n, 0) / RUNS_PER_EXTRA), len(levels) - 1)
+    n = min(n + look * RUNS_PER_EXTRA, b.max_runs)
     while True:
         got = b.capture_ends(n)
         c0 = b.compare(good, bad)
@@ -123,16 +128,11 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
         lo, hi, splits = bst.search(b, start, end, ends, order if len(searches) == 1 else None)
         c = bres.culprit(b, lo, hi, follow, total, total_ci)
         c["search"] = len(searches)  # 1: the whole range; later: a range left beside a culprit
-        partial = br.partial(c, ends)
-        if len(searches) > 1 or partial:
+        culprits.append(c)
+        found = br.beside(b, c, (start, end), lo, hi, ends, splits, follow, total, total_ci)
+        if len(searches) > 1 or found:
             # its share matters (beside another culprit): measured free of drift
             # (capture/bisect_share.py)
             bs.remeasure(b, c, follow, total, total_ci)
-        culprits.append(c)
-        # the rest is looked at (and confirmed on fresh runs) when the step's first measure says
-        # "part of it", whatever the fresh one says (0.67 of an under-measured total, true 0.5)
-        for a, z, hinted in br.rest(b, c, start, lo, hi, end, ends, splits, partial):
-            qs = br.side(b, a, z, hinted, follow, total)
-            if qs is not None:
-                todo.append((a, z, qs))
+        todo.extend(found)
     return bres.result(b, follow, total, culprits, searches, t0)

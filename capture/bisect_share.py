@@ -11,8 +11,8 @@ Two things made the share's CI miss the truth (two culprits each adding half: 0.
 1. Drift. The step's pair (parent, culprit) are run sets captured minutes apart, at other times
    than the ends: on a shared machine a load change between them is a "change" the across-run
    test cannot see (its CI is over the runs of each set, not over when they ran). Where the
-   share matters (the culprit does not explain the whole range: the rest is looked at; or it is
-   a culprit of a later search, beside another), N fresh runs of parent and culprit are captured
+   share matters (a culprit beside another: a range beside it held a further change, or it is
+   the culprit of a later search), N fresh runs of parent and culprit are captured
    interleaved (A Z Z A ..., OUTDIR/confirm-<parent12>-<culprit12>/, as for a range's
    confirmation) and the step is measured on those alone: drift between capture times then
    moves both sides alike. The ends were captured interleaved already. A pool without a workload
@@ -25,7 +25,7 @@ Two things made the share's CI miss the truth (two culprits each adding half: 0.
    side: honest about what 4 runs can tell.
 
 `share_of_range_ci95`, the CI over the range's point change that decides whether to look beside
-a culprit (capture/bisect_rest.rest), is not this interval: it is the issue's rule ("the step
+a culprit (capture/bisect_rest.py), is not this interval: it is the issue's rule ("the step
 explains < 60 %"), and with the ends' error added a lone culprit's share at 4 runs would always
 reach below 60 %.
 """
@@ -36,7 +36,7 @@ import math
 import time
 from typing import Any
 
-from capture.bisect import Bisection
+from capture.bisect import Bisection, runs_in
 from capture.bisect_follow import Q
 
 
@@ -65,11 +65,26 @@ def remeasure(
 ) -> None:
     """Measure culprit c's step on N fresh interleaved runs of its parent and itself (point 1
     above) and set its change, share and share CI from them; logged as a step. Nothing changes
-    when they cannot be captured (no workload command, or one of them does not run)."""
+    when they cannot be captured (no workload command; a run that fails is logged)."""
     t0 = time.monotonic()
     parent, sha = c["parent"], c["commit"]
-    fresh = b.confirm(parent, sha)
+    fresh, problem = b.confirm(parent, sha)
     if fresh is None:
+        return
+    if problem is not None:  # what ran is logged (and counted); the step's measure is kept
+        b.log(
+            {
+                "step": len(b.state["log"]),
+                "commit": sha,
+                "against": parent,
+                "runs": [b.n_runs(parent), b.n_runs(sha)],
+                "decision": "culprit's share: not measured again (a fresh run failed)",
+                "confirm_problem": problem,
+                "confirm_folder": fresh[0].parent.name,
+                "confirm_runs": [runs_in(f) for f in fresh],
+                "wall_s": round(time.monotonic() - t0, 1),
+            }
+        )
         return
     ra, rz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
     cf = b.compare_runs(ra, rz, (parent[:12], sha[:12]))
@@ -84,6 +99,9 @@ def remeasure(
             "decision": "culprit's share on fresh interleaved runs",
             "p_value": cf.p_value,
             "delta_ms_per_cycle": delta,
+            # (a confirmation of the range parent..culprit made beside an earlier culprit is
+            # the same folder, reused: its runs are counted once, by folder)
+            "confirm_folder": fresh[0].parent.name,
             "confirm_runs": [len(ra), len(rz)],
             "confirm_on": [len(ra), len(rz)],
             "confirm_p_value": cf.p_value,

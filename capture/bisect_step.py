@@ -112,14 +112,14 @@ def search(
 
 def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | None, bool]:
     """Capture at commits[x] (or take its runs from the pool) until decided or at the cap;
-    None: skipped (does not run) or undecided with the pool exhausted. True: X differs from
+    None: skipped (does not run) or undecided with no more runs to be had. True: X differs from
     both ends (`between`)."""
     t0 = time.monotonic()
     sha, n = b.commits[x], b.spec.repeat
     while True:
         status = b.runs_at(sha, n)
         runs = b.n_runs(sha)
-        if status == "skipped" or (status == "exhausted" and runs < 2):
+        if status == "skipped" or (status in ("exhausted", "short") and runs < 2):
             not_decided(b, sha, status, runs, t0)
             return None, False
         cg = b.compare(b.commits[lo], sha)
@@ -130,7 +130,7 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
         d = vote(each, ends)
         frac = moved_share(qg, ends)
         by = "test"
-        if d is None and status == "exhausted":
+        if d is None and status in ("exhausted", "short"):
             not_decided(b, sha, status, runs, t0, cg.p_value, cb.p_value)
             return None, False
         if d is None and runs >= b.max_runs:
@@ -150,6 +150,7 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
                     "ci95_vs_good": [list(q.ci) for q in qg],
                     "fraction_of_change": frac,
                     "between": split,
+                    **({"problem": b.short[sha]} if status == "short" else {}),
                     "wall_s": round(time.monotonic() - t0, 1),
                 }
             )
@@ -172,12 +173,16 @@ def not_decided(
     p_good: float | None = None,
     p_bad: float | None = None,
 ) -> None:
-    """Log a commit the search goes around (as `git bisect skip`): it does not run, or the pool
-    has too few of its runs to decide (and no workload command was given to capture more)."""
+    """Log a commit the search goes around (as `git bisect skip`): it does not run, a run failed
+    after others had finished and those do not decide it, or the pool has too few of its runs to
+    decide (and no workload command was given to capture more)."""
     b.skipped_now.add(sha)
     entry: dict[str, Any] = {"step": len(b.state["log"]), "commit": sha, "runs": runs}
     if status == "skipped":
         entry.update(decision="skipped", problem=b.state["skipped"][sha])
+    elif status == "short":
+        entry.update(decision="undecided: a run failed", problem=b.short[sha])
+        entry.update(p_value_vs_good=p_good, p_value_vs_bad=p_bad)
     else:
         if sha not in b.exhausted:
             b.exhausted.append(sha)

@@ -165,6 +165,13 @@ def run(args: argparse.Namespace) -> int:
             f"warning: {len(result['uncertain_steps'])} step(s) undecided at --max-runs were "
             "decided by closeness only: the culprit is a best guess (raise --max-runs)"
         )
+    failed = [e for e in result["steps"] if e.get("confirm_problem")]
+    if failed:
+        _say(
+            f"warning: {len(failed)} confirmation(s) on fresh runs failed part-way (see "
+            "confirm_problem in the steps): decided on the runs already captured, so a further "
+            "culprit beside one may be missed"
+        )
     _say(
         f"{cap['used']} captures used ({cap['captured_now']} now, {cap['reused']} reused); "
         f"bound {cap['bound']} + {cap['extra_runs']} extra + {cap['failed_runs']} failed"

@@ -1,0 +1,81 @@
+"""capture/bisect_rest.py: the rule that decides whether a range beside a culprit holds a further
+change (`further`) and the culprit's share of its range (`share_of_range`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capture import bisect_rest as br
+from capture.bisect_follow import Q
+from tracediff.engine import runstats as rs
+
+CYCLE = {"what": "cycle time", "rows": []}
+ROWS = {"what": "contributors", "rows": [["host", "verify", None, None]]}
+
+
+class Cmp:
+    """What `further` reads of an engine comparison (as in test_bisect_ends)."""
+
+    def __init__(self, d: float, ci: tuple[float, float], p: float, sig: bool) -> None:
+        self.delta_ms_per_cycle, self.delta_ci95, self.p_value, self.significant = d, ci, p, sig
+
+
+def q(d: float, ci: tuple[float, float], sig: bool = True) -> Q:
+    return Q("verify", d, sig, None, ci)
+
+
+@pytest.mark.parametrize(
+    ("d", "ci", "p", "sig", "expected"),
+    [
+        (8.0, (4.5, 11.5), 0.03, True, True),  # a real half: precise
+        # significant at 95 %, as the former rule took it, but its CI reaches to an eighth of
+        # it: drift between run sets or chance, not a culprit
+        (2.4, (0.3, 4.6), 0.03, True, False),
+        (8.0, (0.5, 16.0), 0.0008, True, True),  # a load spike widens it; runs fully apart
+        (8.0, (0.5, 16.0), 0.002, True, False),  # ... but p above the sides' level
+        (-8.0, (-11.5, -4.5), 0.001, True, False),  # faster, not a further regression
+        (0.5, (0.3, 0.7), 0.0001, True, False),  # precise but immaterial: 0.5 of 16 (3 %)
+        (8.0, (-1.0, 17.0), 0.3, False, False),
+    ],
+)
+def test_a_further_change_on_the_cycle_time_needs_the_ends_protection(
+    d: float, ci: tuple[float, float], p: float, sig: bool, expected: bool
+) -> None:
+    c = Cmp(d, ci, p, sig)
+    assert br.further(c, [Q("cycle time", d, sig, p, ci)], 16.0, CYCLE) is expected
+
+
+def test_the_sides_level_splits_the_p_route_and_8_runs_a_side_can_reach_it() -> None:
+    assert br.SIDE_LEVEL == pytest.approx(0.01 / 8)
+    assert rs.min_p(8, 8) <= br.SIDE_LEVEL < rs.min_p(4, 4)
+
+
+def test_a_further_change_on_contributors_counts_only_the_precise_rows() -> None:
+    c = Cmp(0.0, (-1.0, 1.0), 0.5, False)  # the cycle time does not decide here
+    assert br.further(c, [q(0.017, (0.0168, 0.0172))], 0.034, ROWS)
+    assert not br.further(c, [q(0.017, (0.002, 0.032))], 0.034, ROWS)  # imprecise
+    assert not br.further(c, [q(0.017, (0.0168, 0.0172), sig=False)], 0.034, ROWS)
+    assert not br.further(c, [q(0.002, (0.0019, 0.0021))], 0.034, ROWS)  # 6 % of the change
+
+
+def test_the_share_of_its_range_takes_the_steps_ci_over_the_ranges_change() -> None:
+    c = {"delta_ms_per_cycle": 8.0, "delta_ci95": [5.0, 11.0]}
+    s, lo, hi = br.share_of_range(c, 8.0)
+    assert (s, lo, hi) == (1.0, 0.625, 1.375) and c["share_of_range_ci95"] == [0.625, 1.375]
+    s, lo, hi = br.share_of_range({"delta_ms_per_cycle": -8.0, "delta_ci95": [-11.0, -5.0]}, -8.0)
+    assert (s, lo, hi) == (1.0, 0.625, 1.375)  # a speed-up bisected the same way
+
+
+def test_known_evidence_leaves_only_significance_to_say_where() -> None:
+    """A two-culprit seed at load 8: the side held 8.3 ms of a 16 ms change on 8 runs a side,
+    significant but not precise, beside a step that had differed from both ends."""
+    c = Cmp(8.3, (2.0, 14.6), 0.01, True)
+    cycle = [Q("cycle time", 8.3, True, 0.01, (2.0, 14.6))]
+    assert not br.further(c, cycle, 16.0, CYCLE)
+    assert br.further(c, cycle, 16.0, CYCLE, known=True)
+    # not a significant change, or not in the regression's direction, or immaterial: still no
+    assert not br.further(Cmp(8.3, (-1.0, 17.0), 0.2, False), cycle, 16.0, CYCLE, known=True)
+    assert not br.further(Cmp(-8.3, (-14.6, -2.0), 0.01, True), cycle, 16.0, CYCLE, known=True)
+    assert not br.further(Cmp(0.5, (0.1, 0.9), 0.01, True), cycle, 16.0, CYCLE, known=True)
+    rows = [q(0.017, (0.002, 0.032))]
+    assert br.further(Cmp(0.0, (-1.0, 1.0), 0.5, False), rows, 0.034, ROWS, known=True)
