@@ -222,7 +222,7 @@ def before(a: argparse.Namespace, sizes: list[int]) -> int:
     same = all(len(v) == 1 for v in outs.values()) and len(outs) == len(sizes)
     print(f"\nend: load {os.getloadavg()}; each size's JSON reports all the same: {same}")
     lo, hi = min(sizes), max(sizes)
-    for name in trees:
+    for name in trees if hi > lo else ():
         drv = {n: statistics.median(m.driver_mib for m in got[name, n]) for n in (lo, hi)}
         wk = {n: statistics.median(max(workers_of(m), default=0) for m in got[name, n])
               for n in (lo, hi)}  # fmt: skip
