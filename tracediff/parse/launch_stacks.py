@@ -118,16 +118,21 @@ def resolve(
     n_calls = len(call_mid)
     if not n_calls or not len(start):
         return _none(n_calls)
-    c_thr, f_thr, n_thr = _threads(call_pid, call_tid, pid, tid)
     # only frame calls that hold some API call's midpoint can be frames of a launch stack: the
     # first midpoint at or after a call's start is at most its end. Picked before the sort, so
     # that only these are sorted (on the SGLang prefill-decode trace 8310 of 53321)
-    if n_thr == 1:  # the times are the keys; the pick skips the frame calls of other threads
+    p0, t0 = call_pid[0], call_tid[0]
+    if call_pid.min() == call_pid.max() == p0 and call_tid.min() == call_tid.max() == t0:
+        # one launching thread (the usual case): the times are the keys, and the pick skips
+        # the frame calls of other threads (a mask, not thread codes: no int64 per call)
+        ok = None
+        if not (pid.min() == pid.max() == p0 and tid.min() == tid.max() == t0):
+            ok = (pid == p0) & (tid == t0)
         c_order = np.argsort(call_mid, kind="stable")
         mids = call_mid[c_order]
-        held = _holding(mids, start, end, None if f_thr is None else f_thr >= 0)
-        return _resolved(n_calls, c_thr, None, c_order, mids, held, start[held], end[held], text)
-    assert f_thr is not None  # several threads: _threads numbered the frame calls' threads
+        held = _holding(mids, start, end, ok)
+        return _resolved(n_calls, None, None, c_order, mids, held, start[held], end[held], text)
+    c_thr, f_thr, n_thr = _threads(call_pid, call_tid, pid, tid)
     on = (end >= start) & (f_thr >= 0)
     rows: np.ndarray | None = None if on.all() else np.flatnonzero(on)
     if rows is not None and not rows.size:
@@ -156,7 +161,7 @@ def resolve(
 
 def _resolved(
     n_calls: int,
-    c_thr: np.ndarray,
+    c_thr: np.ndarray | None,
     f_thr: np.ndarray | None,
     c_order: np.ndarray,
     mids: np.ndarray,
@@ -166,8 +171,8 @@ def _resolved(
     text: pl.Series | pa.DictionaryArray,
 ) -> Stacks:
     """resolve, from the frame calls `rows` that hold a midpoint (s, e: their keys) and the
-    midpoints' keys in order (mids; c_order: the API calls in that order); f_thr None: one
-    thread."""
+    midpoints' keys in order (mids; c_order: the API calls in that order); c_thr, f_thr the
+    API and frame calls' thread codes, None for one thread."""
     if not rows.size:
         return _none(n_calls)
 
@@ -183,7 +188,7 @@ def _resolved(
     fh = fd[code]
 
     # callers, stack hashes and each API call's launching frame call (in midpoint order)
-    mthr = None if thr is None else c_thr[c_order]
+    mthr = None if thr is None or c_thr is None else c_thr[c_order]
     parent, h, cur = (_walk_native if _stack_walk is not None else _walk_numpy)(
         s, e, thr, fh, mids, mthr
     )
@@ -227,7 +232,7 @@ def _frames(
             words = pa.concat_arrays([words, pa.array(["<unnamed>"], words.type)])
         raw = idx.to_numpy()[rows]
         present = np.bincount(raw, minlength=len(words)) > 0
-        code = (np.cumsum(present) - 1)[raw]  # dense: 0..distinct-1
+        code = (np.cumsum(present, dtype=np.int32) - 1)[raw]  # dense: 0..distinct-1
         # a list's items, not pyarrow's take: its first call in a process costs 1-5 ms
         every = words.to_pylist()
         texts = [every[i] for i in np.flatnonzero(present).tolist()]
@@ -349,15 +354,9 @@ def _walk_numpy(
 
 def _threads(
     call_pid: np.ndarray, call_tid: np.ndarray, pid: np.ndarray, tid: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None, int]:
-    """(thread code 0..T-1 per API call, per frame call (-1: a thread without API calls; None
-    when there is one thread and every frame call is on it), T)."""
-    p0, t0 = call_pid[0], call_tid[0]
-    if call_pid.min() == call_pid.max() == p0 and call_tid.min() == call_tid.max() == t0:
-        c_thr = np.zeros(len(call_pid), np.int64)  # the usual case: compared, not searched
-        if pid.min() == pid.max() == p0 and tid.min() == tid.max() == t0:
-            return c_thr, None, 1
-        return c_thr, np.where((pid == p0) & (tid == t0), 0, -1), 1
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(thread code 0..T-1 per API call, per frame call (-1: a thread without API calls), T)
+    of API calls on several threads (resolve compares, not searches, the one-thread case)."""
     upid, utid = np.unique(call_pid), np.unique(call_tid)
     pair = np.searchsorted(upid, call_pid) * len(utid) + np.searchsorted(utid, call_tid)
     threads = np.unique(pair)
