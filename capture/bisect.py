@@ -40,7 +40,8 @@ Algorithm (after Chromium Pinpoint):
    searched the same way, up to MAX_CULPRITS culprits. A culprit beside another, and every
    culprit of a later search, has its share measured again on N fresh interleaved runs of its
    parent and itself (capture/bisect_share.py: drift between run sets captured minutes apart
-   had put a true half at 0.87). `first_bad` is the culprit of the first search.
+   had put a true half at 0.87). `first_bad` is the culprit of the first search, unless its
+   fresh runs did not see its change again and a later culprit's did (bisect_result.first_bad).
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
 plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs and the

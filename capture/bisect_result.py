@@ -54,6 +54,9 @@ def culprit(
         "delta_ci95": list(ci),
         "share_ci95": share_ci,
         "measured_on": "its step's run sets",  # or fresh interleaved runs (bisect_share)
+        # whether fresh interleaved runs saw its change again (bisect_share.remeasure); None:
+        # not measured again, its step's decision stands
+        "confirmed": None,
         "author": info["author"],
         "date": info["date"],
         "files": info["files"],
@@ -95,10 +98,7 @@ def result(
     )
     uncertain = [e["commit"] for e in b.state["log"] if e.get("by") == "closeness"]
     bound = 2 * n + sum(math.ceil(math.log2(k)) * n for k in searches if k > 1)
-    # first_bad: the culprit of the search over the whole range (the bisection's answer);
-    # culprits of the remaining ranges are listed with their shares. Those come from more
-    # tests at 5 % each, on ends captured at other times: not the one to name first.
-    first = culprits[0]
+    first = first_bad(culprits)
     culprits = sorted(culprits, key=lambda c: -abs(c["delta_ms_per_cycle"]))
     result = {
         "good": b.commits[0],
@@ -110,6 +110,8 @@ def result(
         **b.state.get("order", {}),  # search_order, search_order_why, suspects
         "total_delta_ms_per_cycle": total,
         "first_bad": first["commit"],
+        # False: no culprit's change was seen again on fresh interleaved runs (a best guess)
+        "first_bad_confirmed": first["confirmed"] is not False,
         "culprits": culprits,
         "skipped": [
             {"commit": s, "subject": commit_info(b.repo, s)["subject"], "problem": p}
@@ -143,6 +145,20 @@ def result(
     b.state["result"] = result
     b.save()
     return result
+
+
+def first_bad(culprits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bisection's answer among its culprits (in the order found: the first search's first).
+
+    The culprit of the search over the whole range, unless fresh interleaved runs of it and its
+    parent did not see its change again (`confirmed` False) while a later culprit's were: then
+    the first of those. Culprits of the ranges beside come from more tests, on ends captured at
+    other times, so they are named first only over one that did not hold: under load a red
+    herring came out "like bad" at 4 runs, the search named it, the real culprit was found
+    beside it, and the red herring's fresh runs showed no change (seed 111, session 8). When
+    none held, the first search's stays, and `first_bad_confirmed` says it is a guess."""
+    held = [c for c in culprits if c.get("confirmed") is not False]
+    return held[0] if held else culprits[0]
 
 
 def pair_runs(

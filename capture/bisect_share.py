@@ -110,9 +110,11 @@ def remeasure(
             "wall_s": round(time.monotonic() - t0, 1),
         }
     )
+    held = seen_again(ci, total)
     b.say(
         f"  {sha[:12]}: {delta:+.3f} ms/cycle on fresh interleaved runs of it and its parent "
         f"({c['delta_ms_per_cycle']:+.3f} between its step's run sets)"
+        + ("" if held else ": not seen again (its 95 % CI reaches 0), not confirmed")
     )
     c.update(
         delta_ms_per_cycle=delta,
@@ -121,4 +123,12 @@ def remeasure(
         share_ci95=ratio_ci(ci, total_ci),
         p_value=cf.p_value,
         measured_on="fresh interleaved runs",
+        confirmed=held,
     )
+
+
+def seen_again(ci: tuple[float, float], total: float) -> bool:
+    """Whether a culprit's change on fresh runs is still there: its 95 % CI (summed over the
+    followed quantities, wider than the sum's) excludes 0 on the regression's side."""
+    lo, hi = ci
+    return lo > 0 if total > 0 else hi < 0

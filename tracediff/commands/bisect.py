@@ -165,6 +165,11 @@ def run(args: argparse.Namespace) -> int:
             f"warning: {len(result['uncertain_steps'])} step(s) undecided at --max-runs were "
             "decided by closeness only: the culprit is a best guess (raise --max-runs)"
         )
+    if not result.get("first_bad_confirmed", True):
+        _say(
+            "warning: no culprit's change was seen again on fresh interleaved runs of it and its "
+            "parent: first_bad is a best guess (capture more runs: --repeat)"
+        )
     failed = [e for e in result["steps"] if e.get("confirm_problem")]
     if failed:
         _say(

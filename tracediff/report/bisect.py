@@ -62,6 +62,19 @@ def where(t: dict[str, Any]) -> str:
     return f"{t['name']} in {t['phase']}" if t.get("phase") else str(t["name"])
 
 
+NOT_SEEN = (
+    "not confirmed: fresh interleaved runs of it and its parent did not see its change again "
+    "(its 95 % CI reaches 0)"
+)
+
+
+def _guess(r: dict[str, Any]) -> str:
+    """After first_bad: why it is a guess, where no culprit's change held on fresh runs."""
+    if r.get("first_bad_confirmed", True):
+        return ""
+    return " (a best guess: no culprit's change was seen again on fresh interleaved runs)"
+
+
 def _step_extra(e: dict[str, Any], followed: str) -> str:
     p = e.get("p_value_vs_good", e.get("p_value"))
     # the p-values a step logs are the cycle time's; where bisect follows contributors they
@@ -97,7 +110,7 @@ def _captures_line(r: dict[str, Any]) -> str:
 
 
 def render_table(r: dict[str, Any]) -> str:
-    out = [_headline(r), f"first bad: {r['first_bad']}"]
+    out = [_headline(r), f"first bad: {r['first_bad']}" + _guess(r)]
     order = _order_line(r)
     if order:
         out.append(order)
@@ -114,6 +127,8 @@ def render_table(r: dict[str, Any]) -> str:
             f"ms/cycle, {_pct(c['share'])} of the change (95 % CI {_share_ci(c)})"
         )
         out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
+        if c.get("confirmed") is False:
+            out.append(f"  {NOT_SEEN}")
         if c["skipped_between"]:
             out.append(
                 "  the culprit is one of these (skipped: they do not run, or the pool had too "
@@ -159,7 +174,7 @@ def _md(text: Any) -> str:
 
 
 def render_markdown(r: dict[str, Any]) -> str:
-    out = [f"## {_md(_headline(r))}", "", f"First bad commit: `{r['first_bad']}`", ""]
+    out = [f"## {_md(_headline(r))}", "", f"First bad commit: `{r['first_bad']}`{_guess(r)}", ""]
     order = _order_line(r)
     if order:
         out += [_md(order[0].upper() + order[1:]), ""]
@@ -182,6 +197,8 @@ def render_markdown(r: dict[str, Any]) -> str:
         )
     for c in r["culprits"]:
         out += ["", f"### `{c['commit'][:12]}` {_md(c['subject'])}: what moved (parent → culprit)"]
+        if c.get("confirmed") is False:
+            out += ["", f"**Not confirmed:** {NOT_SEEN}"]
         if c["skipped_between"]:
             out += [
                 "",
