@@ -176,8 +176,8 @@ def tally(b: Bisection) -> dict[str, dict[str, int]]:
     the steps', taken from the pool or captured), finished as an undecided share's extra runs
     (`share_runs`: OUTDIR/share-*/), in confirmations (`confirm_runs`: OUTDIR/confirm-*/), and
     not finished anywhere (`failed`: a commit that does not run, a run that failed or was
-    interrupted). Counted from the run sets' indexes, not from the log: a capture that failed
-    part-way is counted as it ran."""
+    interrupted, also those retried since in the same slot: `failed_attempts`). Counted from the
+    run sets' indexes, not from the log: a capture that failed part-way is counted as it ran."""
     full = {s[:12]: s for s in b.commits}
     by: dict[str, dict[str, int]] = {}
     sets = [(b.folder(s), s, "runs") for s in b.commits]
@@ -191,5 +191,8 @@ def tally(b: Bisection) -> dict[str, dict[str, int]]:
         k = by.setdefault(sha, {"runs": 0, "share_runs": 0, "confirm_runs": 0, "failed": 0})
         done = len(rs.finished_runs(folder))
         k[kind] += done
-        k["failed"] += len(rs.read_index(folder)["runs"]) - done
+        runs = rs.read_index(folder)["runs"]
+        # a failed run retried in the same slot (a confirmation's run set reused by a later
+        # step) is replaced in the index: its earlier attempts are counted on the entry
+        k["failed"] += len(runs) - done + sum(int(r.get("failed_attempts") or 0) for r in runs)
     return by

@@ -356,6 +356,11 @@ def _one_run(
         "workload_exit_code": None,
         "problem": None,
     }
+    # this slot's earlier attempts that did not finish (failed, interrupted, or a killed call's
+    # "running"): the entry is replaced, so they are counted here (bisect counts every run)
+    prev = next((r for r in index["runs"] if r.get("name") == name), None)
+    if prev is not None:
+        entry["failed_attempts"] = int(prev.get("failed_attempts") or 0) + (prev["status"] != "ok")
     _record(p.folder, index, entry)
     run_spec = replace(
         spec,

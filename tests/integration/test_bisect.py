@@ -411,7 +411,7 @@ def test_a_run_that_fails_in_a_confirmation_is_logged_and_counted(
     res = json.loads(r.stdout)
     ran = counted(counter)
     assert flake.exists(), r.stderr  # a confirmation was captured, and its first run failed
-    assert res["captures"]["used"] == len(ran)
+    assert res["captures"]["used"] == len(ran), (res["captures"]["by_commit"], ran)
     assert res["captures"]["failed_runs"] == 1
     check_accounting(res, ran, skipped=[])
     failed = [e for e in res["steps"] if "confirm_problem" in e]

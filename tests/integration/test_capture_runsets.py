@@ -195,6 +195,8 @@ def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
         ("run-02", "ok"),
         ("run-03", "ok"),
     ]
+    # the interrupted attempt of run-02 is counted on the slot that replaced it (4 ran, 3 kept)
+    assert [x.get("failed_attempts", 0) for x in index["runs"]] == [0, 1, 0]
     assert all(ranges(p, "cycle").height == 3 for p in sides.list_runs(out))
 
 
