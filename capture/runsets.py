@@ -50,7 +50,7 @@ from capture.runner import (
     workload_identity_env,
 )
 from tracediff import runset as rs
-from tracediff.errors import OutputError, TracediffError, UsageError
+from tracediff.errors import OutputError, ToolError, TracediffError, UsageError
 
 PLACEHOLDER = "{variant}"
 
@@ -75,6 +75,9 @@ class RunSetsResult:
     exit_code: int
     problem: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # the failed run failed in an external tool (nsys gave no report, git), not by the
+    # workload's own exit code: a retry may pass (bisect retries once)
+    tool_failure: bool = False
 
 
 def interleave(n_sets: int, repeat: int) -> list[tuple[int, int]]:
@@ -318,8 +321,16 @@ def capture_runsets(
 
             problem, code = _one_run(spec, p, ix, i, repeat, echo, step)
             if code:
+                tool = next(r for r in ix["runs"] if r["name"] == run_name(i)).get("tool_failure")
                 return RunSetsResult(
-                    outdir, plans, k - 1, reused, code, problem, [w[9:] for w in seen_warnings]
+                    outdir,
+                    plans,
+                    k - 1,
+                    reused,
+                    code,
+                    problem,
+                    [w[9:] for w in seen_warnings],
+                    tool_failure=bool(tool),
                 )
             if problem:
                 unparsed += 1
@@ -382,6 +393,8 @@ def _one_run(
         code, problem, status = 130, "interrupted", "interrupted"
     except TracediffError as e:
         code, problem, status = e.exit_code, str(e), "failed"
+        if isinstance(e, ToolError):
+            entry["tool_failure"] = True
     else:
         code, problem = result.exit_code, result.problem
         status = {0: "ok", 130: "interrupted"}.get(code, "failed")
