@@ -37,23 +37,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from io import BytesIO
 from pathlib import Path
 
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from revision import extract  # noqa: E402
 
 from tests.gen_kineto_ranks import write_job  # noqa: E402
 from tests.gen_nsys import SlowerCollective, Straggler  # noqa: E402
@@ -166,17 +166,6 @@ def measure(
     m.maxrss_mib = ru.ru_maxrss / 1024
     m.out, m.err = outs.get("o", b"").decode(), outs.get("e", b"").decode(errors="replace")
     return m
-
-
-def extract(rev: str, into: Path) -> None:
-    """The package at git revision `rev` into `into`, with this checkout's built C modules."""
-    tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "tracediff"], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(tar)) as t:
-        t.extractall(into, filter="data")
-    for so in (ROOT / "tracediff" / "parse").glob("*.so"):
-        shutil.copy(so, into / "tracediff" / "parse" / so.name)
 
 
 def workers_of(m: Measured) -> list[float]:

@@ -27,17 +27,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
-import tarfile
 import tempfile
-from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from revision import extract  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "kineto"
 DEFAULT = [DATA / "sglang_Qwen3-8B_prefilldecode.json.gz", DATA / "sglang_Qwen3-8B_decode.json.gz"]
 WORK = Path("/tmp/tracediff-bench")
@@ -54,23 +53,6 @@ t, c = time.process_time(), children()
 read_kineto(sys.argv[1])
 print(time.process_time() - t + children() - c)
 """
-
-
-def _extract(rev: str, into: Path) -> None:
-    tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "tracediff"], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(tar)) as t:
-        t.extractall(into, filter="data")
-    # the revision's own C modules, built as pyproject builds them (its Python may not read
-    # this checkout's: the scanner's columns change); this checkout's where gcc fails
-    parse = into / "tracediff" / "parse"
-    include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
-    for src in parse.glob("_*.c"):
-        so = parse / f"{src.stem}{suffix}"
-        cc = ["gcc", "-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}", str(src), "-o", str(so)]
-        if subprocess.run([*cc, "-lpthread", "-lm"], capture_output=True).returncode:
-            shutil.copy(ROOT / "tracediff" / "parse" / so.name, so)
 
 
 def _time(tree: Path, trace: Path, stacks: bool, worker: bool) -> float:
@@ -112,7 +94,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="td-stacks-bench-") as tmp:
         sides: list[tuple[str, Path, bool]] = [("off", ROOT, False), ("on", ROOT, True)]
         if a.before:
-            _extract(a.before, Path(tmp))
+            extract(a.before, Path(tmp))
             sides.append(("before", Path(tmp), True))
         times: dict[tuple[str, str], list[float]] = {}
         for r in range(a.rounds):

@@ -73,17 +73,16 @@ def remeasure(
         return
     if problem is not None:  # what ran is logged (and counted); the step's measure is kept
         b.log(
-            {
-                "step": len(b.state["log"]),
-                "commit": sha,
-                "against": parent,
-                "runs": [b.n_runs(parent), b.n_runs(sha)],
-                "decision": "culprit's share: not measured again (a fresh run failed)",
-                "confirm_problem": problem,
-                "confirm_folder": fresh[0].parent.name,
-                "confirm_runs": [runs_in(f) for f in fresh],
-                "wall_s": round(time.monotonic() - t0, 1),
-            }
+            _entry(
+                b,
+                parent,
+                sha,
+                t0,
+                decision="culprit's share: not measured again (a fresh run failed)",
+                confirm_problem=problem,
+                confirm_folder=fresh[0].parent.name,
+                confirm_runs=[runs_in(f) for f in fresh],
+            )
         )
         return
     ra, rz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
@@ -91,24 +90,23 @@ def remeasure(
     qs = b.quantities(cf, follow)
     delta, ci = sum(q.delta for q in qs), ci_of(qs)
     b.log(
-        {
-            "step": len(b.state["log"]),
-            "commit": sha,
-            "against": parent,
-            "runs": [b.n_runs(parent), b.n_runs(sha)],
-            "decision": "culprit's share on fresh interleaved runs",
-            "p_value": cf.p_value,
-            "delta_ms_per_cycle": delta,
+        _entry(
+            b,
+            parent,
+            sha,
+            t0,
+            decision="culprit's share on fresh interleaved runs",
+            p_value=cf.p_value,
+            delta_ms_per_cycle=delta,
             # (a confirmation of the range parent..culprit made beside an earlier culprit is
             # the same folder, reused: its runs are counted once, by folder)
-            "confirm_folder": fresh[0].parent.name,
-            "confirm_runs": [len(ra), len(rz)],
-            "confirm_on": [len(ra), len(rz)],
-            "confirm_p_value": cf.p_value,
-            "confirm_delta_ms_per_cycle": delta,
-            "step_delta_ms_per_cycle": c["delta_ms_per_cycle"],
-            "wall_s": round(time.monotonic() - t0, 1),
-        }
+            confirm_folder=fresh[0].parent.name,
+            confirm_runs=[len(ra), len(rz)],
+            confirm_on=[len(ra), len(rz)],
+            confirm_p_value=cf.p_value,
+            confirm_delta_ms_per_cycle=delta,
+            step_delta_ms_per_cycle=c["delta_ms_per_cycle"],
+        )
     )
     held = seen_again(ci, total)
     b.say(
@@ -125,6 +123,18 @@ def remeasure(
         measured_on="fresh interleaved runs",
         confirmed=held,
     )
+
+
+def _entry(b: Bisection, parent: str, sha: str, t0: float, **fields: Any) -> dict[str, Any]:
+    """A step log entry of culprit sha's share (against its parent), timed from t0."""
+    return {
+        "step": len(b.state["log"]),
+        "commit": sha,
+        "against": parent,
+        "runs": [b.n_runs(parent), b.n_runs(sha)],
+        **fields,
+        "wall_s": round(time.monotonic() - t0, 1),
+    }
 
 
 def seen_again(ci: tuple[float, float], total: float) -> bool:
