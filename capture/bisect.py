@@ -237,26 +237,29 @@ class Bisection:
             )
 
     def _capture(self, outdir: Path, shas: list[str], n: int) -> Any:
-        """capture_runsets into outdir; its "--force" advice does not apply to bisect."""
+        """capture_runsets into outdir; nsys's own failure (no report: "Local Endpoint is not
+        available" under load, in 5 of 20 seeded bisections on the shared machine) is retried
+        once, resuming the run sets (the failed slot redone, its attempt counted: runset.json
+        failed_attempts); a workload's own exit code is not (a commit that does not run is
+        skipped)."""
         spec = replace(self.spec.capture, outdir=outdir, force=False)
-        for attempt in (1, 2):
-            try:
-                r = capture_runsets(spec, shas, n, None, None, self._progress)
-            except OutputError as e:
-                if "--force" not in (e.hint or ""):
-                    raise
-                raise OutputError(
-                    e.message, "bisect never starts a run set over: choose another -o"
-                ) from None
-            self._count(r)
-            # nsys's own failure (no report: "Local Endpoint is not available" under load, in
-            # 5 of 20 seeded bisections on the shared machine) is retried once, resuming the
-            # run sets (the failed slot redone, its attempt counted: runset.json failed_attempts);
-            # a workload's own exit code is not (a commit that does not run is skipped)
-            if attempt == 1 and r.exit_code not in (0, 130) and r.tool_failure:
-                self.say(f"retrying once: {r.problem}")
-                continue
-            break
+        r = self._runsets(spec, shas, n)
+        if r.exit_code not in (0, 130) and r.tool_failure:
+            self.say(f"retrying once: {r.problem}")
+            r = self._runsets(spec, shas, n)
+        return r
+
+    def _runsets(self, spec: CaptureSpec, shas: list[str], n: int) -> Any:
+        """One capture_runsets call, counted; its "--force" advice does not apply to bisect."""
+        try:
+            r = capture_runsets(spec, shas, n, None, None, self._progress)
+        except OutputError as e:
+            if "--force" not in (e.hint or ""):
+                raise
+            raise OutputError(
+                e.message, "bisect never starts a run set over: choose another -o"
+            ) from None
+        self._count(r)
         return r
 
     def _pooled(self, sha: str, n: int) -> int:
