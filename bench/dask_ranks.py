@@ -350,8 +350,7 @@ def main() -> int:
                      ("in-process", inproc)):  # fmt: skip
         if m is None:
             continue
-        workers = [v for r, v in m.others.values() if r == "worker"]
-        wk = ", ".join(f"{v:.0f}" for v in sorted(workers, reverse=True)) or "-"
+        wk = ", ".join(f"{v:.0f}" for v in workers_of(m)) or "-"
         tree = f"> {a.inproc_cap * 1e9 / MIB:.0f} (stopped)" if m.capped else f"{m.tree_mib:.0f}"
         print(f"| {label} | {m.wall_s:.1f} | {m.cpu_s:.1f} | {m.driver_mib:.0f} | {wk} | {tree} "
               f"| {m.rc} |")  # fmt: skip

@@ -45,26 +45,31 @@ def within(token: str, fn: Callable[[Any], Any], item: Any) -> Any:
         _TOKEN.reset(was)
 
 
-def worker() -> str | None:
-    """This Dask worker's address (None: not on a worker)."""
+def _dask_worker() -> Any:
+    """The Dask worker this runs on (None: not on one, or no distributed)."""
     try:
         from distributed import get_worker
 
-        return str(get_worker().address)
+        return get_worker()
     except (ImportError, ValueError):
         return None
+
+
+def worker() -> str | None:
+    """This Dask worker's address (None: not on a worker)."""
+    w = _dask_worker()
+    return None if w is None else str(w.address)
+
+
+def _dir(local_directory: str, token: str) -> Path:
+    """Compare `token`'s folder of kept parses in a worker's scratch folder."""
+    return Path(local_directory) / f"tracediff-{token}"
 
 
 def _folder() -> Path | None:
     token = _TOKEN.get()
-    if token is None:
-        return None
-    try:
-        from distributed import get_worker
-
-        return Path(get_worker().local_directory) / f"tracediff-{token}"
-    except (ImportError, ValueError):
-        return None
+    w = None if token is None else _dask_worker()  # (no import of distributed in-process)
+    return None if token is None or w is None else _dir(w.local_directory, token)
 
 
 def _name(path: str) -> str:
@@ -117,18 +122,15 @@ def load(path: str) -> Run:
 
 
 def _said(path: str, kept: bool) -> None:
-    try:
-        from distributed import get_worker
-
-        get_worker().log_event(EVENT, {"file": path, "kept": kept})
-    except (ImportError, ValueError):
-        pass
+    w = _dask_worker()
+    if w is not None:
+        w.log_event(EVENT, {"file": path, "kept": kept})
 
 
 def clear(token: str, dask_worker: Any) -> int:
     """Remove compare `token`'s kept parses from a worker (`client.run(clear, token)`, which
     passes the worker); files removed."""
-    folder = Path(dask_worker.local_directory) / f"tracediff-{token}"
+    folder = _dir(dask_worker.local_directory, token)
     if not folder.is_dir():
         return 0
     n = sum(1 for _ in folder.iterdir())

@@ -203,11 +203,12 @@ def totals(sums: pl.DataFrame) -> pl.DataFrame:
 
 def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     # summed per kernel name first (integers: the same sums as per op), so that no copy of
-    # every instance's row is made (a run of hundreds of ranks has millions of them)
+    # every instance's row is made (a run of hundreds of ranks has millions of them); only
+    # the collectives are grouped
     c = (
-        ops.group_by("side", "kind", "name", "bytes", "device_id")
+        ops.filter(pl.col("kind") == "collective")
+        .group_by("side", "name", "bytes", "device_id")
         .agg(pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
-        .filter(pl.col("kind") == "collective")
     )
     if c.height == 0:
         return conform_diff("collectives", pl.DataFrame())
