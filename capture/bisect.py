@@ -3,7 +3,8 @@
 Stage: capture (outside the profiled process; drives capture/runsets.py and the engine). Input: a
 `CaptureSpec` template, GOOD, BAD, N; output: one run set per commit under OUTDIR (every capture
 made by `capture_runsets`, as `tracediff capture --repeat` makes them), OUTDIR/bisect.json (state,
-step log, result) and the result dict that `tracediff/commands/bisect.py` renders.
+step log, result: capture/bisect_state.py) and the result dict that `tracediff/commands/bisect.py`
+renders. The git history it walks is read by capture/worktree.py.
 
 Algorithm (after Chromium Pinpoint):
 
@@ -57,8 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ from typing import Any
 from capture import bisect_ends as be
 from capture import bisect_follow as bf
 from capture import bisect_pool as bp
-from capture import outdir as od
+from capture import bisect_state as bstate
 from capture import worktree as wt
 from capture.bisect_follow import Q
 from capture.runner import CaptureSpec
@@ -76,9 +76,6 @@ from tracediff.engine.compare import compare
 from tracediff.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.parse import sides
 
-STATE = "bisect.json"
-LOCK = ".bisect.lock"
-KIND = "tracediff.bisect"
 SHARE_TO_CONTINUE = 0.6
 MAX_CULPRITS = 4
 RUNS_PER_EXTRA = 2
@@ -139,13 +136,12 @@ class Bisection:
         good, bad = wt.resolve(self.repo, s.good), wt.resolve(self.repo, s.bad)
         if good == bad:
             raise UsageError("--good and --bad are the same commit")
-        if _git(self.repo, "merge-base", "--is-ancestor", good, bad, check=False) is None:
+        if not wt.is_ancestor(self.repo, good, bad):
             raise UsageError(
                 f"--good {s.good} is not an ancestor of --bad {s.bad}",
                 "bisect walks first-parent history from GOOD to BAD; swap them?",
             )
-        mids = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}") or ""
-        self.commits = [good] + mids.split()
+        self.commits = [good] + wt.first_parent(self.repo, good, bad)
         self.outdir = Path(s.capture.outdir)
         self.live = bool(s.capture.command) or s.capture.preset is not None
         self.pool = None if s.pool is None else bp.open_pool(s.pool)
@@ -155,26 +151,11 @@ class Bisection:
             raise UsageError("no workload given", "add `-- COMMAND ARGS...` at the end, or --pool")
         self.from_pool: dict[str, int] = {}  # runs of each commit taken from the pool
 
-    # ---- state -----------------------------------------------------------------------------
+    # ---- state (capture/bisect_state.py) ---------------------------------------------------
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        """OUTDIR created (or checked to be a bisection's) and locked for the call: a second
-        bisect on it is refused; the lock goes with the process (exit, Ctrl-C, kill)."""
-        out = self.outdir
-        if out.exists() and not out.is_dir():
-            raise OutputError(f"{out}: exists and is not a folder", "choose another -o")
-        # a bisection's folder has its state, or at least its lock (a call killed during the
-        # ends' captures has not written the state yet)
-        mine = (out / STATE).is_file() or (out / LOCK).is_file()
-        if out.is_dir() and not mine and any(out.iterdir()):
-            raise OutputError(
-                f"{out}: already exists and is not a bisect folder (no {STATE} in it)",
-                "choose another -o (bisect never replaces a folder)",
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        with od.locked(out, LOCK, "another tracediff bisect is running on this folder"):
-            yield
+    def hold(self) -> contextlib.AbstractContextManager[None]:
+        """OUTDIR checked to be a bisection's (or created) and locked for the call."""
+        return bstate.hold(self.outdir)
 
     def _key(self) -> dict[str, Any]:
         s = self.spec
@@ -190,37 +171,29 @@ class Bisection:
         }
 
     def load_state(self) -> None:
-        f = self.outdir / STATE
-        fresh = {"format_version": 1, "kind": KIND, **self._key(), "skipped": {}, "log": []}
-        if not f.is_file():
-            self.state = fresh
-            return
-        import json
-
-        try:
-            old = json.loads(f.read_text())
-        except (OSError, ValueError) as e:
-            raise OutputError(
-                f"{f}: not a readable bisect state ({e})", "choose another -o"
-            ) from None
-        # a state from before --pool has no "pool"/"live": it was live, without a pool
-        was = {"pool": None, "live": True}
-        differs = [k for k, v in self._key().items() if old.get(k, was.get(k)) != v]
-        if old.get("kind") != KIND or differs:
-            raise OutputError(
-                f"{f}: holds a bisection with other settings ({', '.join(differs) or 'kind'})",
-                "run it with the same --good/--bad/--repeat/--max-runs/--contributor/--pool and "
-                "workload, or choose another -o",
-            )
-        self.state = {**fresh, "skipped": old.get("skipped", {})}
+        self.state = bstate.load(self.outdir, self._key())
 
     def save(self) -> None:
-        self.outdir.mkdir(parents=True, exist_ok=True)
-        rs.write_json_atomic(self.outdir / STATE, self.state)
+        bstate.save(self.outdir, self.state)
 
     def log(self, entry: dict[str, Any]) -> None:
         self.state["log"].append(entry)
         self.save()
+
+    def entry(self, sha: str, against: str | None = None, pool: bool = False) -> dict[str, Any]:
+        """The head of a step log entry: its number, its commit and (a pair) the commit it is
+        compared against, their runs in their own run sets ([against's, sha's] for a pair) and,
+        with `pool`, how many of those came from the pool."""
+        shas = [sha] if against is None else [against, sha]
+        runs = [self.n_runs(x) for x in shas]
+        head: dict[str, Any] = {"step": len(self.state["log"]), "commit": sha}
+        if against is not None:
+            head["against"] = against
+        head["runs"] = runs[0] if against is None else runs
+        if pool:
+            took = [self.from_pool.get(x, 0) for x in shas]
+            head["from_pool"] = took[0] if against is None else took
+        return head
 
     # ---- captures and comparisons ----------------------------------------------------------
 
@@ -404,21 +377,3 @@ class Bisection:
 def runs_in(folder: Path) -> int:
     """Finished runs of the run set in folder (0 where there is none)."""
     return len(rs.finished_runs(folder)) if (folder / rs.INDEX).is_file() else 0
-
-
-def _git(repo: Path, *args: str, check: bool = True) -> str | None:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        if check:
-            raise TracediffError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
-        return None
-    return proc.stdout.strip()
-
-
-def commit_info(repo: Path, sha: str) -> dict[str, Any]:
-    fmt = _git(repo, "show", "-s", "--format=%s%x00%an <%ae>%x00%aI", sha) or ""
-    subject, author, date = (fmt.split("\x00") + ["", "", ""])[:3]
-    files = _git(
-        repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", sha
-    )
-    return {"subject": subject, "author": author, "date": date, "files": (files or "").split()}

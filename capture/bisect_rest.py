@@ -124,11 +124,7 @@ def beside(
             decision = "share undecided at --max-runs: nothing moved beside it"
         b.log(
             {
-                "step": len(b.state["log"]),
-                "commit": sha,
-                "against": parent,
-                "runs": [b.n_runs(parent), b.n_runs(sha)],
-                "from_pool": [b.from_pool.get(parent, 0), b.from_pool.get(sha, 0)],
+                **b.entry(sha, parent, pool=True),
                 "share_runs": [0, 0] if more is None else [runs_in(f) for f in more],
                 "decision": decision,
                 "share_of_range": s,
@@ -184,7 +180,16 @@ def _look(
 
 
 def moved(qs: list[Q], total: float) -> bool:
-    """Any followed quantity significant (95 %) in the regression's direction: a look's rule."""
+    """Any followed quantity significant (95 %) in the regression's direction: a look's rule.
+
+    Not bisect_share.seen_again, on purpose. On the cycle time they agree (one quantity; the
+    engine calls it significant when its CI excludes 0, engine/verdict.py, and >= 1 µs). With
+    several followed rows they differ because their errors cost the opposite: a look that misses
+    is final (the side is never captured again and its culprit is lost), so one row that moved
+    is enough, where the rows' summed CI (wider than the sum's) would hide it beside rows that
+    did not; a false alarm only costs a confirmation, after which the side must still pass
+    `further`'s protection. seen_again's false "held" keeps a red herring as first_bad: it
+    takes the conservative sum."""
     return any(q.significant and sign(q.delta) == sign(total) for q in qs)
 
 
@@ -217,11 +222,7 @@ def side(
     cz = b.compare(ga, gz)
     qs = b.quantities(cz, follow)
     entry: dict[str, Any] = {
-        "step": len(b.state["log"]),
-        "commit": gz,
-        "against": ga,
-        "runs": [b.n_runs(ga), b.n_runs(gz)],
-        "from_pool": [b.from_pool.get(ga, 0), b.from_pool.get(gz, 0)],
+        **b.entry(gz, ga, pool=True),
         "p_value": cz.p_value,
         "delta_ms_per_cycle": sum(q.delta for q in qs),
         "known": known,

@@ -16,8 +16,9 @@ from typing import Any
 import polars as pl
 
 from capture import bisect_share as bs
-from capture.bisect import Bisection, commit_info
+from capture.bisect import Bisection
 from capture.bisect_follow import ROW_KEY, row_label
+from capture.worktree import commit_info
 from tracediff import runset as rs
 
 

@@ -69,11 +69,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     b.state["log"] = []
     b.log(
         {
-            "step": 0,
-            "commit": bad,
-            "against": good,
-            "runs": [b.n_runs(good), b.n_runs(bad)],
-            "from_pool": [b.from_pool.get(good, 0), b.from_pool.get(bad, 0)],
+            **b.entry(bad, good, pool=True),  # step 0: the log was just emptied
             "decision": "regression" if follow else "nothing to bisect",
             "p_value": c0.p_value,
             "delta_ms_per_cycle": c0.delta_ms_per_cycle,

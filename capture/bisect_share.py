@@ -128,10 +128,7 @@ def remeasure(
 def _entry(b: Bisection, parent: str, sha: str, t0: float, **fields: Any) -> dict[str, Any]:
     """A step log entry of culprit sha's share (against its parent), timed from t0."""
     return {
-        "step": len(b.state["log"]),
-        "commit": sha,
-        "against": parent,
-        "runs": [b.n_runs(parent), b.n_runs(sha)],
+        **b.entry(sha, parent),
         **fields,
         "wall_s": round(time.monotonic() - t0, 1),
     }
@@ -139,6 +136,14 @@ def _entry(b: Bisection, parent: str, sha: str, t0: float, **fields: Any) -> dic
 
 def seen_again(ci: tuple[float, float], total: float) -> bool:
     """Whether a culprit's change on fresh runs is still there: its 95 % CI (summed over the
-    followed quantities, wider than the sum's) excludes 0 on the regression's side."""
+    followed quantities, wider than the sum's) excludes 0 on the regression's side.
+
+    Not bisect_rest.moved ("any followed quantity significant"), on purpose, though on the cycle
+    time the two agree (see there). What is confirmed is the culprit's change as reported (its
+    summed delta_ms_per_cycle), and a false "held" is the costly error: it keeps a red herring as
+    first_bad over a culprit whose change did hold (bisect_result.first_bad). "Any of k rows"
+    would pass an unchanged commit with up to 1 - 0.95^k by chance. The summed CI errs toward
+    "not seen again", which costs less: a later culprit that held (a real one) is named first,
+    or, when none held, first_bad stays and `first_bad_confirmed` says it is a guess."""
     lo, hi = ci
     return lo > 0 if total > 0 else hi < 0

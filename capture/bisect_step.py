@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from capture import bisect_order as bo
-from capture.bisect import RUNS_PER_EXTRA, Bisection, commit_info
+from capture.bisect import RUNS_PER_EXTRA, Bisection
 from capture.bisect_follow import Q
+from capture.worktree import commit_info
 
 
 def sign(x: float) -> int:
@@ -139,10 +140,7 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
         if d is not None:
             b.log(
                 {
-                    "step": len(b.state["log"]),
-                    "commit": sha,
-                    "runs": runs,
-                    "from_pool": b.from_pool.get(sha, 0),
+                    **b.entry(sha, pool=True),
                     "decision": f"like {d}",
                     "by": by,
                     "p_value_vs_good": cg.p_value,
@@ -177,7 +175,7 @@ def not_decided(
     after others had finished and those do not decide it, or the pool has too few of its runs to
     decide (and no workload command was given to capture more)."""
     b.skipped_now.add(sha)
-    entry: dict[str, Any] = {"step": len(b.state["log"]), "commit": sha, "runs": runs}
+    entry = b.entry(sha)
     if status == "skipped":
         entry.update(decision="skipped", problem=b.state["skipped"][sha])
     elif status == "short":

@@ -5,6 +5,8 @@ holding that commit's tree, plus the state of the user's own checkout (HEAD, dir
 of changed files, a hash of `git diff HEAD`). The user's working tree and index are never touched:
 `git worktree add` only writes under .git/worktrees/, and that entry is pruned when the capture
 ends. On request the user's `git diff HEAD` is applied to the worktree (never to the checkout).
+The history `tracediff bisect` walks is read here too: the first-parent commits of a range and
+what a commit is (subject, author, date, files changed), all read-only.
 """
 
 from __future__ import annotations
@@ -65,6 +67,28 @@ def resolve(repo: Path, ref: str) -> str:
             "give --commit a branch, tag or sha that exists (git fetch?)",
         )
     return proc.stdout.decode().strip()
+
+
+def is_ancestor(repo: Path, a: str, b: str) -> bool:
+    """Whether commit a is an ancestor of commit b (or b itself)."""
+    return _git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+
+def first_parent(repo: Path, a: str, b: str) -> list[str]:
+    """The first-parent commits of a..b, oldest first (full shas)."""
+    out = _git(repo, "rev-list", "--first-parent", "--reverse", f"{a}..{b}").stdout
+    return out.decode().split()
+
+
+def commit_info(repo: Path, sha: str) -> dict[str, Any]:
+    """A commit's subject, author ("name <email>"), author date (ISO) and the files it changed
+    against its first parent (a merge's too)."""
+    fmt = _git(repo, "show", "-s", "--format=%s%x00%an <%ae>%x00%aI", sha).stdout.decode()
+    subject, author, date = (fmt.strip().split("\x00") + ["", "", ""])[:3]
+    files = _git(
+        repo, "diff-tree", "--no-commit-id", "--name-only", "-r", "-m", "--first-parent", sha
+    ).stdout.decode()
+    return {"subject": subject, "author": author, "date": date, "files": files.split()}
 
 
 def user_tree_state(repo: Path) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """capture/bisect_result.first_bad and bisect_share.seen_again: which culprit `tracediff bisect`
-names first when fresh runs did not see a culprit's change again, and how the report says so."""
+names first when fresh runs did not see a culprit's change again (and how that rule differs from
+a look's, bisect_rest.moved), and how the report says so."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import copy
 import json
 from pathlib import Path
 
+from capture.bisect_follow import Q
+from capture.bisect_rest import moved
 from capture.bisect_result import first_bad
-from capture.bisect_share import seen_again
+from capture.bisect_share import ci_of, seen_again
 from tracediff.report import bisect as report
 
 H200 = Path(__file__).parents[1] / "data" / "h200-bisect" / "bisect-auto.json"
@@ -34,6 +37,21 @@ def test_seen_again_is_the_ci_excluding_zero_on_the_regressions_side() -> None:
     assert seen_again((0.1, 2.0), 1.0) and not seen_again((-0.1, 2.0), 1.0)
     assert not seen_again((0.0, 2.0), 1.0)
     assert seen_again((-2.0, -0.1), -1.0) and not seen_again((0.1, 2.0), -1.0)  # a speed-up
+
+
+def test_a_look_takes_any_row_and_a_culprits_confirmation_the_summed_change() -> None:
+    """bisect_rest.moved and seen_again agree on the cycle time; over several followed rows a
+    look beside a culprit is moved by one row (a miss there is final), while a culprit's change
+    is seen again only when the rows' summed CI excludes 0 (a false "held" names a red herring)."""
+    for ci in ((0.5, 3.0), (-0.5, 3.0), (-3.0, -0.5)):
+        cycle = [Q("cycle time", sum(ci) / 2, ci[0] > 0 or ci[1] < 0, None, ci)]
+        assert moved(cycle, 1.0) is seen_again(ci_of(cycle), 1.0)
+    rows = [
+        Q("verify", 0.02, True, None, (0.01, 0.03)),
+        Q("draft", 0.0, False, None, (-0.02, 0.02)),
+    ]
+    assert moved(rows, 0.03) and not seen_again(ci_of(rows), 0.03)
+    assert moved(rows[:1], 0.03) and seen_again(ci_of(rows[:1]), 0.03)
 
 
 def test_the_report_says_which_culprit_did_not_hold_and_when_first_bad_is_a_guess() -> None:

@@ -1,0 +1,77 @@
+"""`tracediff bisect`'s OUTDIR: which folder a bisection may use, and which state it resumes.
+
+Stage: capture (around capture/bisect.py's `Bisection`: before its first capture and after each
+step). Input: OUTDIR and the bisection's settings (its `key`: the resolved ends, --repeat,
+--max-runs, --contributor, --cycle, --pool, whether a workload is given); output: the lock held
+for the call and the state dict kept in OUTDIR/bisect.json (the settings, the skipped commits,
+the step log, later the result), written atomically after every change.
+
+A folder is a bisection's when it holds the state, or at least the lock (a call killed during
+the ends' captures has not written the state yet); any other folder that holds anything is
+refused, never replaced. A state with other settings is refused too: its run sets and skips
+were made for another question. Of a resumed state only the skipped commits are kept; the step
+log is rebuilt from the captures (capture/bisect.py: decisions are recomputed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from capture import outdir as od
+from tracediff import runset as rs
+from tracediff.errors import OutputError
+
+STATE = "bisect.json"
+LOCK = ".bisect.lock"
+KIND = "tracediff.bisect"
+
+
+@contextlib.contextmanager
+def hold(out: Path) -> Iterator[None]:
+    """OUTDIR created (or checked to be a bisection's) and locked for the call: a second bisect
+    on it is refused; the lock goes with the process (exit, Ctrl-C, kill)."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: exists and is not a folder", "choose another -o")
+    mine = (out / STATE).is_file() or (out / LOCK).is_file()
+    if out.is_dir() and not mine and any(out.iterdir()):
+        raise OutputError(
+            f"{out}: already exists and is not a bisect folder (no {STATE} in it)",
+            "choose another -o (bisect never replaces a folder)",
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    with od.locked(out, LOCK, "another tracediff bisect is running on this folder"):
+        yield
+
+
+def load(out: Path, key: dict[str, Any]) -> dict[str, Any]:
+    """The state to start from: a fresh one for `key`, with the skipped commits of OUTDIR's
+    state when it holds one of the same settings; OutputError when it is unreadable or holds
+    other settings."""
+    f = out / STATE
+    fresh = {"format_version": 1, "kind": KIND, **key, "skipped": {}, "log": []}
+    if not f.is_file():
+        return fresh
+    try:
+        old = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        raise OutputError(f"{f}: not a readable bisect state ({e})", "choose another -o") from None
+    # a state from before --pool has no "pool"/"live": it was live, without a pool
+    was = {"pool": None, "live": True}
+    differs = [k for k, v in key.items() if old.get(k, was.get(k)) != v]
+    if old.get("kind") != KIND or differs:
+        raise OutputError(
+            f"{f}: holds a bisection with other settings ({', '.join(differs) or 'kind'})",
+            "run it with the same --good/--bad/--repeat/--max-runs/--contributor/--pool and "
+            "workload, or choose another -o",
+        )
+    return {**fresh, "skipped": old.get("skipped", {})}
+
+
+def save(out: Path, state: dict[str, Any]) -> None:
+    """OUTDIR/bisect.json replaced by `state` in one rename."""
+    out.mkdir(parents=True, exist_ok=True)
+    rs.write_json_atomic(out / STATE, state)
