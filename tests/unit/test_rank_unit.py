@@ -80,20 +80,21 @@ def test_the_driver_keeps_only_the_rows_a_critical_gpu_can_have(
 ) -> None:
     """engine/rankmerge.py: a file's `long` rows of a device that cannot finish a cycle last are
     dropped as the file comes back (here re-pruned on every arrival: REPRUNE 1), the run keeps
-    one device's rows per cycle, and the comparison is still the joined run's."""
+    one device's rows per cycle (the leaders followed as the files came back are the leaders of
+    the run's cycles), and the comparison is still the joined run's."""
     monkeypatch.setattr(rankmerge, "REPRUNE", 1)
     came, kept, merged = [], [], []
     arrived, merge = rankmerge.Leaders.arrived, rankmerge.merge
 
-    def counted(self: rankmerge.Leaders, part: object) -> object:
+    def counted(self: rankmerge.Leaders, i: int, part: object) -> object:
         came.append(getattr(part, "long", pl.DataFrame()).height)
-        out = arrived(self, part)
+        out = arrived(self, i, part)
         kept.append(getattr(out, "long", pl.DataFrame()).height)
         return out
 
     def merged_run(*a: object) -> object:
         out = merge(*a)  # type: ignore[arg-type]
-        merged.append(out)
+        merged.append((out, a[-1]))
         return out
 
     monkeypatch.setattr(rankmerge.Leaders, "arrived", counted)
@@ -101,7 +102,8 @@ def test_the_driver_keeps_only_the_rows_a_critical_gpu_can_have(
     base, head, layout = jobs[1]  # 2 nodes x 2 GPUs a side, one file per GPU
     assert _json(base, head, layout, Here()) == _json(base, head, layout, None)
     assert len(came) == 8 and sum(kept) < sum(came)
-    for run in merged:
+    for run, lead in merged:
+        assert lead is not None and lead.equals(rankmerge.leading(run.cyc))
         per_cycle = run.long.group_by("cycle").agg(pl.col("device_id").n_unique())
         assert per_cycle["device_id"].max() == 1
         assert set(run.long["cycle"].unique()) == set(run.cyc["cycle"].unique())

@@ -80,30 +80,38 @@ def on_leaders(long: pl.DataFrame, lead: pl.DataFrame) -> pl.DataFrame:
 
 
 class Leaders:
-    """One run's leading device per cycle among its files back so far (module doc)."""
+    """One run's files as they come back (each by its place in the run's file tasks), and the
+    leading device per cycle among them so far (module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: int) -> None:
         self.lead: pl.DataFrame | None = None
-        self.parts: list[Reduced] = []
+        self.parts: list[Any] = [None] * n
         self.rows = 0
         self.floor = REPRUNE
 
-    def arrived(self, part: Any) -> Any:
-        """A file's result as it comes back, its `long` rows of devices that cannot lead
-        dropped; anything but a reduced file with cycles as it is."""
+    def arrived(self, i: int, part: Any) -> Any:
+        """File task i's result as it comes back, kept; a reduced file with cycles has its
+        `long` rows of devices that cannot lead dropped."""
+        self.parts[i] = part
         if not isinstance(part, Reduced) or part.cyc.height == 0:
             return part
         mine = leading(part.cyc)
         self.lead = mine if self.lead is None else _first(pl.concat([self.lead, mine]))
         part.long = on_leaders(part.long, self.lead)
-        self.parts.append(part)
         self.rows += part.long.height
         if self.rows > 2 * self.floor:
-            for p in self.parts:
+            back = [p for p in self.parts if isinstance(p, Reduced)]
+            for p in back:
                 p.long = on_leaders(p.long, self.lead)
-            self.rows = sum(p.long.height for p in self.parts)
+            self.rows = sum(p.long.height for p in back)
             self.floor = max(self.rows, REPRUNE)
         return part
+
+    def handed(self) -> tuple[list[Any], pl.DataFrame | None]:
+        """The files' results in file-task order and the final lead, for `merge`; the parts
+        are no longer kept here (freed once merged)."""
+        parts, self.parts = self.parts, []
+        return parts, self.lead
 
 
 def empty(task: FileTask) -> Reduced:
@@ -118,9 +126,12 @@ def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
-def merge(task: FileTask, ctx: Ctx, parts: list[Reduced]) -> Reduced | None:
-    """The run's `Reduced` from its files' (module doc); None: finding kernel periods, no GPU
-    of the run repeats (the caller cuts it whole)."""
+def merge(
+    task: FileTask, ctx: Ctx, parts: list[Reduced], lead: pl.DataFrame | None
+) -> Reduced | None:
+    """The run's `Reduced` from its files' (module doc); `lead`: `Leaders.lead` once every file
+    is back (the leading device of each cycle of their `cyc`); None: finding kernel periods, no
+    GPU of the run repeats (the caller cuts it whole)."""
     rr: RankRun = task.source
     out = empty(task)
     out.dropped = sum(p.dropped for p in parts)
@@ -172,8 +183,8 @@ def merge(task: FileTask, ctx: Ctx, parts: list[Reduced]) -> Reduced | None:
     out.devices = sorted({d for p in live for d in p.devices})
     for name in ("cyc", "long", "coll", "totals", "per_cycle", "seq_stats", "slot_changes"):
         setattr(out, name, _cat([getattr(p, name) for p in live]))
-    if out.cyc.height:  # only the critical GPUs' rows are read (module doc)
-        out.long = on_leaders(out.long, leading(out.cyc))
+    if lead is not None:  # only the critical GPUs' rows are read (module doc)
+        out.long = on_leaders(out.long, lead)
     if out.seq_stats.height:
         out.seq_stats = out.seq_stats.sort(
             "device_id", "count", "first_cycle", descending=[False, True, False]

@@ -251,28 +251,24 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
                 ss = [s for s in ss if t.only[0] in _devices(rr, s.i)]
             plans.append((t, ss, ctx))
     subs = [s for _, ss, _ in plans for s in ss]
-    leaders = [rm.Leaders() for _ in plans]
-    of_plan = [k for k, (_, ss, _) in enumerate(plans) for _ in ss]
+    leaders = [rm.Leaders(len(ss)) for _, ss, _ in plans]
+    at = [(k, j) for k, (_, ss, _) in enumerate(plans) for j in range(len(ss))]
 
-    def each(j: int, got: Any) -> Any:  # kept small as it comes back (engine/rankmerge.py)
-        return leaders[of_plan[j]].arrived(got)
+    def each(n: int, got: Any) -> Any:  # kept small as it comes back (engine/rankmerge.py)
+        k, j = at[n]
+        return leaders[k].arrived(j, got)
 
-    sides = [s.task.side for s in subs]
-    results = run_map(reduce_sub, subs, sides, "reduced", each) if subs else []
-    for ld in leaders:  # the parts are the results' (freed once merged)
-        ld.parts.clear()
-    at = 0
+    if subs:  # the results are the Leaders' parts
+        run_map(reduce_sub, subs, [s.task.side for s in subs], "reduced", each)
     out = []
-    k_plan = iter(plans)
+    k_plan = iter(zip(plans, leaders, strict=True))
     for k, t in enumerate(tasks):
         if k in done:
             out.append(done[k])
             continue
-        _, ss, ctx = next(k_plan)
-        parts = results[at : at + len(ss)]
-        results[at : at + len(ss)] = [None] * len(ss)
-        at += len(ss)
-        merged = rm.merge(t, ctx, parts)
+        (_, _, ctx), ld = next(k_plan)
+        parts, lead = ld.handed()
+        merged = rm.merge(t, ctx, parts, lead)
         del parts
         if merged is None:  # no GPU's kernels repeat: the whole run is one cycle
             again = replace(t, rule=CycleRule.whole(), whole=True)
