@@ -29,7 +29,7 @@ from typing import Any
 
 from tracediff.daskclient import ClusterError, Connection, each_done
 from tracediff.engine import rankcache, rankunit
-from tracediff.engine.executor import progress_line
+from tracediff.engine.executor import progress_line, quiet
 from tracediff.engine.rankrun import RankRun
 from tracediff.engine.reduce import FileTask, Reduced, portable, reduce_file
 
@@ -58,8 +58,8 @@ class Dask:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run_one(self, task: FileTask) -> Reduced:
-        return next(iter(self.map([task], lambda _m: None)))
+    def run_one(self, task: FileTask, say: Callable[[str], None] | None = None) -> Reduced:
+        return next(iter(self.map([task], say or quiet)))
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
         """Every task submitted at once; results in task order once all are back (they are

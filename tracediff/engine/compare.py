@@ -56,15 +56,14 @@ def compare(
     sets (the user's folder names). A run is an open `Run` or the path of one; each is reduced
     on its own (engine/reduce.py, on `executor`: in-process by default), one at a time, and
     the driver joins the reduced tables (engine/join.py)."""
-    say = progress or (lambda _msg: None)
+    say = progress or ex.quiet
     run_ex = executor or ex.InProcess()
     bases = [base] if isinstance(base, (Run, Path)) else list(base)
     heads = [head] if isinstance(head, (Run, Path)) else list(head)
     # one run a side keeps its ops (replay, TUI); a run of rank files never gathers them here
     one = len(bases) == 1 and len(heads) == 1 and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
-    # through map, not run_one: its progress lines (a run of rank files: a line per file back)
-    first = next(iter(run_ex.map([FileTask("base", 0, bases[0], None, cycle, keep_ops=one)], say)))
+    first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too
@@ -131,7 +130,7 @@ def compare(
         every = ops
         if every is None:  # run sets: each run's ops again, only when the TUI asks for them
             again = [replace(_task_of(p, bases, heads, tpl, carry), keep_ops=True) for p in done]
-            got = list(ex.InProcess().map(again, lambda _m: None))
+            got = list(ex.InProcess().map(again, ex.quiet))
             every = _kept_ops(
                 [p for p in got if p.side == "base"], [p for p in got if p.side == "head"]
             )

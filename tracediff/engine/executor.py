@@ -15,9 +15,16 @@ from tracediff.engine.reduce import FileTask, Reduced, reduce_file
 
 
 class Executor(Protocol):
-    def run_one(self, task: FileTask) -> Reduced: ...
+    def run_one(self, task: FileTask, say: Callable[[str], None] | None = None) -> Reduced:
+        """One task's `Reduced`; `say`, where given, gets `map`'s progress lines (a run of rank
+        files: a line per file back)."""
+        ...
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]: ...
+
+
+def quiet(_msg: str) -> None:
+    """A `say` that shows nothing."""
 
 
 def progress_line(done: dict[str, int], total: dict[str, int], verb: str = "reduced") -> str:
@@ -28,8 +35,8 @@ def progress_line(done: dict[str, int], total: dict[str, int], verb: str = "redu
 class InProcess:
     """One file after the other in this process: memory is one file's work plus the tables."""
 
-    def run_one(self, task: FileTask) -> Reduced:
-        return _reduce(task)
+    def run_one(self, task: FileTask, say: Callable[[str], None] | None = None) -> Reduced:
+        return next(self.map([task], say or quiet))
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
         total = {s: sum(t.side == s for t in tasks) for s in ("base", "head")}
