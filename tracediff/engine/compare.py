@@ -141,7 +141,7 @@ def compare(
     if ops is not None:
         result.events_slice = slices.from_ops(ops, result.cycles, result.attribution)
     else:
-        result.events_slice = slices.from_files(
+        result.events_slice = slices.FileSlices(
             done, lambda p: _task_of(p, bases, heads, tpl, carry), run_ex, result.cycles,
             result.attribution,
         )  # fmt: skip

@@ -17,6 +17,7 @@ from the files' reduced collective tables (`Reduced.coll`), not from their ops.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 import polars as pl
 
@@ -58,46 +59,52 @@ def from_ops(ops: pl.DataFrame, cycles: pl.DataFrame, attribution: pl.DataFrame)
     return get
 
 
-def from_files(
-    done: Sequence[Reduced],
-    task_of: Callable[[Reduced], FileTask],
-    executor: Executor,
-    cycles: pl.DataFrame,
-    attribution: pl.DataFrame,
-) -> SliceFn:
-    """Run sets (module doc). `done`: every file's reduced tables as the comparison used them;
-    `task_of(p)`: file p's task again (its source, rule, the side's templates and renames)."""
-    starts = _starts(cycles)
-    offsets = _offsets(done)
-    ndev = len({d for p in done for d in p.devices})
-    instances: list[pl.DataFrame] = []  # built on the first slice asked for: a compare that
-    # shows no timeline (--format json) never holds a row per collective instance again
+class FileSlices:
+    """Run sets' SliceFn (module doc). `done`: every file's reduced tables as the comparison used
+    them; `task_of(p)`: file p's task again (its source, rule, the side's templates and
+    renames)."""
 
-    seen: list[pl.DataFrame] = []  # the events' columns, no rows (once a slice had some)
+    def __init__(
+        self,
+        done: Sequence[Reduced],
+        task_of: Callable[[Reduced], FileTask],
+        executor: Executor,
+        cycles: pl.DataFrame,
+        attribution: pl.DataFrame,
+    ) -> None:
+        self.done, self.task_of, self.executor = done, task_of, executor
+        self.attribution = attribution
+        self.starts = _starts(cycles)
+        self.offsets = _offsets(done)
+        self.ndev = len({d for p in done for d in p.devices})
+        # the events' columns, no rows (once a slice had some)
+        self.seen: pl.DataFrame | None = None
 
-    def get(side: str, device: int, lo: int, hi: int) -> pl.DataFrame:
+    @cached_property
+    def instances(self) -> pl.DataFrame:
+        """`_instances` of the files, built on the first slice with rows: a compare that shows
+        no timeline (--format json) never holds a row per collective instance again."""
+        return _instances(self.done, self.offsets)
+
+    def __call__(self, side: str, device: int, lo: int, hi: int) -> pl.DataFrame:
         frames = []
-        for p in done:
-            off = offsets[(p.side, p.index)]
+        for p in self.done:
+            off = self.offsets[(p.side, p.index)]
             a, b = max(lo, off), min(hi, off + p.n_cycles)
             if p.side != side or device not in p.devices or a >= b:
                 continue
-            task = task_of(p)
+            task = self.task_of(p)
             task.keep_ops, task.only = True, (device, a - off, b - off)
-            got = executor.run_one(task).ops
+            got = self.executor.run_one(task).ops
             if got is not None and got.height:
                 frames.append(got.with_columns(pl.col("cycle") + off) if off else got)
         if not frames:  # no file holds that GPU in those cycles
-            return seen[0] if seen else schema.empty_frame("events")
+            return self.seen if self.seen is not None else schema.empty_frame("events")
         ops = pl.concat(frames, how="vertical_relaxed")
-        if not instances:
-            instances.append(_instances(done, offsets))
-        ev = tb.events(_waits(ops, instances[0], ndev), starts, attribution)
-        if not seen:
-            seen.append(ev.clear())
+        ev = tb.events(_waits(ops, self.instances, self.ndev), self.starts, self.attribution)
+        if self.seen is None:
+            self.seen = ev.clear()
         return ev
-
-    return get
 
 
 def _offsets(done: Sequence[Reduced]) -> dict[tuple[str, int], int]:
