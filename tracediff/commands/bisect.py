@@ -102,35 +102,10 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from capture.bisect import BisectInterrupted, BisectSpec
     from capture.bisect_search import run_bisect
-    from capture.runner import CaptureSpec
-    from tracediff.commands.capture import apply_preset, capture_range_args
-    from tracediff.errors import UsageError
+    from tracediff.commands.capture import workload_spec
 
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if args.preset and command:
-        raise UsageError("give either --preset or `-- COMMAND`, not both")
-    if not command and not args.preset and args.pool is None:
-        raise UsageError(
-            "no workload given", "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
-        )
-    spec = CaptureSpec(
-        repo=args.repo,
-        ref=args.good,
-        outdir=args.output,
-        command=command,
-        trace=args.trace,
-        nsys=args.nsys,
-        extra_nsys_args=list(args.nsys_arg),
-        nvtx_shim=args.nvtx_shim,
-        stacks=not args.no_stacks,
-        stack_modules=args.stack_module,
-    )
-    preset_range = apply_preset(spec, args)
-    if args.pythonpath:
-        spec.pythonpath = list(args.pythonpath)
-    spec.capture_range = capture_range_args(args, preset_range)
+    no_workload = "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
+    spec = workload_spec(args, args.good, no_workload if args.pool is None else None)
     bspec = BisectSpec(
         capture=spec,
         good=args.good,

@@ -24,7 +24,10 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from capture.runner import CaptureSpec
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -189,8 +192,14 @@ def _suggest_base(outdir: Path, explicit: Path | None) -> Path | None:
     return max(found, key=lambda f: f.stat().st_mtime) if found else None
 
 
-def run(args: argparse.Namespace) -> int:
-    from capture.runner import CaptureSpec, capture
+def workload_spec(
+    args: argparse.Namespace, ref: str, no_workload: str | None, **fields: Any
+) -> CaptureSpec:
+    """The capture spec of the options `capture` and `bisect` share: the workload (`-- COMMAND`
+    or --preset NAME), nsys's options, the launch stacks, --pythonpath and the capture range, at
+    `ref`; `fields`: the caller's own CaptureSpec fields. `no_workload`: the hint of the usage
+    error when neither a command nor a preset is given (None: none is needed)."""
+    from capture.runner import CaptureSpec
     from tracediff.errors import UsageError
 
     command = list(args.command)
@@ -198,35 +207,46 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if args.preset and command:
         raise UsageError("give either --preset or `-- COMMAND`, not both")
+    if no_workload is not None and not args.preset and not command:
+        raise UsageError("no workload given", no_workload)
+    spec = CaptureSpec(
+        repo=args.repo,
+        ref=ref,
+        outdir=args.output,
+        command=command,
+        trace=args.trace,
+        nsys=args.nsys,
+        extra_nsys_args=list(args.nsys_arg),
+        nvtx_shim=args.nvtx_shim,
+        stacks=not args.no_stacks,
+        stack_modules=args.stack_module,
+        **fields,
+    )
+    preset_range = apply_preset(spec, args)
+    if args.pythonpath:
+        spec.pythonpath = list(args.pythonpath)
+    spec.capture_range = capture_range_args(args, preset_range)
+    return spec
+
+
+def run(args: argparse.Namespace) -> int:
+    from capture.runner import capture
+    from tracediff.errors import UsageError
+
     variants = None if args.variants is None else args.variants.split(",")
     runsets = args.repeat != 1 or len(args.commit) > 1 or variants is not None
     if args.repeat < 1:
         raise UsageError(f"--repeat {args.repeat}: needs at least 1 run")
     if runsets and args.label and len(args.commit) * len(variants or [None]) > 1:
         raise UsageError("--label names one run set; this call writes several")
-    spec = CaptureSpec(
-        repo=args.repo,
-        ref=args.commit[0],
-        outdir=args.output,
-        command=command,
+    spec = workload_spec(
+        args,
+        args.commit[0],
+        "add --preset NAME, or `-- COMMAND ARGS...` at the end",
         label=args.label,
         force=args.force,
-        trace=args.trace,
-        nsys=args.nsys,
-        extra_nsys_args=list(args.nsys_arg),
-        nvtx_shim=args.nvtx_shim,
         include_uncommitted=args.include_uncommitted,
-        stacks=not args.no_stacks,
-        stack_modules=args.stack_module,
     )
-    preset_range = apply_preset(spec, args)
-    if not args.preset and not command:
-        raise UsageError(
-            "no workload given", "add --preset NAME, or `-- COMMAND ARGS...` at the end"
-        )
-    if args.pythonpath:
-        spec.pythonpath = list(args.pythonpath)
-    spec.capture_range = capture_range_args(args, preset_range)
     if runsets:
         return _run_sets(spec, args, variants)
 
