@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tracediff.parse.nsys.tables import LaunchIndex, _launch_join
+from tracediff.parse.nsys.tables import LaunchIndex, launch_join
 
 ON = ["globalPid", "correlationId"]
 
 
 def _join(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
-    return _launch_join(ops, LaunchIndex(keys))
+    return launch_join(ops, LaunchIndex(keys))
 
 
 def _reference(ops: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
@@ -110,7 +110,7 @@ def test_direct_table_matches_hash_join(seed: int, procs: int) -> None:
     ops, keys = _unique_ids(seed, procs, 4000, spread=3)
     index = LaunchIndex(keys)
     assert index.table is not None  # this is the path under test
-    out = _launch_join(ops, index)
+    out = launch_join(ops, index)
     assert_frame_equal(out, _reference(ops, keys))
     assert 0 < out["launch_start_ns"].null_count() < out.height  # some miss, most hit
 
@@ -120,8 +120,8 @@ def test_sparse_or_repeated_ids_use_the_sorted_search() -> None:
     sparse = keys.with_columns(pl.col("correlationId") * 10_000)
     index = LaunchIndex(sparse)
     assert index.table is None and index.sorted is not None
-    assert_frame_equal(_launch_join(ops, index), _reference(ops, sparse))
+    assert_frame_equal(launch_join(ops, index), _reference(ops, sparse))
     twice = pl.concat([keys, keys.with_columns(pl.col("launch_start_ns") + 10**9)])
     index = LaunchIndex(twice)  # an id seen twice in a process: the first call is kept
     assert index.table is None
-    assert_frame_equal(_launch_join(ops, index), _reference(ops, twice))
+    assert_frame_equal(launch_join(ops, index), _reference(ops, twice))

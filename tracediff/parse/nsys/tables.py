@@ -119,8 +119,10 @@ def launch_keys(api: pl.DataFrame) -> LaunchIndex:
     )
 
 
-def _launch_join(ops: pl.DataFrame, index: LaunchIndex) -> pl.DataFrame:
-    """Left-join each GPU op to its launch call; an id seen twice in a process keeps the first."""
+def launch_join(ops: pl.DataFrame, index: LaunchIndex) -> pl.DataFrame:
+    """`ops` (GPU activity rows with globalPid, correlationId) left-joined to their launch calls:
+    `index.payload`'s columns added, in `ops`' order, null where no call matches (as polars'
+    left join on the pair); an id seen twice in a process keeps its first call."""
     keys = index.frame
     if ops.is_empty():
         return ops.join(keys.clear(), on=_ON, how="left")
@@ -177,7 +179,7 @@ def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
 def kernels_table(
     df: pl.DataFrame, keys: LaunchIndex, strings: Strings, api_names: Strings
 ) -> pa.Table:
-    df = _launch_join(by_start(df), keys)
+    df = launch_join(by_start(df), keys)
     out = df.select(
         *_common(df),
         *[pl.col(f"{g}{a.upper()}").alias(f"{g}_{a}") for g in ("grid", "block") for a in "xyz"],
@@ -208,7 +210,7 @@ def memops_table(
         *[pl.lit(None, pl.Int64).alias(c) for c in ("copyKind", "srcKind", "dstKind")],
     )
     df = pl.concat([cp, ms.select(cp.columns)])
-    df = _launch_join(by_start(df), keys)
+    df = launch_join(by_start(df), keys)
     return finish("memops", df.select(*_common(df), "bytes"), {
         "kind": code_column(df["_kind"], ["memcpy", "memset"]),
         "copy_kind": label_column(df["copyKind"], copy_kinds),
