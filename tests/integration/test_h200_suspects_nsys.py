@@ -1,4 +1,4 @@
-"""Commit suspects and launch stacks on real H200 nsys captures (issue 19's device case).
+"""Commit suspects and launch stacks on real H200 nsys captures (tests/h200_suspects.py).
 
 tests/data/h200-suspects/nsys: `tracediff capture` under nsys 2024.2.3 of the minispec repo at
 its five commits, eager and CUDA-graph, with capture's own default function trace (NVTX ranges in
@@ -10,18 +10,15 @@ nsys-again/: a second capture of the base commit. The graph is captured inside t
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tracediff.engine.compare import compare
+from tests.h200_suspects import DATA, compare_json, culprit_first
 from tracediff.parse import load
 from tracediff.runfile import Run
-from tracediff.suspects.rank import rank
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "h200-suspects"
 
 
 def _commits() -> dict[str, str]:
@@ -47,25 +44,28 @@ def _run(role: str, mode: str, nsys: str, again: bool = False) -> Run:
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])
 def test_culprit_first_by_a_clear_margin_unused_branch_last(
-    minispec_repo: tuple[Path, dict[str, str]], nsys: str, mode: str
+    minispec_repo: tuple[Path, dict[str, str]], nsys: str, mode: str, tmp_path: Path
 ) -> None:
-    """Measured 2026-12-01, both modes: culprit 0.640, caller 0.384, sibling 0.128, unused
-    branch 0.038. The margin is smaller than Kineto's (1.03): function-trace frames have no line
-    and no library frame below layers.mlp, so the culprit's body change is a `function` hit
-    (0.5), the caller's changed call of mlp a `line` hit one frame out (1.0 x 0.3)."""
+    """`compare --repo` of the base and unused-branch run sets: the range comes from their
+    capture manifests, and capture's own function trace gives the launch stacks. Measured
+    2026-12-01, both modes: culprit 0.640, caller 0.384, sibling 0.128, unused branch 0.038.
+    The margin is smaller than Kineto's (1.03): function-trace frames have no line and no
+    library frame below layers.mlp, so the culprit's body change is a `function` hit (0.5), the
+    caller's changed call of mlp a `line` hit one frame out (1.0 x 0.3)."""
     repo, sha = minispec_repo
-    c = compare(_run("base", mode, nsys), _run("unused", mode, nsys), n_boot=50)
-    s = rank(c.launch_stacks, c.attribution, repo, sha["base"], sha["unused"], "--commits")
-    order = [r["commit"] for r in s.rows]
-    assert order and order[0] == sha["culprit"], [r["subject"] for r in s.rows]
-    score = {r["commit"]: r["score"] for r in s.rows}
-    second = max(v for k, v in score.items() if k != sha["culprit"])
-    assert score[sha["culprit"]] >= 1.5 * second, score
-    assert order.index(sha["unused"]) == len(order) - 1
-    top = s.rows[0]
-    assert top["functions"] == ["minispec/layers.py:mlp"]
-    assert {e["function"] for e in top["evidence"]} == {"mlp"}
-    assert top["delta_ms_per_cycle"] > 0.5  # the fp32 casts and GEMV: about +1.04 ms/cycle
+    runs = []
+    for role in ("base", "unused"):
+        src = DATA / "nsys" / f"{sha[role][:12]}_{mode}"
+        runs.append(tmp_path / src.name)
+        shutil.copytree(src, runs[-1])  # the reader writes its run file beside the report
+    doc = compare_json(runs, repo, nsys=nsys)
+    r = doc["suspects_range"]
+    assert (r["base"], r["head"], r["from"], r["commits"]) == (
+        sha["base"], sha["unused"], "capture manifests", 4,
+    )  # fmt: skip
+    order = culprit_first(doc, sha, 1.5)
+    assert order[-1] == sha["unused"]
+    assert doc["suspects"][0]["functions"] == ["minispec/layers.py:mlp"]
 
 
 def _innermost(run: Run) -> pl.DataFrame:

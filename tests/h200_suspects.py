@@ -1,0 +1,50 @@
+"""The H200 suspects captures (tests/data/h200-suspects: the minispec repo at five commits,
+PyTorch-profiler traces and `tracediff capture` nsys run sets; README there; issue 19's device
+case): `compare --repo`'s JSON of two of them, and the ranking each capture must give.
+
+Base and the unused-branch commit are the ends; between them the caller (model.block), the
+sibling (layers.norm) and the culprit, which alone changed layers.mlp, the function launching the
+slower kernels (fp32 casts and a GEMV: about +1.04 ms/cycle of GPU work).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data" / "h200-suspects"
+
+
+def compare_json(runs: list[Path], repo: Path, *extra: str, nsys: str | None = None) -> Any:
+    """`tracediff compare RUNS --repo REPO EXTRA --format json`'s document; `nsys`: the binary
+    that reads the runs' .nsys-rep (put first on PATH)."""
+    env = dict(os.environ)
+    if nsys is not None:
+        env["PATH"] = f"{Path(nsys).parent}:{env.get('PATH', '')}"
+    p = subprocess.run(
+        [sys.executable, "-m", "tracediff", "compare", *map(str, runs), "--repo", str(repo),
+         *extra, "--format", "json"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def culprit_first(doc: Any, sha: dict[str, str], margin: float) -> list[str]:
+    """Asserts what every capture's suspects must show: the culprit first, its score at least
+    `margin` times the next one's, its best evidence in mlp alone, layers.mlp among the functions
+    on its stacks, and its contributors' change the slower kernels' (> 0.5 ms/cycle). Returns
+    the commits in rank order."""
+    ranked = doc["suspects"]
+    order = [s["commit"] for s in ranked]
+    assert order and order[0] == sha["culprit"], [s["subject"] for s in ranked]
+    top = ranked[0]
+    assert len(ranked) == 1 or top["score"] >= margin * ranked[1]["score"], ranked
+    assert {e["function"] for e in top["evidence"]} == {"mlp"}
+    assert "minispec/layers.py:mlp" in top["functions"]
+    assert top["delta_ms_per_cycle"] > 0.5
+    return order
