@@ -34,11 +34,16 @@ def compare_json(runs: list[Path], repo: Path, *extra: str, nsys: str | None = N
     return json.loads(p.stdout)
 
 
-def culprit_first(doc: Any, sha: dict[str, str], margin: float) -> list[str]:
-    """Asserts what every capture's suspects must show: the culprit first, its score at least
-    `margin` times the next one's, its best evidence in mlp alone, layers.mlp among the functions
-    on its stacks, and its contributors' change the slower kernels' (> 0.5 ms/cycle). Returns
-    the commits in rank order."""
+def culprit_first(doc: Any, sha: dict[str, str], margin: float, range_from: str) -> list[str]:
+    """Asserts what every capture's suspects must show: the range base..unused (4 commits) taken
+    from `range_from`, the culprit first, its score at least `margin` times the next one's, its
+    best evidence in mlp alone, layers.mlp among the functions on its stacks, and its
+    contributors' change the slower kernels' (> 0.5 ms/cycle). Returns the commits in rank
+    order."""
+    r = doc["suspects_range"]
+    assert (r["base"], r["head"], r["from"], r["commits"]) == (
+        sha["base"], sha["unused"], range_from, 4,
+    )  # fmt: skip
     ranked = doc["suspects"]
     order = [s["commit"] for s in ranked]
     assert order and order[0] == sha["culprit"], [s["subject"] for s in ranked]
