@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integration.test_bisect import SLOW_MS, bisect, build_repo, counted
+from tests.integration.test_bisect import SLOW_MS, bisect, build_repo, check_accounting, counted
 
 WRAPPER = """\
 #!/bin/sh
@@ -69,6 +69,9 @@ def test_an_nsys_failure_at_an_end_is_retried_once_and_counted(tmp_path: Path, n
     assert cap["failed_runs"] == 1 and cap["finished_runs"] == len(ran)
     assert cap["used"] == len(ran) + 1 == int(calls.read_text())
     assert sum(k["failed"] for k in cap["by_commit"].values()) == 1
+    # the seeded tests' accounting holds with a failed attempt that ran no workload (seed 114
+    # failed it so: it asked every counted attempt to have run the workload)
+    check_accounting(res, ran, skipped=[])
 
 
 def test_a_workload_that_fails_is_not_retried(tmp_path: Path, nsys: str) -> None:
