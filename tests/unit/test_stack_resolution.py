@@ -19,11 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from tracediff.parse import launch_stacks
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.kineto import read_kineto
+from tracediff.parse.kineto import stacks as kineto_stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -299,3 +302,87 @@ def test_deep_nesting_walks_as_numpy_walks(monkeypatch: pytest.MonkeyPatch) -> N
     for a, b in zip(native.stack_rows, numpy.stack_rows, strict=True):
         assert np.array_equal(a, b)
     assert native.stack_rows[1].max() >= n - 1  # a stack of every level
+
+
+def _chunked_calls(seed: int, n: int) -> tuple[pa.Table, np.ndarray]:
+    """Python calls as Roles.table holds them: chunks of random sizes, each with its own names'
+    dictionary, some fields null; and which calls have all four of pid, tid, start, end."""
+    rng = np.random.default_rng(seed)
+    pid, tid = rng.integers(1, 3, n), rng.integers(1, 3, n)
+    s = rng.integers(0, n // 2, n) * 10
+    e = s + rng.choice([0, 10, 20, 50, 100, 300, 3000], n)
+    text = np.array([f"f.py({i % 23}): fn{i % 23} at 0x{i % 3:x}" for i in range(n)], object)
+    cols = {"pid": pid, "tid": tid, "start_ns": s, "end_ns": e}
+    null = {c: rng.random(n) < 0.03 for c in (*cols, "name")}
+    cuts = np.unique(np.concatenate([[0, n], rng.integers(0, n, 6)]))
+    chunks: dict[str, list[pa.Array]] = {c: [] for c in ("name", *cols)}
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        words = rng.permutation(np.unique(text[a:b])).tolist()  # another order per chunk
+        codes = pa.array([words.index(t) for t in text[a:b]], pa.int32(), mask=null["name"][a:b])
+        chunks["name"].append(pa.DictionaryArray.from_arrays(codes, pa.array(words)))
+        for c, v in cols.items():
+            chunks[c].append(pa.array(v[a:b], pa.int64(), mask=null[c][a:b]))
+    table = pa.table({c: pa.chunked_array(v) for c, v in chunks.items()})
+    return table, ~(null["pid"] | null["tid"] | null["start_ns"] | null["end_ns"])
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C", "numpy"])
+@pytest.mark.parametrize("seed", range(4))
+def test_chunks_picked_give_the_joined_calls_stacks(
+    seed: int, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one launching thread: the Kineto reader picks the frame calls chunk by chunk from the
+    # scanner's pieces (kineto/stacks.py, _stack_walk.pick), never joining them; the stacks
+    # must be those of the joined calls without the null ones (names null: "<unnamed>")
+    if not native:
+        monkeypatch.setattr(launch_stacks, "_stack_walk", None)
+    py, ok = _chunked_calls(seed, 3000)
+    assert py["name"].num_chunks > 2 and not ok.all()
+    rng = np.random.default_rng(50 + seed)
+    m = 700
+    start = rng.integers(0, 15000, m)
+    api = pl.DataFrame(
+        {
+            "process_id": np.ones(m, np.int64),
+            "thread_id": np.ones(m, np.int64),
+            "start_ns": start,
+            "end_ns": start + rng.integers(0, 40, m),
+        }  # fmt: skip
+    )
+    got_api, got = kineto_stacks.resolve(api, py)
+    joined = py.combine_chunks()
+    rows = np.flatnonzero(ok)
+    names = pc.fill_null(joined["name"].combine_chunks().cast(pa.string()), "<unnamed>")
+    f = [joined[c].combine_chunks().to_numpy(zero_copy_only=False)[rows] for c in
+         ("pid", "tid", "start_ns", "end_ns")]  # fmt: skip
+    mid = api["start_ns"].to_numpy() + (api["end_ns"] - api["start_ns"]).to_numpy() // 2
+    one = np.ones(m, np.int64)
+    want = launch_stacks.resolve(one, one, mid, *f, pl.Series(names.take(rows).to_pylist()))
+    sid = got_api["stack_id"].fill_null(0).to_numpy()
+    assert (sid != 0).sum() > 100 and (sid == 0).any()
+    assert np.array_equal(sid, want.stack_id)
+    st = got["stacks"]
+    assert np.array_equal(st["stack_id"].to_numpy(), want.stack_rows[0])
+    assert np.array_equal(st["frame_id"].to_numpy(), want.stack_rows[2])
+    assert got["frames"]["frame_id"].to_numpy().tolist() == want.frame_ids.tolist()
+
+
+def test_native_pick_refuses_arrays_that_do_not_fit() -> None:
+    walk = launch_stacks._stack_walk
+    assert walk is not None
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    s, e, one = i64(1, 5, 9), i64(4, 6, 20), i64(1, 1, 1)
+    code = np.array([2, 0, 1], np.int32)
+    out = (np.empty(4, np.int64), np.empty(4, np.int64), np.empty(4, np.int32))
+    assert walk.pick(i64(5, 10), s, e, one, one, code, 1, 1, *out, 1) == 3  # two picked at 1
+    assert out[0][1:3].tolist() == [5, 9] and out[2][1:3].tolist() == [0, 1]
+    bad = [
+        ((i64(5), s, e[:2], one, one, code, 1, 1, *out, 0)),  # e too short
+        ((i64(5), s, e, one, one, code.astype(np.int64), 1, 1, *out, 0)),  # code not int32
+        ((i64(5), s, e, one, one, code, 1, 1, *out, 2)),  # 3 calls from 2 overflow 4
+        ((i64(5), s, e, one, one, code, 1, 1, *out, -1)),
+        ((i64(5), s, e, one, one, code, 1, 1, *out, 0, np.ones(2, bool))),  # ok too short
+    ]
+    for args in bad:
+        with pytest.raises(ValueError):
+            walk.pick(*args)

@@ -10,7 +10,9 @@
  * is one forward pass, since a call's caller always comes before it in start order.
  *
  * holding() picks the frame calls whose interval holds some API call's midpoint (a search
- * from the last answer, since starts come nearly sorted); walk() does the rest; launches()
+ * from the last answer, since starts come nearly sorted), pick() the same from one chunk of
+ * the Kineto scanner's columns on one launching thread, writing the picked calls' fields;
+ * walk() does the rest; launches()
  * then gives each API call its stack id and one frame call per distinct stack (numpy's unique
  * and searchsorted over a million API calls took 0.1 s).
  *
@@ -233,6 +235,65 @@ out:
     return result;
 }
 
+/* pick(mids, s, e, pid, tid, code, p0, t0, out_s, out_e, out_code, at[, ok]) -> k: holding's
+ * pick over one chunk of the frame calls, of those on the launching thread (pid p0, tid t0)
+ * only, their s, e and code (int32) written at out_*[at:k] in the chunk's order: the Python
+ * calls' columns are read once, as the scanner left them, with no join of the chunks, no mask
+ * and no gathers first. mids must be sorted (holding checks; here the caller's own sort,
+ * checked once, not per chunk: unsorted, the picks are wrong but no read goes out of bounds);
+ * ok (a byte per call) leaves out the calls whose fields are null. */
+static PyObject *py_pick(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b[11];
+    memset(b, 0, sizeof b);
+    long long p0, t0;
+    Py_ssize_t at;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*LLw*w*w*n|y*", &b[0], &b[1], &b[2], &b[3], &b[4],
+                          &b[5], &p0, &t0, &b[6], &b[7], &b[8], &at, &b[9]))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t m = b[0].len / 8, n = b[1].len / 8, cap = b[6].len / 8, k = at;
+    if (b[0].len % 8 || b[1].len % 8 || b[6].len % 8 || check(&b[2], n, "e") ||
+        check(&b[3], n, "pid") || check(&b[4], n, "tid") || check(&b[7], cap, "out_e"))
+        goto out;
+    if (b[5].len != n * 4 || b[8].len != cap * 4) {
+        PyErr_SetString(PyExc_ValueError, "code and out_code: int32, as long as s and out_s");
+        goto out;
+    }
+    if (at < 0 || at > cap || n > cap - at) {
+        PyErr_Format(PyExc_ValueError, "at %zd: %zd calls do not fit in %zd", at, n, cap);
+        goto out;
+    }
+    if (b[9].obj && b[9].len != n) {
+        PyErr_Format(PyExc_ValueError, "ok: %zd bytes, want %zd", b[9].len, n);
+        goto out;
+    }
+    const int64_t *mids = b[0].buf, *s = b[1].buf, *e = b[2].buf, *pid = b[3].buf,
+                  *tid = b[4].buf;
+    const int32_t *code = b[5].buf;
+    const uint8_t *ok = b[9].obj ? b[9].buf : NULL;
+    int64_t *os = b[6].buf, *oe = b[7].buf;
+    int32_t *oc = b[8].buf;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (pid[i] != p0 || tid[i] != t0 || (ok && !ok[i])) continue;
+        j = lower_bound_from(mids, m, s[i], j);
+        if (j < m && mids[j] <= e[i]) {
+            os[k] = s[i];
+            oe[k] = e[i];
+            oc[k] = code[i];
+            k++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(k);
+out:
+    for (int i = 0; i < 11; i++)
+        if (b[i].obj) PyBuffer_Release(&b[i]);
+    return result;
+}
+
 /* launches(cur, h, sid, leaves) -> k: per midpoint its stack id (sid[i] = h[cur[i]], 0 where
  * cur[i] < 0), and leaves[:k] one launching frame call per distinct stack hash (the first in
  * midpoint order): the stacks' table is built from those only. A set of the hashes seen
@@ -313,6 +374,9 @@ out:
 static PyMethodDef methods[] = {
     {"holding", py_holding, METH_VARARGS,
      "holding(mids, s, e, out[, ok]) -> k: out[:k] the frame calls holding some midpoint"},
+    {"pick", py_pick, METH_VARARGS,
+     "pick(mids, s, e, pid, tid, code, p0, t0, out_s, out_e, out_code, at[, ok]) -> k: one "
+     "chunk's frame calls on the launching thread holding some midpoint, written at out_*[at:k]"},
     {"launches", py_launches, METH_VARARGS,
      "launches(cur, h, sid, leaves) -> k: each midpoint's stack id, leaves[:k] one frame call "
      "per distinct stack"},

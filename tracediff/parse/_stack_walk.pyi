@@ -35,3 +35,24 @@ def launches(cur: Array, h: Array, sid: Array, leaves: Array, /) -> int:
     call, never 0) -> k: sid (int64 per midpoint) = h[cur] or 0, leaves[:k] = one frame call per
     distinct hash among them, the first in midpoint order. ValueError on a cur beyond h, a 0
     hash, or lengths that do not match."""
+
+def pick(
+    mids: Array,
+    s: Array,
+    e: Array,
+    pid: Array,
+    tid: Array,
+    code: Array,
+    p0: int,
+    t0: int,
+    out_s: Array,
+    out_e: Array,
+    out_code: Array,
+    at: int,
+    ok: Array = ...,
+    /,
+) -> int:
+    """mids sorted (int64; not checked), one chunk of frame calls (s, e, pid, tid: int64, code:
+    int32) -> k: the calls with pid p0 and tid t0 (and ok, a bool per call, if given) whose
+    [s, e] holds some midpoint, their s, e and code written at out_s/out_e/out_code[at:k] in
+    the chunk's order. ValueError on lengths that do not match or outputs too short."""

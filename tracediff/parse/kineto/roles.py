@@ -38,7 +38,6 @@ from .fields import (
     dtype,
     schema,
 )
-from .scan import unify_names
 
 # a role's args are decoded into a record of only its fields (the other keys are skipped)
 _ARG_TYPES: dict[tuple[str, ...], Any] = {
@@ -252,14 +251,13 @@ class Roles:
         self._cols = {r: {} for r in ARG_FIELDS}
 
     def table(self) -> pa.Table:
-        """The CODED_NAMES role's rows (the Python calls), in trace order, as one Arrow table of
-        one chunk per column, `name` a dictionary array: not a polars frame, since stack
-        resolution reads only numpy arrays and the names' codes of it (a frame's conversion
-        and categoricals cost ~1 ms of the SGLang trace's parse, 0.26 s of a 1 M-kernel one).
-
-        The pieces' arrays are joined here once, not per segment first (`compact` keeps them):
-        each copy of millions of calls' columns is fresh memory, and its page faults were most
-        of the cost (two copies: 0.36 s of a generated 1 M-kernel trace's parse)."""
+        """The CODED_NAMES role's rows (the Python calls), in trace order, as an Arrow table
+        chunked as the pieces were read, `name` dictionary arrays: not a polars frame, since
+        stack resolution reads only numpy arrays and the names' codes of it (a frame's
+        conversion and categoricals cost ~1 ms of the SGLang trace's parse, 0.26 s of a 1
+        M-kernel one). Not joined (`compact` keeps the pieces' arrays too): stacks.resolve
+        picks the calls it needs from each chunk; each copy of millions of calls' columns is
+        fresh memory (two copies: 0.36 s of a generated 1 M-kernel trace's parse, one 85 MB)."""
         cols = self._coded
         for name, arrs in self._cols.pop(CODED_NAMES, {}).items():
             cols.setdefault(name, []).extend(arrs)
@@ -267,7 +265,7 @@ class Roles:
         if not cols:
             return _CODED_SCHEMA.empty_table()
         return pa.Table.from_arrays(
-            [_joined_calls(cols[c]) for c in _CODED_SCHEMA.names], schema=_CODED_SCHEMA
+            [pa.chunked_array(cols[f.name], f.type) for f in _CODED_SCHEMA], schema=_CODED_SCHEMA
         )
 
     def _convert(self, role: str, cols: dict[str, list[Any]]) -> pl.DataFrame:
@@ -287,19 +285,6 @@ def _joined(parts: list[pa.Array]) -> Any:
         return pa.concat_arrays(parts)
     except pa.ArrowInvalid:  # pragma: no cover - > 2 GB of one role's text in one segment
         return pa.chunked_array(parts)
-
-
-def _joined_calls(parts: list[pa.Array]) -> Any:
-    """A Python-call column's chunks joined (`Roles.table`): integers without nulls by numpy
-    (its big arrays get transparent huge pages: a fault per 2 MB instead of per 4 KB), the
-    Arrow array then holding numpy's memory."""
-    if len(parts) == 1:
-        return parts[0]
-    if parts[0].type == pa.int64() and not any(p.null_count for p in parts):
-        return pa.array(np.concatenate([p.to_numpy() for p in parts]))
-    if isinstance(parts[0], pa.DictionaryArray) and (names := unify_names(parts)) is not None:
-        return names
-    return _joined(parts)
 
 
 def _true(mask: pa.Array) -> list[int]:

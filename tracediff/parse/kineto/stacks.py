@@ -24,6 +24,8 @@ import pyarrow.compute as pc
 from tracediff import schema
 from tracediff.parse import launch_stacks
 
+from . import scan
+
 _FRAME = re.compile(r"(.+)\(([0-9]+)\): (.*)")
 """`file(line): function` (the whole text, `.` not matching a newline); other names (`<built-in
 method ...>`, `nn.Module: Linear_0`, a line beyond int32) are frames without a file or line,
@@ -37,8 +39,8 @@ def empty() -> dict[str, pa.Table]:
 
 def resolve(api: pl.DataFrame, py: pa.Table) -> tuple[pl.DataFrame, dict[str, pa.Table]]:
     """(api with `stack_id`, {"frames", "stacks"} tables) from the Python calls (Roles.table:
-    one chunk per column, names dictionary-encoded). Without Python events: a null `stack_id`
-    and empty tables, at no cost."""
+    the scanned pieces' chunks, names dictionary-encoded). Without Python events: a null
+    `stack_id` and empty tables, at no cost."""
     if not api.height or not py.num_rows:
         return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
     cols = ("process_id", "thread_id", "start_ns", "end_ns")
@@ -49,25 +51,94 @@ def resolve(api: pl.DataFrame, py: pa.Table) -> tuple[pl.DataFrame, dict[str, pa
     cp, ct, cs = (_np(api[c], a_rows) for c in cols[:3])
     ce = api["end_ns"].fill_null(api["start_ns"]) if api["end_ns"].null_count() else api["end_ns"]
     mid = cs + (_np(ce, a_rows) - cs) // 2  # the midpoint (the start where the end is unknown)
-    f_cols = ("pid", "tid", "start_ns", "end_ns")
+    n = len(mid)
+    if n and cp.min() == cp.max() and ct.min() == ct.max() and (chunks := _chunks(py)):
+        # one launching thread (the usual case): its frame calls picked chunk by chunk
+        c_order = np.argsort(mid, kind="stable")
+        mids = mid[c_order]
+        got = launch_stacks.pick(mids, int(cp[0]), int(ct[0]), [c for c, _ in chunks])
+        names = _picked_names(got, [w for _, w in chunks])
+        res = launch_stacks.resolve_picked(n, c_order, mids, got, names)
+    else:
+        res = _resolve_joined(cp, ct, mid, py)
+    if not res.frame_ids.size:
+        return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
+    sid = res.stack_id
+    if a_rows is not None:
+        sid = np.zeros(api.height, np.int64)
+        sid[a_rows] = res.stack_id
+    api = api.with_columns(pl.Series("stack_id", pa.array(sid, mask=sid == 0)))
+    return api, tables(res)
+
+
+_F_COLS = ("pid", "tid", "start_ns", "end_ns")
+
+
+def _chunks(py: pa.Table) -> list[tuple[launch_stacks.Chunk, pa.Array]] | None:
+    """The Python calls' chunks as numpy (nulls zeroed and marked not ok), each with its names'
+    dictionary ("<unnamed>" added where a name is null), or None where the columns' chunks do
+    not line up (then the columns are joined)."""
+    cols = [py[c] for c in ("name", *_F_COLS)]
+    if len({tuple(len(a) for a in c.chunks) for c in cols}) != 1:
+        return None
+    out = []
+    for name, *parts in zip(*(c.chunks for c in cols), strict=True):
+        if not isinstance(name, pa.DictionaryArray) or name.indices.type != pa.int32():
+            return None
+        ok = None
+        if any(p.null_count for p in parts):
+            ok = np.logical_and.reduce([p.is_valid().to_numpy(zero_copy_only=False) for p in parts])
+            parts = [pc.fill_null(p, 0) for p in parts]
+        words, idx = name.dictionary, name.indices
+        if idx.null_count:
+            idx = pc.fill_null(idx, len(words))
+            words = pa.concat_arrays([words, pa.array(["<unnamed>"], words.type)])
+        pid, tid, s, e = (p.to_numpy() for p in parts)
+        out.append((launch_stacks.Chunk(s, e, pid, tid, idx.to_numpy(), ok), words))
+    return out
+
+
+def _picked_names(got: launch_stacks.Picked, words: list[pa.Array]) -> pa.DictionaryArray:
+    """The picked calls' names: their codes, chunk by chunk, in one dictionary (unified in C
+    where the scanner's dictionaries allow it)."""
+    parts = []
+    for w, a, b in zip(words, got.bounds[:-1], got.bounds[1:], strict=True):
+        codes = pa.Array.from_buffers(pa.int32(), b - a, [None, pa.py_buffer(got.code[a:b])])
+        parts.append(pa.DictionaryArray.from_arrays(codes, w))
+    if len(parts) == 1:
+        return parts[0]
+    one = scan.unify_names(parts)
+    return one if one is not None else pa.concat_arrays(parts)
+
+
+def _resolve_joined(
+    cp: np.ndarray, ct: np.ndarray, mid: np.ndarray, py: pa.Table
+) -> launch_stacks.Stacks:
+    """resolve over the Python calls' columns joined (API calls on several threads)."""
+    py = pa.table({c: _joined(py[c]) for c in py.column_names})
     f_rows: np.ndarray | None = None
-    if any(py[c].null_count for c in f_cols):
-        ok = np.logical_and.reduce([py[c].is_valid().to_numpy() for c in f_cols])
+    if any(py[c].null_count for c in _F_COLS):
+        ok = np.logical_and.reduce([py[c].is_valid().to_numpy() for c in _F_COLS])
         f_rows = np.flatnonzero(ok)
     col = py["name"]
     names = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     if f_rows is not None:
         names = names.take(f_rows)
-    fp, ft, fs, fe = (_arrow_np(py[c], f_rows) for c in f_cols)
-    got = launch_stacks.resolve(cp, ct, mid, fp, ft, fs, fe, names)
-    if not got.frame_ids.size:
-        return api.with_columns(pl.lit(None, pl.Int64).alias("stack_id")), empty()
-    sid = got.stack_id
-    if a_rows is not None:
-        sid = np.zeros(api.height, np.int64)
-        sid[a_rows] = got.stack_id
-    api = api.with_columns(pl.Series("stack_id", pa.array(sid, mask=sid == 0)))
-    return api, tables(got)
+    fp, ft, fs, fe = (_arrow_np(py[c], f_rows) for c in _F_COLS)
+    return launch_stacks.resolve(cp, ct, mid, fp, ft, fs, fe, names)
+
+
+def _joined(col: pa.ChunkedArray) -> pa.Array:
+    """A Python-call column's chunks as one array: integers without nulls by numpy (its big
+    arrays get transparent huge pages: a fault per 2 MB, not per 4 KB), names unified in C."""
+    parts = col.chunks
+    if len(parts) == 1:
+        return parts[0]
+    if col.type == pa.int64() and not col.null_count:
+        return pa.array(np.concatenate([p.to_numpy() for p in parts]))
+    if pa.types.is_dictionary(col.type) and (names := scan.unify_names(parts)) is not None:
+        return names
+    return pa.concat_arrays(parts)
 
 
 def _np(col: pl.Series, rows: np.ndarray | None) -> np.ndarray:
