@@ -246,8 +246,8 @@ def _resolved(
 
     # by thread, start, the longer first, then input order: callers come before callees.
     # Stable sorts only (timsort: traces are nearly in time order; 10x faster than lexsort)
-    order = _start_order(s, e)
-    s, e = s[order], e[order]
+    order, s = _start_order(s, e)
+    e = e[order]
     rows = order if rows is None else rows[order]
     thr = None if f_thr is None else f_thr[rows]
 
@@ -434,9 +434,9 @@ def _threads(
     return np.searchsorted(threads, pair), np.where(ok & ok_t & ok_p, f_thr, -1), len(threads)
 
 
-def _start_order(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The permutation sorting by (s, -e, position): a stable sort by s, then calls sharing a
-    start reordered longer first (a lexsort of those few)."""
+def _start_order(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The permutation sorting by (s, -e, position), and s in that order: a stable sort by s,
+    then calls sharing a start reordered longer first (a lexsort of those few)."""
     order = np.argsort(s, kind="stable")
     ss = s[order]
     tie = ss[1:] == ss[:-1]
@@ -445,8 +445,8 @@ def _start_order(s: np.ndarray, e: np.ndarray) -> np.ndarray:
         run[1:] |= tie
         run[:-1] |= tie
         idx = order[run]  # by start, then position
-        order[run] = idx[np.lexsort((-e[idx], s[idx]))]
-    return order
+        order[run] = idx[np.lexsort((-e[idx], s[idx]))]  # their starts stay ss[run]
+    return order, ss
 
 
 def _tables(
