@@ -173,3 +173,15 @@ def scan(
             REFUSED["operators msgspec does not decode"] += 1  # not seen; the piece decides
             return None
     return Scanned(events, roles, ops, close)
+
+
+def join_calls(parts: list[pa.Array]) -> pa.Array:
+    """A Python-call column's chunks as one array: integers without nulls by numpy (its big
+    arrays get transparent huge pages: a fault per 2 MB, not per 4 KB), names unified in C."""
+    if len(parts) == 1:
+        return parts[0]
+    if parts[0].type == pa.int64() and not any(p.null_count for p in parts):
+        return pa.array(np.concatenate([p.to_numpy() for p in parts]))
+    if isinstance(parts[0], pa.DictionaryArray) and (names := unify_names(parts)) is not None:
+        return names
+    return pa.concat_arrays(parts)

@@ -115,7 +115,7 @@ def _resolve_joined(
     cp: np.ndarray, ct: np.ndarray, mid: np.ndarray, py: pa.Table
 ) -> launch_stacks.Stacks:
     """resolve over the Python calls' columns joined (API calls on several threads)."""
-    py = pa.table({c: _joined(py[c]) for c in py.column_names})
+    py = pa.table({c: scan.join_calls(py[c].chunks) for c in py.column_names})
     f_rows: np.ndarray | None = None
     if any(py[c].null_count for c in _F_COLS):
         ok = np.logical_and.reduce([py[c].is_valid().to_numpy() for c in _F_COLS])
@@ -126,19 +126,6 @@ def _resolve_joined(
         names = names.take(f_rows)
     fp, ft, fs, fe = (_arrow_np(py[c], f_rows) for c in _F_COLS)
     return launch_stacks.resolve(cp, ct, mid, fp, ft, fs, fe, names)
-
-
-def _joined(col: pa.ChunkedArray) -> pa.Array:
-    """A Python-call column's chunks as one array: integers without nulls by numpy (its big
-    arrays get transparent huge pages: a fault per 2 MB, not per 4 KB), names unified in C."""
-    parts = col.chunks
-    if len(parts) == 1:
-        return parts[0]
-    if col.type == pa.int64() and not col.null_count:
-        return pa.array(np.concatenate([p.to_numpy() for p in parts]))
-    if pa.types.is_dictionary(col.type) and (names := scan.unify_names(parts)) is not None:
-        return names
-    return pa.concat_arrays(parts)
 
 
 def _np(col: pl.Series, rows: np.ndarray | None) -> np.ndarray:
