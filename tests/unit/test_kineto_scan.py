@@ -821,8 +821,11 @@ native.scan(text, 0, len(text), scan._CATS, scan._SPEC, scan._CPU_OP, False, 1, 
         # as polars' start + duration does on the msgspec path)
         (_kernel(ts="9.1e15", dur="9.1e15"), False),
         (_kernel(ts="-9100000000000000", dur="-9100000000000000"), True),
+        # buf_put(): an empty name, the first string of its column, has no buffer to copy
+        # into yet (memcpy of 0 bytes to a null pointer: undefined)
+        (_kernel(name='""'), False),
     ],
-    ids=["minus 2**63", "ts + dur", "ts + dur, exact clock"],
+    ids=["minus 2**63", "ts + dur", "ts + dur, exact clock", "empty first string"],
 )
 def test_no_undefined_behaviour(ubsan_scan: Path, text: str, exact: bool) -> None:
     run = subprocess.run(

@@ -70,6 +70,7 @@ static int buf_grow(Buf *b, size_t extra) {
 }
 
 static inline int buf_put(Buf *b, const void *src, size_t n) {
+    if (!n) return 0; /* an empty string: no buffer yet, and memcpy's pointers must not be null */
     if (buf_grow(b, n)) return -1;
     memcpy(b->p + b->n, src, n);
     b->n += n;
