@@ -110,8 +110,7 @@ class Roles:
         """A scan.Scanned piece: its columns are what `_add` would have appended."""
         self.n_events += sc.events
         for role, cols in sc.roles.items():
-            for name, arrs in cols.items():
-                self._cols[role].setdefault(name, []).extend(arrs)
+            _extend(self._cols[role], cols)
             if role == "annotation":
                 for a in cols["name"]:
                     self._seen.update(pc.unique(a).to_pylist())
@@ -126,10 +125,8 @@ class Roles:
         self.no_ts += other.no_ts
         self.compact()
         other.compact()
-        for role, frames in other._frames.items():
-            self._frames.setdefault(role, []).extend(frames)
-        for name, arrs in other._coded.items():
-            self._coded.setdefault(name, []).extend(arrs)
+        _extend(self._frames, other._frames)
+        _extend(self._coded, other._coded)
         self._seen |= other._seen
         self._steps += other._steps
         self.clock.merge(other.clock)
@@ -260,8 +257,7 @@ class Roles:
         categoricals cost ~1 ms of the SGLang trace's parse, 0.26 s of a 1 M-kernel one). Not
         joined across segments: stacks.resolve picks the calls it needs from each chunk."""
         cols = self._coded
-        for name, arrs in self._cols.pop(CODED_NAMES, {}).items():
-            cols.setdefault(name, []).extend(arrs)
+        _extend(cols, self._cols.pop(CODED_NAMES, {}))
         self._coded = {}
         if not cols:
             return _CODED_SCHEMA.empty_table()
@@ -291,6 +287,12 @@ def _joined(parts: list[pa.Array]) -> Any:
 def _true(mask: pa.Array) -> list[int]:
     """Indices where a boolean array is true (null: false)."""
     return np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False)).tolist()
+
+
+def _extend(into: dict[str, list[Any]], more: dict[str, list[Any]]) -> None:
+    """Each key's list in `more` appended to the same key's list of `into`."""
+    for key, items in more.items():
+        into.setdefault(key, []).extend(items)
 
 
 def _append(cols: dict[str, list[Any]], name: str, arr: Any) -> None:
