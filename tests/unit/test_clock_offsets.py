@@ -233,30 +233,3 @@ def test_kineto_rank_traces_of_two_nodes(pair: dict[str, Path], tmp_path: Path) 
     many, one = compare(runs["b"], runs["h"]), compare(runs["b1"], runs["h1"])
     assert many.clocks["split"] is True
     _assert_same_as_one_report(one, many)
-
-
-def test_instances_only_where_every_member_has_as_many() -> None:
-    from tracediff.parse import clocks
-
-    rows = []  # (file, gpu, name, comm_id, group_size, end)
-    for f in range(4):
-        rows += [(f, 0, "A", "", None, 100 * j + f) for j in range(3)]  # every GPU, 3 each
-        rows += [(f, 0, "B", "", None, 1000 + j) for j in range(2 if f < 3 else 1)]  # one short
-    for f in (0, 1):  # a 2-rank communicator: both members, 2 each
-        rows += [(f, 0, "C", "c1", 2, 5000 + 10 * j) for j in range(2)]
-    rows += [(2, 0, "D", "", None, 7)]  # on one GPU only
-    ends = pl.DataFrame(
-        rows,
-        schema={"file": pl.Int32, "gpu": pl.Int32, "name": pl.String, "comm_id": pl.String,
-                "group_size": pl.Int32, "end": pl.Int64},
-        orient="row",
-    )  # fmt: skip
-    inst = clocks.instances(ends)
-    assert inst.height == 3 * 4 + 2 * 2  # A and C; B (GPU 3 lacks one) and D dropped
-    per = inst.group_by("inst").agg(pl.col("end").sort(), pl.col("file").sort())
-    got = sorted((e.to_list(), f.to_list()) for e, f in zip(per["end"], per["file"], strict=True))
-    want = sorted(
-        [([100 * j, 100 * j + 1, 100 * j + 2, 100 * j + 3], [0, 1, 2, 3]) for j in range(3)]
-        + [([5000 + 10 * j] * 2, [0, 1]) for j in range(2)]
-    )
-    assert got == want  # the k-th of a name on each GPU, k in end order

@@ -100,7 +100,6 @@ def scan(item: str | tuple[str, bool]) -> Scanned:
     rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
                            if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
     facts = jn.facts_of(run)
-    facts.ends = facts.ends.with_columns(pl.col("name", "comm_id").cast(pl.Categorical))
     out = Scanned(facts, sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows)
     if probe and rng.height:
         out.coverage, out.n_ops = covered(run, rng)

@@ -73,16 +73,17 @@ class ClockEstimate:
 
 
 def file_ends(t: pa.Table) -> pl.DataFrame:
-    """gpu (file-local device id), name, comm, group_size, end (on the file's own clock) of
-    every NCCL kernel of one file's collectives table (small: what a worker sends)."""
+    """gpu (file-local device id), name, comm_id ("" where the trace names none), group_size,
+    end (on the file's own clock) of every NCCL kernel of one file's collectives table (small:
+    what a worker sends). name and comm_id are categoricals: the table's name dictionary kept
+    as it is, the few communicator ids coded once, so no string is built per row here or when
+    `instances` keys them."""
     df = pl.from_arrow(t.select(["source", "device_id", "name", "comm_id", "group_size", "end_ns"]))
     assert isinstance(df, pl.DataFrame)
-    return df.filter(
-        (pl.col("source").cast(pl.String) == "kernel") & pl.col("end_ns").is_not_null()
-    ).select(
+    return df.filter((pl.col("source") == "kernel") & pl.col("end_ns").is_not_null()).select(
         pl.col("device_id").fill_null(-1).cast(pl.Int32).alias("gpu"),
-        pl.col("name").cast(pl.String),
-        pl.col("comm_id").cast(pl.String).fill_null(""),
+        pl.col("name").cast(pl.Categorical),
+        pl.col("comm_id").cast(pl.Categorical).fill_null(""),
         pl.col("group_size").cast(pl.Int32),
         pl.col("end_ns").alias("end"),
     )
@@ -107,8 +108,11 @@ def collective_ends(ends: list[pl.DataFrame], shifts: list[int]) -> pl.DataFrame
 
 def instances(ends: pl.DataFrame) -> pl.DataFrame:
     """instance id, file, gpu, end: the collective instances every member GPU has (module
-    docstring), one row per instance and GPU. Keys are integers (a communicator and name as one
-    categorical code; the instance id is code << 32 | k): no string is grouped per row."""
+    docstring), one row per instance and GPU. Keys are integers: a (communicator, name) pair is
+    its two categorical codes packed in 64 bits (no string built per row: the codes are
+    file_ends' categoricals, or one cast of a string column), the kept pairs are numbered 0..n-1
+    and the instance id is that number << 32 | k. A null comm_id or name keys no instance
+    (file_ends has made a missing comm_id "")."""
     empty = {"inst": pl.Int64, "file": pl.Int32, "gpu": pl.Int32, "end": pl.Int64}
     if ends.height == 0:
         return pl.DataFrame(schema=empty)
@@ -117,21 +121,19 @@ def instances(ends: pl.DataFrame) -> pl.DataFrame:
         "gpu",
         "end",
         "group_size",
-        pl.concat_str("comm_id", pl.lit("\x00"), "name")
-        .cast(pl.Categorical)
-        .to_physical()
-        .cast(pl.Int64)
-        .alias("cn"),
+        (_code("comm_id") * (1 << 32) + _code("name")).alias("pair"),
         (pl.col("file").cast(pl.Int64) * 65_536 + pl.col("gpu").cast(pl.Int64) + 32_768).alias(
             "fg"
         ),
     )
     total = e["fg"].n_unique()
-    counts = e.group_by("cn", "fg").agg(pl.len().alias("n"), pl.col("group_size").max().alias("gs"))
+    counts = e.group_by("pair", "fg").agg(
+        pl.len().alias("n"), pl.col("group_size").max().alias("gs")
+    )
     # per (comm, name): every GPU that has one has as many, and the members are the group
     # (group_size where named, else every GPU of the run)
     good = (
-        counts.group_by("cn")
+        counts.group_by("pair")
         .agg(
             pl.col("n").n_unique().alias("_counts"),
             pl.len().alias("_members"),
@@ -141,16 +143,24 @@ def instances(ends: pl.DataFrame) -> pl.DataFrame:
             (pl.col("_counts") == 1)
             & (pl.col("_members") == pl.col("_gs").fill_null(total))
             & (pl.col("_members") >= 2)
-        )["cn"]
+            & pl.col("pair").is_not_null()
+        )
+        .sort("pair")["pair"]  # (numbered in code order, not group_by's: the same ids each time)
     )
-    e = e.filter(pl.col("cn").is_in(good.implode())).sort("fg", "cn", "end")
+    e = e.filter(pl.col("pair").is_in(good.implode())).sort("fg", "pair", "end")
     if e.height == 0:
         return pl.DataFrame(schema=empty)
-    # rows are sorted by (fg, cn): k is the row's place within its run of equal keys
-    key = (e["fg"] * (1 << 32) + e["cn"]).to_numpy()
-    first = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
-    k = np.arange(len(key)) - np.repeat(first, np.diff(np.r_[first, len(key)]))
-    return e.select((pl.col("cn") * (1 << 32) + pl.Series(k)).alias("inst"), "file", "gpu", "end")
+    # rows are sorted by (fg, pair): k is the row's place within its run of equal keys
+    fg, pair = e["fg"].to_numpy(), e["pair"].to_numpy()
+    first = np.r_[0, np.flatnonzero((fg[1:] != fg[:-1]) | (pair[1:] != pair[:-1])) + 1]
+    k = np.arange(len(fg)) - np.repeat(first, np.diff(np.r_[first, len(fg)]))
+    cn = pl.col("pair").replace_strict(good, range(len(good)), return_dtype=pl.Int64)
+    return e.select((cn * (1 << 32) + pl.Series(k)).alias("inst"), "file", "gpu", "end")
+
+
+def _code(col: str) -> pl.Expr:
+    """`col`'s categorical code as UInt64 (a cast only where the column is still strings)."""
+    return pl.col(col).cast(pl.Categorical).to_physical().cast(pl.UInt64)
 
 
 def host_medians(inst: pl.DataFrame) -> pl.DataFrame:
