@@ -44,7 +44,14 @@ The rule, in order (each stage only when the one before could not decide):
    both tests must pass by chance (the earlier one's 2.5-5 % times this one's 5 %: a level split,
    as safe as the precision rule). Without it a real half at a load average of 8 was lost: 8.3 ms
    on 8 runs a side, significant but not precise, beside a step that had differed from both
-   ends. Without a workload command (a pool) nothing can be captured: its runs
+   ends. The two tests are independent only through the fresh runs: the earlier evidence came
+   from the same earlier runs that the 2N-a-side test includes. So with `known` the fresh runs
+   alone must also show the change, in its direction and at least MATERIAL of GOOD -> BAD (no
+   significance asked of 4 runs: a real half clears it however a load spike falls). Seed 109 of
+   session 9 (load 4-5): an unchanged commit came out between its ends at 4 runs (+2.6 ms,
+   p 0.029), its side passed at 8 runs a side on those runs' bias (+1.7 ms, p 0.039) while the
+   fresh runs alone showed +0.75 ms (p 0.6), and a false second culprit was searched for and
+   reported. Without a workload command (a pool) nothing can be captured: its runs
    were captured interleaved in one call, and `further` on the look decides; a confirmation
    whose capture fails is logged with its problem and `further` on the look decides.
 
@@ -193,13 +200,23 @@ def moved(qs: list[Q], total: float) -> bool:
     return any(q.significant and sign(q.delta) == sign(total) for q in qs)
 
 
-def further(c: Any, qs: list[Q], total: float, follow: dict[str, Any], known: bool = False) -> bool:
+def further(
+    c: Any,
+    qs: list[Q],
+    total: float,
+    follow: dict[str, Any],
+    known: bool = False,
+    fresh: list[Q] | None = None,
+) -> bool:
     """Rule 4's protection: a further change in the regression's direction, at least MATERIAL of
     the GOOD -> BAD change, and large against its noise (capture/bisect_ends.precise) or, for
     the cycle time, p <= SIDE_LEVEL. `known`: evidence found before this test (a step on that
     side between its ends, or the share's whole CI below SHARE_TO_CONTINUE): significance then
-    suffices (the level split over two tests)."""
+    suffices (the level split over two tests), where the `fresh` runs' quantities alone (when
+    given) also hold at least MATERIAL of the change in its direction."""
     s = sign(total)
+    if known and fresh is not None and s * sum(q.delta for q in fresh) < be.MATERIAL * abs(total):
+        return False
     if follow["what"] == "cycle time":
         d = c.delta_ms_per_cycle
         ok = sign(d) == s and (bool(c.significant) if known else be.cycle_time_moved(c, SIDE_LEVEL))
@@ -234,7 +251,9 @@ def side(
         rz = b.runs_of(b.folder(gz)) + b.runs_of(fresh[1])
         cf = b.compare_runs(ra, rz, (ga[:12], gz[:12]))
         qs = b.quantities(cf, follow)
-        yes = further(cf, qs, total, follow, known)
+        # the fresh runs alone: what `known` cannot have biased (see `further`)
+        alone = b.quantities(b.compare_sets(*fresh, (ga[:12], gz[:12])), follow)
+        yes = further(cf, qs, total, follow, known, alone)
         entry.update(
             decision="regression (confirmed)" if yes else "no further change (confirmed)",
             confirm_folder=fresh[0].parent.name,
@@ -242,6 +261,7 @@ def side(
             confirm_on=[len(ra), len(rz)],
             confirm_p_value=cf.p_value,
             confirm_delta_ms_per_cycle=sum(q.delta for q in qs),
+            fresh_delta_ms_per_cycle=sum(q.delta for q in alone),
         )
     else:
         yes = further(cz, qs, total, follow, known)

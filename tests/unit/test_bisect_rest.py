@@ -79,3 +79,34 @@ def test_known_evidence_leaves_only_significance_to_say_where() -> None:
     assert not br.further(Cmp(0.5, (0.1, 0.9), 0.01, True), cycle, 16.0, CYCLE, known=True)
     rows = [q(0.017, (0.002, 0.032))]
     assert br.further(Cmp(0.0, (-1.0, 1.0), 0.5, False), rows, 0.034, ROWS, known=True)
+
+
+def test_known_evidence_needs_the_fresh_runs_alone_to_show_the_change() -> None:
+    """Seed 109 (session 9, load 4-5): an unchanged commit came out between its ends at 4 runs;
+    its side passed at 8 runs a side (those 4 biased runs with 4 fresh: +1.68 ms, CI 0.11-3.25,
+    p 0.039, of +10.14) while the fresh runs alone showed +0.75 ms. A real half keeps its
+    change on fresh runs, a load spike on one of them included."""
+    c = Cmp(1.68, (0.11, 3.25), 0.039, True)
+    both = [Q("cycle time", 1.68, True, 0.039, (0.11, 3.25))]
+    assert br.further(c, both, 10.14, CYCLE, known=True)  # without the fresh runs: as before
+    fresh = [Q("cycle time", 0.75, False, 0.6, (-3.30, 5.40))]
+    assert not br.further(c, both, 10.14, CYCLE, known=True, fresh=fresh)
+    half = Cmp(8.3, (2.0, 14.6), 0.01, True)
+    spiked = [Q("cycle time", 6.0, False, 0.11, (-1.0, 13.0))]  # one good run slowed by 8 ms
+    assert br.further(
+        half, [Q("cycle time", 8.3, True, 0.01, (2.0, 14.6))], 16.0, CYCLE, True, spiked
+    )
+    # rows alike: the fresh rows' summed change in the regression's direction
+    rows = [q(0.017, (0.002, 0.032))]
+    assert not br.further(
+        Cmp(0.0, (-1.0, 1.0), 0.5, False), rows, 0.034, ROWS, True, [q(0.002, (-0.01, 0.01), False)]
+    )
+    assert br.further(
+        Cmp(0.0, (-1.0, 1.0), 0.5, False), rows, 0.034, ROWS, True, [q(0.015, (-0.01, 0.04), False)]
+    )
+    # not known: the precision rule decides on the 2N runs a side, the fresh ones not asked
+    precise = Cmp(8.0, (4.5, 11.5), 0.03, True)
+    flat = [Q("cycle time", 0.0, False, 1.0, (-4.0, 4.0))]
+    assert br.further(
+        precise, [Q("cycle time", 8.0, True, 0.03, (4.5, 11.5))], 16.0, CYCLE, fresh=flat
+    )
