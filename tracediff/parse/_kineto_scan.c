@@ -881,6 +881,19 @@ static int ns_exact(S *s, const Num *n, int64_t *ns) {
     return 0;
 }
 
+/* A time in us (|d| < TIME_LIMIT) -> ns: floor(d) * 1000 + round-half-even of the fraction's ns.
+ * floor by truncation (d fits int64; one step down for a negative fraction); nearbyint's round
+ * half to even (the default rounding mode) by adding and taking away 1.5 * 2**52: the same for
+ * 0 <= x <= 1000, without the libm call, which saves and restores the floating-point
+ * environment on every time. */
+HOT int64_t ns_plain(double d) {
+    int64_t w = (int64_t)d;
+    if ((double)w > d) w--;
+    double x = (d - (double)w) * 1000.0;
+    double r = (x + 6755399441055744.0) - 6755399441055744.0;
+    return w * 1000 + (int64_t)r;
+}
+
 static int ns_of(S *s, const Val *v, int required, int64_t *ns, int *ok) {
     *ok = 0;
     *ns = 0;
@@ -891,14 +904,8 @@ static int ns_of(S *s, const Val *v, int required, int64_t *ns, int *ok) {
         if (!v->num.ok_dbl) return refuse(s, "a time a double does not hold as Python reads it");
         double d = v->num.d;
         if (!(fabs(d) < TIME_LIMIT)) return refuse(s, "a time beyond any clock");
-        double whole = floor(d);
-        if (fabs(d) >= EXACT_LIMIT && d != whole) return refuse(s, "a time coarser than 1 ns");
-        /* nearbyint's round half to even (the default rounding mode) by adding and taking
-         * away 1.5 * 2**52: the same for 0 <= x <= 1000, without the libm call, which saves
-         * and restores the floating-point environment on every time */
-        double x = (d - whole) * 1000.0;
-        double r = (x + 6755399441055744.0) - 6755399441055744.0;
-        *ns = (int64_t)whole * 1000 + (int64_t)r;
+        if (fabs(d) >= EXACT_LIMIT && d != floor(d)) return refuse(s, "a time coarser than 1 ns");
+        *ns = ns_plain(d);
         *ok = 1;
     } else if (v->type == V_MISSING || v->type == V_NULL) {
         if (required) return refuse(s, "an event without ts");
@@ -920,16 +927,6 @@ static int put_ns(S *s, Col *c, int64_t ns, int ok) {
 static void reserve(Role *r, size_t rows) {
     for (int i = 0; i < BASE_COLS; i++)
         if (!(i == 4 && r->no_dur)) (void)buf_grow(&r->cols[i].a, rows * (i ? 8 : 4));
-}
-
-/* A time ns_of reads from a number below 2**43 us (the usual one): the same value, floor taken
- * by truncation (|d| < 2**43 fits int64; one step down for a negative fraction). */
-HOT int64_t ns_plain(double d) {
-    int64_t w = (int64_t)d;
-    if ((double)w > d) w--;
-    double x = (d - (double)w) * 1000.0;
-    double r = (x + 6755399441055744.0) - 6755399441055744.0;
-    return w * 1000 + (int64_t)r;
 }
 
 HOT int plain_time(const Val *v) {

@@ -296,10 +296,8 @@ def _frames(
     addresses removed) of the frame calls `rows`. Which code a text gets does not matter: the
     ids are the hashes, and texts equal once their addresses are removed share one."""
     if isinstance(text, pa.DictionaryArray):  # codes into the dictionary: no cast, no gather
+        text = named(text)
         idx, words = text.indices, text.dictionary
-        if idx.null_count:
-            idx = pc.fill_null(idx, len(words))
-            words = pa.concat_arrays([words, pa.array(["<unnamed>"], words.type)])
         raw = idx.to_numpy()[rows]
         present = np.bincount(raw, minlength=len(words)) > 0
         code = (np.cumsum(present, dtype=np.int32) - 1)[raw]  # dense: 0..distinct-1
@@ -309,7 +307,7 @@ def _frames(
     else:
         names = text.gather(rows)
         if names.null_count():
-            names = names.fill_null("<unnamed>")
+            names = names.fill_null(UNNAMED)
         raw = names.cast(pl.Categorical).to_physical().to_numpy()  # codes of polars' categories
         present = np.zeros(int(raw.max()) + 1, bool)
         present[raw] = True
@@ -321,6 +319,19 @@ def _frames(
     strip = ADDRESS.sub
     distinct = [strip("", t) if " at 0x" in t else t for t in texts]
     return _hash_texts(distinct), code, distinct
+
+
+UNNAMED = "<unnamed>"
+"""The text of a frame call without a name."""
+
+
+def named(names: pa.DictionaryArray) -> pa.DictionaryArray:
+    """names without nulls: each null the word UNNAMED, added to the dictionary."""
+    idx, words = names.indices, names.dictionary
+    if not idx.null_count:
+        return names
+    words = pa.concat_arrays([words, pa.array([UNNAMED], words.type)])
+    return pa.DictionaryArray.from_arrays(pc.fill_null(idx, len(names.dictionary)), words)
 
 
 def _holding(

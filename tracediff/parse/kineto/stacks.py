@@ -89,12 +89,11 @@ def _chunks(py: pa.Table) -> list[tuple[launch_stacks.Chunk, pa.Array]] | None:
         if any(p.null_count for p in parts):
             ok = np.logical_and.reduce([p.is_valid().to_numpy(zero_copy_only=False) for p in parts])
             parts = [pc.fill_null(p, 0) for p in parts]
-        words, idx = name.dictionary, name.indices
-        if idx.null_count:
-            idx = pc.fill_null(idx, len(words))
-            words = pa.concat_arrays([words, pa.array(["<unnamed>"], words.type)])
+        name = launch_stacks.named(name)
         pid, tid, s, e = (p.to_numpy() for p in parts)
-        out.append((launch_stacks.Chunk(s, e, pid, tid, idx.to_numpy(), ok), words))
+        out.append(
+            (launch_stacks.Chunk(s, e, pid, tid, name.indices.to_numpy(), ok), name.dictionary)
+        )
     return out
 
 
@@ -105,10 +104,7 @@ def _picked_names(got: launch_stacks.Picked, words: list[pa.Array]) -> pa.Dictio
     for w, a, b in zip(words, got.bounds[:-1], got.bounds[1:], strict=True):
         codes = pa.Array.from_buffers(pa.int32(), b - a, [None, pa.py_buffer(got.code[a:b])])
         parts.append(pa.DictionaryArray.from_arrays(codes, w))
-    if len(parts) == 1:
-        return parts[0]
-    one = scan.unify_names(parts)
-    return one if one is not None else pa.concat_arrays(parts)
+    return scan.join_calls(parts)
 
 
 def _resolve_joined(
@@ -120,8 +116,7 @@ def _resolve_joined(
     if any(py[c].null_count for c in _F_COLS):
         ok = np.logical_and.reduce([py[c].is_valid().to_numpy() for c in _F_COLS])
         f_rows = np.flatnonzero(ok)
-    col = py["name"]
-    names = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    names = py["name"].chunk(0)  # joined: one chunk
     if f_rows is not None:
         names = names.take(f_rows)
     fp, ft, fs, fe = (_arrow_np(py[c], f_rows) for c in _F_COLS)
