@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
 
-.PHONY: setup nsys demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
+.PHONY: setup nsys chromium demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
 
 setup: $(VENV)/.installed
 
@@ -19,10 +19,16 @@ $(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c tracediff/par
 nsys:
 	@command -v nsys >/dev/null 2>&1 || [ -x "$(NSYS_PREFIX)/bin/nsys" ] || bash tools/install-nsys.sh "$(NSYS_PREFIX)"
 
+# The HTML report's browser tests (pytest -m browser) open pages in Debian's headless Chromium,
+# driven through chromedriver: both installed from the distribution when absent.
+chromium:
+	@[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
 demo: setup
 	$(BIN)/tracediff compare samples/runs/good samples/runs/bad
 
-test: setup nsys
+test: setup nsys chromium
 	$(BIN)/pytest -q -p no:cacheprovider tests
 
 SOURCES := tracediff capture tests bench tools

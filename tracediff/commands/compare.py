@@ -71,6 +71,13 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="also write base and head, cycle-aligned, as a Perfetto/Chrome JSON trace",
     )
     p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the report as one self-contained HTML page (pictures, the whole "
+        "table; opens from disk, fetches nothing); with --fail-above, written either way",
+    )
+    p.add_argument(
         "--repo",
         type=Path,
         metavar="DIR",
@@ -82,7 +89,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         metavar="A..B",
         help="with --repo: base's and head's commits (default: from the capture manifests)",
     )
-    p.add_argument("--force", action="store_true", help="overwrite --export/--perfetto outputs")
+    p.add_argument(
+        "--force", action="store_true", help="overwrite --export/--perfetto/--html outputs"
+    )
     add_scheduler(p)
     add_layout(p)
     p.add_argument(
@@ -276,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
 
         refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
+    if args.html:
+        check_html_arg(args)
     if args.commits is not None and args.repo is None:
         raise UsageError("--commits needs --repo DIR (the git checkout the commits are in)")
     if args.repo is not None:
@@ -293,6 +304,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.close()
+
+
+def check_html_arg(args: argparse.Namespace) -> None:
+    """Refuse an --html path that is an input, overlaps another output, or exists (no
+    --force), before the work."""
+    from tracediff.errors import UsageError
+    from tracediff.outputs import overlaps, refuse_inputs
+    from tracediff.report.html.write import check_html_output
+
+    refuse_inputs(args.html, [args.base, args.head], "--html page")
+    for flag in ("export", "perfetto"):
+        other = getattr(args, flag, None)
+        if other and (overlaps(args.html, other) or overlaps(other, args.html)):
+            raise UsageError(
+                f"--html {args.html} and --{flag} {other} overlap: give separate paths"
+            )
+    check_html_output(args.html, force=args.force)
 
 
 def _compare(
@@ -361,6 +389,18 @@ def _outputs_and_report(
 
         say(f"writing {args.perfetto}")
         write_perfetto(result, args.perfetto, force=args.force, txn=txn)
+    decision = None
+    if args.fail_above is not None:
+        from tracediff.engine.gate import gate
+
+        decision = gate(result, args.fail_above)
+    if args.html:
+        from tracediff.report.html import render_compare
+        from tracediff.report.html.write import write_html
+
+        say(f"writing {args.html}")
+        page = render_compare(result, whatif=whatif, suspects=suspects, gate=decision)
+        write_html(page, args.html, force=args.force, txn=txn)
     if use_tui:
         try:
             from tracediff.tui.app import run_app
@@ -374,10 +414,7 @@ def _outputs_and_report(
             for w in result.warnings:
                 print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         sys.stdout.write(render(result, fmt, args.top, whatif=whatif, suspects=suspects))
-    if args.fail_above is not None:
-        from tracediff.engine.gate import gate
-
-        g = gate(result, args.fail_above)
-        print(f"tracediff: gate: {g.decision}: {safe(g.reason)}", file=sys.stderr)
-        return {"fail": FAIL_EXIT, "undecided": UNDECIDED_EXIT}.get(g.decision, 0)
+    if decision is not None:
+        print(f"tracediff: gate: {decision.decision}: {safe(decision.reason)}", file=sys.stderr)
+        return {"fail": FAIL_EXIT, "undecided": UNDECIDED_EXIT}.get(decision.decision, 0)
     return 0
