@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import Browser, missing
+from tracediff.report.html.bisect_page import step_share
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-bisect"
 BUNDLED = DATA / "pool.tar.xz"
@@ -93,8 +96,10 @@ def test_following_the_copy_names_the_culprit_and_the_copy(
     repo: Path, pool: Path, tmp_path: Path
 ) -> None:
     culprit = next(sha for sha, role in commits() if role == "culprit")
-    r = bisect(repo, pool, tmp_path / "out", "--contributor", "Memcpy DtoD")
+    page = tmp_path / "bisect.html"
+    r = bisect(repo, pool, tmp_path / "out", "--contributor", "Memcpy DtoD", "--html", str(page))
     assert r["first_bad"] == culprit
+    check_page(page, r)
     top = r["culprits"][0]
     assert top["commit"] == culprit and top["share"] > 0.9  # bundled pool: 1.00
     moved = [c for c in top["top_contributors"] if c["significant"]]
@@ -104,6 +109,31 @@ def test_following_the_copy_names_the_culprit_and_the_copy(
     assert all(c["name"] == "Memcpy DtoD" or abs(c["delta_ms_per_cycle"]) < 0.002 for c in moved)
     # the binary search's captures only: 2N ends + 3 steps of N (7 commits, N = 4)
     assert r["captures"]["used"] <= 20 and r["captures"]["from_pool"] == r["captures"]["used"]
+
+
+def check_page(page: Path, r: dict) -> None:
+    """`bisect --html`: the steps, the culprit and its own comparison with its parent (run
+    sets of 4 runs), and in Chromium: no console message, nothing fetched, the pictures drawn."""
+    html = page.read_text()
+    assert html.count("<tr><td class=num data-v=") == len(r["steps"])
+    assert f'<section class="culprit" id="culprit0"><h3>culprit <code>{r["first_bad"][:12]}' in html
+    assert 'id="culprit0-verdict"' in html and 'id="culprit0-attribution"' in html
+    assert "Memcpy DtoD" in html
+    if missing():
+        pytest.fail(missing())
+    b = Browser()
+    try:
+        got = b.open(page)
+        assert got["ready"] == "1" and got["console"] == [], got
+        assert [u for u in got["requests"] if not u.startswith(("chrome:", "data:"))] == [
+            got["url"]
+        ]
+        dots = "return document.querySelectorAll(arguments[0]).length"
+        shown = [e for e in r["steps"] if step_share(e) is not None]  # search steps and the ends
+        assert b.js(dots, "#fig-steps .scatterlayer .point") == len(shown) >= 4
+        assert b.js(dots, "#fig-culprit0-runs .scatterlayer .point") == 8  # 4 runs a side
+    finally:
+        b.close()
 
 
 def test_unaided_bisect_names_the_culprit(repo: Path, pool: Path, tmp_path: Path) -> None:

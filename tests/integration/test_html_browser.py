@@ -137,12 +137,12 @@ def test_demo_run_sets_and_the_table(browser: Browser, tmp_path: Path) -> None:
     assert set(browser.js(visible)) == kernels and kernels
     browser.js(
         "const s = document.querySelector('select[data-filter=kind]'); s.value = '';"
-        "s.dispatchEvent(new Event('change')); const q = document.getElementById('search');"
+        "s.dispatchEvent(new Event('change')); const q = document.querySelector('.search');"
         "q.value = 'MEMCPY'; q.dispatchEvent(new Event('input'))"
     )
     memcpy = {a["id"] for a in doc["attribution"] if "memcpy" in a["name"].lower()}
     assert set(browser.js(visible)) == memcpy and memcpy
-    assert text(browser, "#shown") == f"{len(memcpy)} of {len(doc['attribution'])} rows"
+    assert text(browser, ".shown") == f"{len(memcpy)} of {len(doc['attribution'])} rows"
 
 
 def test_two_gpus(browser: Browser, tmp_path: Path) -> None:

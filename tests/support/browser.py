@@ -92,8 +92,12 @@ class Browser:
             method=method,
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(req, timeout=120) as f:
-            return json.loads(f.read())["value"]
+        try:
+            with urllib.request.urlopen(req, timeout=120) as f:
+                return json.loads(f.read())["value"]
+        except urllib.error.HTTPError as e:  # WebDriver's error: say its message
+            value = json.loads(e.read() or b"{}").get("value") or {}
+            raise RuntimeError(f"{path}: {value.get('message', e)}") from None
 
     def _s(self, method: str, path: str, body: Any = None) -> Any:
         return self._call(method, f"/session/{self.session}{path}", body)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 POOL_HELP = """\
 pool: --pool DIR takes each commit's runs from DIR instead of capturing them. DIR is what
@@ -77,6 +78,14 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format", choices=["table", "markdown", "json"], default="table", help="stdout format"
     )
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the result as one self-contained HTML page: the steps, the culprits "
+        "and each culprit's comparison with its parent (as compare --html draws it)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite the --html page")
     n = p.add_argument_group("nsys (as tracediff capture)")
     n.add_argument("--trace", default="auto", help="nsys -t value (default auto)")
     n.add_argument("--capture-range", choices=["none", "cudaProfilerApi", "nvtx"], default=None)
@@ -106,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
 
     no_workload = "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
     spec = workload_spec(args, args.good, no_workload if args.pool is None else None)
+    if args.html:
+        from tracediff.outputs import refuse_inputs
+        from tracediff.report.html.write import check_html_output
+
+        refuse_inputs(args.html, [args.output, args.repo], "--html page")
+        check_html_output(args.html, force=args.force)
     bspec = BisectSpec(
         capture=spec,
         good=args.good,
@@ -133,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
         "table": report.render_table,
     }
     out = render[args.format](result)
+    if args.html:
+        write_page(args, result)
     sys.stdout.write(out)
     cap = result["captures"]
     if result["uncertain_steps"]:
@@ -160,3 +177,28 @@ def run(args: argparse.Namespace) -> int:
         + f"; wall time {result['wall_s']:.0f} s"
     )
     return 0
+
+
+def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """`--html`: the page, with each culprit compared with its parent on their run sets in
+    OUTDIR (a culprit whose run sets cannot be compared is drawn without its comparison, and
+    the reason is said on stderr)."""
+    from tracediff.commands.compare import load_sides
+    from tracediff.engine.compare import compare
+    from tracediff.errors import TracediffError
+    from tracediff.report.html.bisect_page import render_bisect
+    from tracediff.report.html.write import write_html
+
+    comparisons = {}
+    for c in result["culprits"]:
+        parent, culprit = (Path(result["outdir"]) / s[:12] for s in (c["parent"], c["commit"]))
+        try:
+            bases, heads, labels, dmatch = load_sides(parent, culprit, "auto", lambda _m: None)
+            comp = compare(bases, heads, cycle=args.cycle, labels=labels)
+        except TracediffError as e:
+            _say(f"--html: {c['commit'][:12]} drawn without its comparison: {e}")
+            continue
+        comp.device_map = dmatch.rows()
+        comparisons[c["commit"]] = comp
+    _say(f"writing {args.html}")
+    write_html(render_bisect(result, comparisons), args.html, force=args.force)

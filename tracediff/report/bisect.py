@@ -19,20 +19,20 @@ def render_json(r: dict[str, Any]) -> str:
     return json.dumps(r, indent=2, default=str) + "\n"
 
 
-def _p(x: Any) -> str:
+def p_cell(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, float) and math.isfinite(x) else "-"
 
 
-def _pct(x: Any) -> str:
+def pct(x: Any) -> str:
     return f"{100 * x:.0f} %" if isinstance(x, float) and math.isfinite(x) else "-"
 
 
-def _share_ci(c: dict[str, Any]) -> str:
+def share_ci(c: dict[str, Any]) -> str:
     lo, hi = c.get("share_ci95") or [math.nan, math.nan]
-    return f"[{_pct(lo)}, {_pct(hi)}]"
+    return f"[{pct(lo)}, {pct(hi)}]"
 
 
-def _headline(r: dict[str, Any]) -> str:
+def headline(r: dict[str, Any]) -> str:
     return (
         f"bisect {r['good'][:12]}..{r['bad'][:12]}: {r['commits']} commits, following "
         f"{r['followed']}"
@@ -41,7 +41,7 @@ def _headline(r: dict[str, Any]) -> str:
     )
 
 
-def _order_line(r: dict[str, Any]) -> str | None:
+def order_line(r: dict[str, Any]) -> str | None:
     """How the search was ordered (capture/bisect_order.py); None for a result without it."""
     if "search_order" not in r:
         return None
@@ -68,14 +68,14 @@ NOT_SEEN = (
 )
 
 
-def _guess(r: dict[str, Any]) -> str:
+def guess(r: dict[str, Any]) -> str:
     """After first_bad: why it is a guess, where no culprit's change held on fresh runs."""
     if r.get("first_bad_confirmed", True):
         return ""
     return " (a best guess: no culprit's change was seen again on fresh interleaved runs)"
 
 
-def _step_extra(e: dict[str, Any], followed: str) -> str:
+def step_extra(e: dict[str, Any], followed: str) -> str:
     p = e.get("p_value_vs_good", e.get("p_value"))
     # the p-values a step logs are the cycle time's; where bisect follows contributors they
     # did not decide (the rows' CIs did): say which they are, and what share had moved
@@ -83,7 +83,7 @@ def _step_extra(e: dict[str, Any], followed: str) -> str:
     extra = f"  {cycle}p vs good {p:.3f}" if isinstance(p, float) else ""
     frac = e.get("fraction_of_change")
     if followed == "contributors" and isinstance(frac, float) and math.isfinite(frac):
-        extra = f"  {_pct(0.0 if abs(frac) < 0.005 else frac)} of the change moved;" + extra[1:]
+        extra = f"  {pct(0.0 if abs(frac) < 0.005 else frac)} of the change moved;" + extra[1:]
     if e.get("chosen_by") in CHOSEN:
         extra = f"  {CHOSEN[e['chosen_by']]}" + extra
     if isinstance(e.get("p_value_vs_bad"), float):
@@ -97,7 +97,7 @@ def _step_extra(e: dict[str, Any], followed: str) -> str:
     return extra
 
 
-def _captures_line(r: dict[str, Any]) -> str:
+def captures_line(r: dict[str, Any]) -> str:
     cap = r["captures"]
     return (
         f"captures: {cap['used']} (bound {cap['bound']} = 2N + ceil(log2(commits))*N, "
@@ -110,8 +110,8 @@ def _captures_line(r: dict[str, Any]) -> str:
 
 
 def render_table(r: dict[str, Any]) -> str:
-    out = [_headline(r), f"first bad: {r['first_bad']}" + _guess(r)]
-    order = _order_line(r)
+    out = [headline(r), f"first bad: {r['first_bad']}" + guess(r)]
+    order = order_line(r)
     if order:
         out.append(order)
     if r["uncertain_steps"]:
@@ -124,7 +124,7 @@ def render_table(r: dict[str, Any]) -> str:
     for c in r["culprits"]:
         out.append(
             f"culprit {c['commit'][:12]} {c['subject']!r}: {c['delta_ms_per_cycle']:+.3f} "
-            f"ms/cycle, {_pct(c['share'])} of the change (95 % CI {_share_ci(c)})"
+            f"ms/cycle, {pct(c['share'])} of the change (95 % CI {share_ci(c)})"
         )
         out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
         if c.get("confirmed") is False:
@@ -148,22 +148,22 @@ def render_table(r: dict[str, Any]) -> str:
         out.append(f"skipped {s['commit'][:12]} {s['subject']!r}: {s['problem']}")
     out.append("steps:")
     for e in r["steps"]:
-        pool = f" ({_pool(e)} from the pool)" if _pool(e) else ""
+        pool = f" ({step_pool(e)} from the pool)" if step_pool(e) else ""
         wall = f"  {e['wall_s']:.0f} s" if isinstance(e.get("wall_s"), int | float) else ""
         out.append(
-            f"  {e['step']:>2}  {e['commit'][:12]}  runs {_runs(e)}{pool}  {e['decision']}"
-            f"{_step_extra(e, r['followed'])}{wall}"
+            f"  {e['step']:>2}  {e['commit'][:12]}  runs {step_runs(e)}{pool}  {e['decision']}"
+            f"{step_extra(e, r['followed'])}{wall}"
         )
-    out.append(_captures_line(r))
+    out.append(captures_line(r))
     return safe_lines(out)
 
 
-def _runs(e: dict[str, Any]) -> str:
+def step_runs(e: dict[str, Any]) -> str:
     runs = e.get("runs")
     return "+".join(str(x) for x in runs) if isinstance(runs, list) else str(runs)
 
 
-def _pool(e: dict[str, Any]) -> int:
+def step_pool(e: dict[str, Any]) -> int:
     p = e.get("from_pool") or 0
     return sum(p) if isinstance(p, list) else int(p)
 
@@ -174,8 +174,8 @@ def _md(text: Any) -> str:
 
 
 def render_markdown(r: dict[str, Any]) -> str:
-    out = [f"## {_md(_headline(r))}", "", f"First bad commit: `{r['first_bad']}`{_guess(r)}", ""]
-    order = _order_line(r)
+    out = [f"## {_md(headline(r))}", "", f"First bad commit: `{r['first_bad']}`{guess(r)}", ""]
+    order = order_line(r)
     if order:
         out += [_md(order[0].upper() + order[1:]), ""]
     if r["uncertain_steps"]:
@@ -192,7 +192,7 @@ def render_markdown(r: dict[str, Any]) -> str:
     for c in r["culprits"]:
         out.append(
             f"| `{c['commit'][:12]}` | {_md(c['subject'])} | `{c['parent'][:12]}` | "
-            f"{c['delta_ms_per_cycle']:+.3f} | {_pct(c['share'])} | {_share_ci(c)} | "
+            f"{c['delta_ms_per_cycle']:+.3f} | {pct(c['share'])} | {share_ci(c)} | "
             f"{_md(c['author'])} | {_md(c['date'])} | {_md(', '.join(c['files']) or '-')} |"
         )
     for c in r["culprits"]:
@@ -233,11 +233,11 @@ def render_markdown(r: dict[str, Any]) -> str:
         p_good = e.get("p_value_vs_good", e.get("p_value"))
         wall = e.get("wall_s")
         out.append(
-            f"| {e['step']} | `{e['commit'][:12]}` | {_runs(e)} | {_pool(e)} | "
+            f"| {e['step']} | `{e['commit'][:12]}` | {step_runs(e)} | {step_pool(e)} | "
             f"{_md(e['decision'])}{' (different from both ends)' if e.get('between') else ''}"
             f"{' ' + CHOSEN[e['chosen_by']] if e.get('chosen_by') in CHOSEN else ''} | "
-            f"{_p(p_good)} | {_p(e.get('p_value_vs_bad'))} | "
+            f"{p_cell(p_good)} | {p_cell(e.get('p_value_vs_bad'))} | "
             f"{wall if wall is not None else '-'} |"
         )
-    out += ["", _md(_captures_line(r))]
+    out += ["", _md(captures_line(r))]
     return "\n".join(out) + "\n"

@@ -8,6 +8,7 @@ and the terminal say the same thing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -98,11 +99,11 @@ def gate_banner(g: Any) -> str:
     )
 
 
-def _verdict(c: Comparison) -> str:
+def _verdict(c: Comparison, prefix: str = "") -> str:
     v = verdict_words(c)
     lines = "".join(f"<li>{h(line)}</li>" for line in verdict_lines(c))
     return (
-        f'<section id="verdict" class="verdict {v.state}"><h2>Verdict</h2>'
+        f'<section id="{prefix}verdict" class="verdict {v.state}"><h2>Verdict</h2>'
         f'<p class="headline">change <b>{h(v.change)} ms/cycle</b> ({h(v.pct)}), 95% CI '
         f"{h(v.ci)}: {h(v.significance)}</p><ul>{lines}</ul></section>"
     )
@@ -116,6 +117,30 @@ def _notes(c: Comparison) -> str:
     return f'<ul id="warnings">{"".join(items)}</ul>' if items else ""
 
 
+def comparison_sections(
+    c: Comparison,
+    prefix: str = "",
+    *,
+    whatif: pl.DataFrame | None = None,
+    suspects: Suspects | None = None,
+) -> tuple[str, list[fg.Figure]]:
+    """A comparison's sections (verdict to suspects) and their figures; `prefix` keeps the
+    element ids of several comparisons on one page apart (bisect's culprits)."""
+    figs = [replace(f, key=prefix + f.key) for f in figures_of(c)]
+    body = (
+        f"{_verdict(c, prefix)}{_notes(c)}"
+        f'<section id="{prefix}inputs"><h2>Inputs</h2>{inputs_table(c)}</section>'
+        f"{env_section(c)}"
+        f'<section id="{prefix}charts" class="charts"><h2>Pictures</h2><div class="grid">'
+        f"{''.join(figure_block(f) for f in figs)}</div></section>"
+        f'<section id="{prefix}table"><h2>Attribution ({c.attribution.height} contributors)</h2>'
+        f"{attribution_table(c, prefix)}{across_table(c)}{legend()}"
+        f"<p class=dim>{h(noise_floor_words(c))}</p></section>"
+        f"{whatif_table(c, whatif)}{suspects_section(suspects)}"
+    )
+    return body, figs
+
+
 def render_compare(
     c: Comparison,
     *,
@@ -124,18 +149,7 @@ def render_compare(
     gate: Any = None,
 ) -> str:
     """The page of one comparison (the arguments as `tracediff.report.render` takes them)."""
-    figs = figures_of(c)
     title = f"tracediff: {c.base.label} vs {c.head.label}"
-    body = (
-        f"<header><h1>{h(title)}</h1>{gate_banner(gate)}</header>"
-        f"{_verdict(c)}{_notes(c)}"
-        f'<section id="inputs"><h2>Inputs</h2>{inputs_table(c)}</section>'
-        f"{env_section(c)}"
-        f'<section id="charts"><h2>Pictures</h2><div class="grid">'
-        f"{''.join(figure_block(f) for f in figs)}</div></section>"
-        f'<section id="table"><h2>Attribution ({c.attribution.height} contributors)</h2>'
-        f"{attribution_table(c)}{across_table(c)}{legend()}"
-        f"<p class=dim>{h(noise_floor_words(c))}</p></section>"
-        f"{whatif_table(c, whatif)}{suspects_section(suspects)}"
-    )
+    sections, figs = comparison_sections(c, whatif=whatif, suspects=suspects)
+    body = f"<header><h1>{h(title)}</h1>{gate_banner(gate)}</header>{sections}"
     return document(title, body, figs)

@@ -38,9 +38,8 @@
     return rows;
   }
 
-  function setupFilters(rows) {
-    var box = document.getElementById("filters");
-    if (!box) return;
+  function setupFilters(block, rows) {
+    var box = block.querySelector(".filters");
     var selects = box.querySelectorAll("select[data-filter]");
     Array.prototype.forEach.call(selects, function (sel) {
       var key = sel.getAttribute("data-filter");
@@ -53,8 +52,8 @@
       });
       sel.addEventListener("change", apply);
     });
-    var search = document.getElementById("search");
-    var sigonly = document.getElementById("sigonly");
+    var search = box.querySelector(".search");
+    var sigonly = box.querySelector(".sigonly");
     search.addEventListener("input", apply);
     sigonly.addEventListener("change", apply);
     function apply() {
@@ -69,7 +68,7 @@
         tr.style.display = ok ? "" : "none";
         if (ok) shown += 1;
       });
-      document.getElementById("shown").textContent = shown + " of " + rows.length + " rows";
+      box.querySelector(".shown").textContent = shown + " of " + rows.length + " rows";
     }
     apply();
   }
@@ -94,8 +93,9 @@
     }));
   }
 
-  var table = document.getElementById("attribution");
-  if (table) setupFilters(setupTable(table));
+  document.querySelectorAll(".attr-block").forEach(function (block) {
+    setupFilters(block, setupTable(block.querySelector("table.attribution")));
+  });
   document.querySelectorAll("table.sortable").forEach(setupTable);
   if (!data.figures.length) { document.body.setAttribute("data-ready", "1"); return; }
   if (typeof DecompressionStream === "undefined") {
@@ -103,7 +103,7 @@
     var p = document.createElement("p");
     p.id = "charts-status";
     p.textContent = "The pictures need a browser with DecompressionStream (2023 or later); the tables work without them.";
-    document.getElementById("charts").prepend(p);
+    (document.querySelector("section.charts") || document.body).prepend(p);
     return;
   }
   loadPlotly().then(draw).then(function () {

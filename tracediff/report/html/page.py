@@ -34,9 +34,16 @@ def json_script(obj: Any) -> str:
     return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode().replace("<", "\\u003c")
 
 
+WIDE = ("attribution", "timeline", "heatmap", "steps")
+"""Figures that take a whole row of the page's grid (long labels, many lanes)."""
+
+
 def figure_block(f: Figure) -> str:
     note = f'<p class="note">{h(f.note)}</p>' if f.note else ""
-    return f'<figure class="chart-box"><div class="chart" id="fig-{f.key}"></div>{note}</figure>'
+    wide = " wide" if f.key.endswith(WIDE) else ""
+    return (
+        f'<figure class="chart-box{wide}"><div class="chart" id="fig-{f.key}"></div>{note}</figure>'
+    )
 
 
 def document(title: str, body: str, figures: list[Figure]) -> str:

@@ -60,8 +60,9 @@ COLUMNS = (
 )
 
 
-def attribution_table(c: Comparison) -> str:
-    """Every contributor, in the attribution's order (|change| descending), with filters."""
+def attribution_table(c: Comparison, prefix: str = "") -> str:
+    """Every contributor, in the attribution's order (|change| descending), with filters;
+    `prefix` tells the elements of several tables on one page apart (bisect's culprits)."""
     src = launched_from(c, 60)
     cols = [*COLUMNS, *((("launched from", "text"),) if src else ()), ("name", "text")]
     head = "".join(
@@ -95,15 +96,15 @@ def attribution_table(c: Comparison) -> str:
             f'data-name="{h((r["name"] or "").lower())}">' + "".join(cells) + "</tr>"
         )
     return (
-        '<div class="filters" id="filters">'
+        '<div class="attr-block"><div class="filters">'
         '<label>kind <select data-filter="kind"><option value="">all</option></select></label>'
         '<label>phase <select data-filter="phase"><option value="">all</option></select></label>'
         '<label>GPU <select data-filter="gpu"><option value="">all</option></select></label>'
-        '<label>name <input type="search" id="search" placeholder="search names"></label>'
-        '<label><input type="checkbox" id="sigonly"> significant only</label>'
-        '<span id="shown" class="dim"></span></div>'
-        f'<table id="attribution" class="data"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<label>name <input type="search" class="search" placeholder="search names"></label>'
+        '<label><input type="checkbox" class="sigonly"> significant only</label>'
+        '<span class="shown dim"></span></div>'
+        f'<table id="{prefix}attribution" class="data attribution"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
