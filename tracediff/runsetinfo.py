@@ -138,5 +138,7 @@ def render_table(info: dict[str, Any]) -> str:
 
 def render(info: dict[str, Any], fmt: str) -> str:
     from tracediff.report.jsonout import dumps
+    from tracediff.report.numbers import settled
 
+    info = settled(info)  # printed precision: the same bytes on every CPU
     return dumps(info) if fmt == "json" else render_table(info)

@@ -8,6 +8,7 @@ from textual.pilot import Pilot
 
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
+from tracediff.report.numbers import settle
 from tracediff.tui import model as m
 from tracediff.tui.app import MainScreen, TracediffApp
 from tracediff.tui.drilldown import DrillScreen
@@ -248,7 +249,10 @@ def test_loader_shows_progress_then_the_comparison(comparison: Comparison) -> No
 
     async def body(pilot: Pilot) -> None:
         s = await ready(pilot)
-        assert s.c is comparison and said == ["reading base"]
+        # the app shows the comparison at the reports' printed precision (report/numbers.py)
+        assert s.c is pilot.app.comparison and said == ["reading base"]
+        assert s.c.delta_ms_per_cycle == settle(comparison.delta_ms_per_cycle)
+        assert s.c.attribution.height == comparison.attribution.height
 
     run(body, TracediffApp(loader=loader))
 

@@ -15,6 +15,7 @@ from tracediff.engine.result import Comparison
 from tracediff.report.compare_json import phase_rollup, to_dict
 from tracediff.report.compare_text import render_csv, render_markdown, render_table
 from tracediff.report.jsonout import dumps
+from tracediff.report.numbers import settled_comparison
 from tracediff.report.suspects import suspects_json
 from tracediff.report.verdict import verdict_lines, verdict_words
 from tracediff.suspects import Suspects
@@ -45,6 +46,7 @@ def render(
     """`compare`'s report in `fmt` (one of FORMATS); `whatif`: the `--whatif` recovery table
     (tracediff.replay.recover_top), shown in table and JSON when given; `suspects`: the
     `--repo` suspect commits (tracediff.suspects), in table, markdown and JSON when given."""
+    c = settled_comparison(c)  # the same bytes on every CPU (report/numbers.py)
     if fmt == "json":
         d = to_dict(c, whatif=whatif)
         return dumps(d if suspects is None else {**d, **suspects_json(suspects)})

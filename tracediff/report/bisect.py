@@ -13,10 +13,11 @@ import math
 from typing import Any
 
 from tracediff.inert import safe, safe_lines
+from tracediff.report.numbers import settled
 
 
 def render_json(r: dict[str, Any]) -> str:
-    return json.dumps(r, indent=2, default=str) + "\n"
+    return json.dumps(settled(r), indent=2, default=str) + "\n"
 
 
 def p_cell(x: Any) -> str:
@@ -110,6 +111,7 @@ def captures_line(r: dict[str, Any]) -> str:
 
 
 def render_table(r: dict[str, Any]) -> str:
+    r = settled(r)  # printed precision: the same bytes on every CPU
     out = [headline(r), f"first bad: {r['first_bad']}" + guess(r)]
     order = order_line(r)
     if order:
@@ -174,6 +176,7 @@ def _md(text: Any) -> str:
 
 
 def render_markdown(r: dict[str, Any]) -> str:
+    r = settled(r)  # printed precision: the same bytes on every CPU
     out = [f"## {_md(headline(r))}", "", f"First bad commit: `{r['first_bad']}`{guess(r)}", ""]
     order = order_line(r)
     if order:

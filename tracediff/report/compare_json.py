@@ -66,6 +66,7 @@ import polars as pl
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
 from tracediff.report.jsonout import ci_pair, clean
+from tracediff.report.numbers import settled
 
 COLLECTIVE_FIELDS = (
     "op",
@@ -97,7 +98,7 @@ def _estimate(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _split(c: Comparison) -> dict[str, Any]:
-    sp = change_split(c.attribution)
+    sp = settled(change_split(c.attribution))
     return {
         "gpu_work_delta_ms_per_cycle": sp and sp.gpu_work_delta_ms_per_cycle,
         "host_bound_idle_delta_ms_per_cycle": sp and sp.host_bound_idle_delta_ms_per_cycle,

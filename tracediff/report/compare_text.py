@@ -15,6 +15,7 @@ import polars as pl
 from tracediff.engine.result import Comparison
 from tracediff.engine.skew import clock_lines
 from tracediff.report.compare_json import phase_rollup
+from tracediff.report.numbers import settle, settle_frame
 from tracediff.report.suspects import suspects_lines, suspects_markdown
 from tracediff.report.text import (
     ci_cell,
@@ -176,7 +177,7 @@ def render_table(
             + op_label(r, 70)
         )
     if c.attribution.height > top:
-        rest = c.attribution.slice(top)["delta_ms_per_cycle"].sum()
+        rest = settle(float(c.attribution.slice(top)["delta_ms_per_cycle"].sum()))
         out.append(
             f"... {plural(c.attribution.height - top, 'more contributor')}, together {rest:+.3f} ms/cycle"
         )
@@ -302,7 +303,7 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
 def render_csv(c: Comparison) -> str:
     """The attribution table; text cells made `safe` (a CSV cell may hold a newline, but not
     an escape sequence for whoever `cat`s the file)."""
-    att = c.attribution
+    att = settle_frame(c.attribution)
     fixes = []
     for col, dtype in att.schema.items():
         if dtype not in (pl.String, pl.Categorical):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracediff.report.jsonout import dumps
+from tracediff.report.numbers import settled
 from tracediff.report.text import safe_lines
 
 FORMATS = ("table", "json")
@@ -55,4 +56,5 @@ def render_table(info: dict[str, Any]) -> str:
 
 
 def render(info: dict[str, Any], fmt: str) -> str:
+    info = settled(info)  # printed precision: the same bytes on every CPU
     return dumps(info) if fmt == "json" else render_table(info)

@@ -2,7 +2,7 @@
 
 Stage: output. Every JSON document tracediff prints goes through `dumps`; every float that may be
 NaN or infinite goes through `clean` first (JSON has neither: they become null, the schema's
-"unknown").
+"unknown"), and every float is printed at the documented precision (report/numbers.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import math
 from typing import Any
 
 import orjson
+
+from tracediff.report.numbers import settled
 
 
 def clean(x: Any) -> Any:
@@ -26,7 +28,9 @@ def ci_pair(lo: float, hi: float) -> list[Any]:
 
 
 def dumps(obj: Any) -> str:
-    """The printed document: two-space indent, numpy scalars as numbers, one trailing newline."""
+    """The printed document: two-space indent, numpy scalars as numbers, every float at the
+    printed precision (report/numbers.py), one trailing newline."""
+    doc = settled(obj)
     return (
-        orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
     )

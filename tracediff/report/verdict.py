@@ -13,6 +13,7 @@ from typing import Literal
 
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.split import ChangeSplit, change_split
+from tracediff.report.numbers import DECIMALS, settled
 from tracediff.report.text import op_label, plural
 
 State = Literal["significant", "noise", "undecided"]
@@ -146,12 +147,20 @@ def fallback_line(why: str) -> str:
     return f"NOT COMPARED CYCLE BY CYCLE: {why}; the numbers below are the whole runs' totals"
 
 
+def residual_words(residual_ms: float) -> str:
+    """What the attribution's parts leave of the measured change: below the printed precision
+    (report/numbers.py) on a settled comparison, which is the usual case, or the amount."""
+    if residual_ms == 0:
+        return f"< 1e-{DECIMALS} ms"
+    return f"{residual_ms:+.2e} ms"
+
+
 def verdict_lines(c: Comparison) -> list[str]:
     """The verdict as the table and markdown reports open with it: for a GPU comparison, what
     moved (GPU work, host-bound idle) first, then the cycle time and the two sides."""
     b, h = c.base, c.head
     v = verdict_words(c)
-    split = change_split(c.attribution)
+    split = settled(change_split(c.attribution))
     sig = v.significance
     if split is not None and split.moved is not None and v.state == "significant":
         sig += f", {MOVED[split.moved]}"
@@ -160,7 +169,7 @@ def verdict_lines(c: Comparison) -> list[str]:
         lines.insert(0, fallback_line(c.cycle_fallback))
     lines += [
         f"change {v.change} ms/cycle ({v.pct}), 95% CI {v.ci}: {sig}; "
-        f"noise floor {v.noise_floor} ms; residual {c.residual_ms_per_cycle:+.2e} ms",
+        f"noise floor {v.noise_floor} ms; residual {residual_words(c.residual_ms_per_cycle)}",
         f"base  {b.label}: {plural(b.cycles, 'cycle')} ({b.cycle_method}), mean {b.mean_ms:.3f} ms  p50 {b.p50_ms:.3f}  p90 {b.p90_ms:.3f}",
         f"head  {h.label}: {plural(h.cycles, 'cycle')} ({h.cycle_method}), mean {h.mean_ms:.3f} ms  p50 {h.p50_ms:.3f}  p90 {h.p90_ms:.3f}",
     ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracediff.report.jsonout import clean, dumps
+from tracediff.report.numbers import settled
 from tracediff.report.text import plural, safe_lines
 
 if TYPE_CHECKING:  # the report never needs the replay at run time, only its result's shape
@@ -92,4 +93,5 @@ def render_table(w: WhatIf) -> str:
 
 
 def render(w: WhatIf, fmt: str) -> str:
+    w = settled(w)  # printed precision: the same bytes on every CPU (report/numbers.py)
     return dumps(to_dict(w)) if fmt == "json" else render_table(w)

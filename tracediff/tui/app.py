@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from tracediff.engine.result import Comparison
+from tracediff.report.numbers import settled_comparison
 from tracediff.suspects import Suspects
 from tracediff.tui.main import MainScreen
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen
@@ -45,7 +46,8 @@ class TracediffApp(App[None]):
         super().__init__()
         if (comparison is None) == (loader is None):
             raise ValueError("give either a comparison or a loader")
-        self.comparison = comparison
+        # printed at the reports' precision: the same screen on every CPU (report/numbers.py)
+        self.comparison = None if comparison is None else settled_comparison(comparison)
         self.loader = loader
         self.suspects = suspects  # `compare --repo`: the suspect commits (the stack view)
 
@@ -82,7 +84,7 @@ class TracediffApp(App[None]):
         main = self.main
         result: Any = w.result
         if w.name == "load":
-            self.comparison = result
+            self.comparison = result = settled_comparison(result)
             self.switch_screen(MainScreen(result))
         elif w.name == "index" and main is not None:
             main.set_model(result)

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
+from tracediff.report.numbers import settled
 from tracediff.report.text import safe
 from tracediff.report.verdict import MOVED, fallback_line, split_lines, verdict_words
 
@@ -28,7 +29,7 @@ def verdict_text(c: Comparison) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     if c.cycle_fallback:  # every number below is of the whole runs: said before them
         t.append(safe(fallback_line(c.cycle_fallback)) + "\n", "bold #ffaf00")
-    split = change_split(c.attribution)
+    split = settled(change_split(c.attribution))
     if split is not None:  # the report's first two lines: GPU work, then host-bound idle
         for line, part in zip(split_lines(c, split), ("gpu_work", "host_bound_idle"), strict=True):
             head, _, rest = line.partition(": ")
