@@ -133,7 +133,7 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
 
     Every finished run ran the workload once; a failed attempt may have (the workload exited
     non-zero, nsys wrote no report after it) or not (nsys failed before starting it: retried
-    once, capture/bisect.py; seed 114 at load 3, session 9): per commit the workload ran at
+    once, tracediff/bisect/bisection.py; seed 114 at load 3, session 9): per commit the workload ran at
     least its finished runs and at most those plus its failed attempts."""
     cap = res["captures"]
     by = cap["by_commit"]
@@ -190,7 +190,7 @@ def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
     check_accounting(res, ran, skipped=[shas[3]])
     assert ran.count(shas[3]) == 1
     cap = res["captures"]
-    # one culprit: no range beside it searched (capture/bisect_rest.py), so the bound is the
+    # one culprit: no range beside it searched (tracediff/bisect/rest.py), so the bound is the
     # issue's: 2N + ceil(log2 7) N, plus undecided steps' and shares' extra runs, failed runs and
     # (when a range beside the culprit looked moved) confirmation runs
     assert len(res["culprits"]) == 1, [e["decision"] for e in res["steps"]]
@@ -299,7 +299,7 @@ def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str, 
     processes), so a seed is the same draw every time; BISECT_EQUAL_SEEDS=K runs K seeds (about
     25 s each here). A false "regression" came from adding runs to the ends until something
     differed, and from following any of the host rows that came out significant (a -0.005
-    ms/cycle "(outside phases)" at 8 runs a side): capture/bisect.py, the ends' rule."""
+    ms/cycle "(outside phases)" at 8 runs a side): tracediff/bisect/bisection.py, the ends' rule."""
     repo = tmp_path / "repo"
     repo.mkdir()
     shas = build_repo(repo, [SEVEN[0], SEVEN[1], SEVEN[2]])
@@ -327,7 +327,7 @@ TWO_SEEDS = int(os.environ.get("BISECT_TWO_SEEDS", "0") or 0)
 def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
     """Two commits each add half the change: both found, each with its share. The search lands on
     either (both are half); a step on the commits between them differs from both ends, which is
-    what sends bisect into the range on that step's side (capture/bisect_rest.rest).
+    what sends bisect into the range on that step's side (tracediff/bisect/rest.rest).
     BISECT_TWO_SEEDS=K runs it over K seeds (2-4 min each on the shared 2-core machine)."""
     half = SLOW_MS
     commits = [

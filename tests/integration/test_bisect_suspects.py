@@ -1,4 +1,4 @@
-"""`tracediff bisect` ordered by the commit suspects (capture/bisect_order.py), with the real nsys
+"""`tracediff bisect` ordered by the commit suspects (tracediff/bisect/order.py), with the real nsys
 and git, no GPU.
 
 The workload is a package (`pkg/work.py`: `cycle` calls `draft` and `verify`, each pushing its
@@ -114,7 +114,7 @@ def counted(counter: Path) -> list[str]:
 def check_captures(res: dict, counter: Path, steps: int) -> None:
     """Every capture bisect reports was made (the counter), N at each end and each step, plus
     the extra runs of undecided steps and shares (and the confirmation runs where a range
-    beside the culprit looked moved: capture/bisect_rest.py); within the issue-18 bound."""
+    beside the culprit looked moved: tracediff/bisect/rest.py); within the issue-18 bound."""
     cap = res["captures"]
     assert cap["used"] == len(counted(counter))
     assert cap["used"] - cap["extra_runs"] - cap["confirm_runs"] == 2 * N + steps * N

@@ -1,11 +1,11 @@
-"""capture/bisect_step.decide: the per-commit rule of `tracediff bisect` (capture/bisect.py)."""
+"""tracediff/bisect/step.decide: the per-commit rule of `tracediff bisect` (tracediff/bisect/bisection.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from capture.bisect_follow import Q
-from capture.bisect_step import between, decide
+from tracediff.bisect.follow import Q
+from tracediff.bisect.step import between, decide
 
 TOTAL = Q("cycle time", 4.0, True, 0.03, (1.0, 7.0))  # GOOD -> BAD: 4 ms slower, significant
 

@@ -1,4 +1,4 @@
-"""capture/bisect_ends.py: the ends' rule of `tracediff bisect` (what GOOD -> BAD moved)."""
+"""tracediff/bisect/ends.py: the ends' rule of `tracediff bisect` (what GOOD -> BAD moved)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from capture import bisect_ends as be
+from tracediff.bisect import ends as be
 from tracediff.engine import runstats as rs
 
 

@@ -1,4 +1,4 @@
-"""capture/bisect_result.first_bad and bisect_share.seen_again: which culprit `tracediff bisect`
+"""tracediff/bisect/result.first_bad and bisect_share.seen_again: which culprit `tracediff bisect`
 names first when fresh runs did not see a culprit's change again (and how that rule differs from
 a look's, bisect_rest.moved), and how the report says so."""
 
@@ -8,10 +8,10 @@ import copy
 import json
 from pathlib import Path
 
-from capture.bisect_follow import Q
-from capture.bisect_rest import moved
-from capture.bisect_result import first_bad
-from capture.bisect_share import ci_of, seen_again
+from tracediff.bisect.follow import Q
+from tracediff.bisect.rest import moved
+from tracediff.bisect.result import first_bad
+from tracediff.bisect.share import ci_of, seen_again
 from tracediff.report import bisect as report
 
 H200 = Path(__file__).parents[1] / "data" / "h200-bisect" / "bisect-auto.json"

@@ -1,4 +1,4 @@
-"""bisect's search order (capture/bisect_order.choose), walked over every range of up to 16
+"""bisect's search order (tracediff/bisect/order.choose), walked over every range of up to 16
 commits, every first bad commit and every top suspect (right, wrong, none): the search ends at
 the first bad commit, never takes more decided steps than the binary search's bound, and with
 a right suspect never more than binary search and fewer in all.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from capture.bisect_order import choose, steps_for
+from tracediff.bisect.order import choose, steps_for
 
 N_MAX = 16
 

@@ -1,12 +1,12 @@
-"""capture/bisect_rest.py: the rule that decides whether a range beside a culprit holds a further
+"""tracediff/bisect/rest.py: the rule that decides whether a range beside a culprit holds a further
 change (`further`) and the culprit's share of its range (`share_of_range`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from capture import bisect_rest as br
-from capture.bisect_follow import Q
+from tracediff.bisect import rest as br
+from tracediff.bisect.follow import Q
 from tracediff.engine import runstats as rs
 
 CYCLE = {"what": "cycle time", "rows": []}

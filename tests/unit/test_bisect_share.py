@@ -1,4 +1,4 @@
-"""capture/bisect_share.py: a culprit's share and its interval (`tracediff bisect`)."""
+"""tracediff/bisect/share.py: a culprit's share and its interval (`tracediff bisect`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from capture.bisect_share import ratio_ci
+from tracediff.bisect.share import ratio_ci
 from tracediff.engine import runstats as rs
 
 

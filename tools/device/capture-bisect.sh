@@ -2,7 +2,7 @@
 # On the lent H200 (device tool `run`, carry [".nsysslim", ".whl"]): issue 18's device case, the
 # `specbisect` repo of tools/device/bisect_repo.py, every one of its seven commits captured 4 times,
 # interleaved, by one `tracediff capture --repeat 4 --commit c1 ... --commit c7` call: a capture
-# pool for `tracediff bisect --pool` (capture/bisect_pool.py; bundled as
+# pool for `tracediff bisect --pool` (tracediff/bisect/pool.py; bundled as
 # tests/data/h200-bisect/pool.tar.xz). Capture's default launch stacks are on, with the python
 # nvtx package (.whl/nvtx-0.2.10-*.whl) on PYTHONPATH; specbisect is a script, not a package, so
 # they record none (manifest "stacks": "recorded": "none"). BIS_CYCLES: cycles a run (default 12);

@@ -4,15 +4,15 @@
 Finds the first-parent commit(s) between GOOD and BAD that made the workload slower: captures
 run sets (N runs a commit, through `tracediff capture --repeat`'s code), compares them across runs,
 binary-searches, and reports each culprit with its share of the change and what it moved in the
-timeline (capture/bisect.py: the algorithm and the decision rule). Where the ends' runs carry
+timeline (tracediff/bisect/bisection.py: the algorithm and the decision rule). Where the ends' runs carry
 launch stacks, the search probes the top commit suspect (and its parent) first, within the
-binary search's bound (capture/bisect_order.py; --no-suspects turns that off). OUTDIR keeps
+binary search's bound (tracediff/bisect/order.py; --no-suspects turns that off). OUTDIR keeps
 one run set per commit (OUTDIR/<sha12>) and bisect.json; the same command again resumes. One bisect at a time on
 an OUTDIR (OUTDIR/.bisect.lock); an existing folder that is not a bisection's is refused.
 
     tracediff bisect --good v1.2 --bad main -o bisect-runs -- python bench.py --steps 20
 
-Pool (capture/bisect_pool.py): `--pool DIR` takes each commit's runs from DIR, the OUTDIR of
+Pool (tracediff/bisect/pool.py): `--pool DIR` takes each commit's runs from DIR, the OUTDIR of
 `tracediff capture --repeat N --commit A --commit B ... -o DIR` run elsewhere (e.g. a GPU host
 that can only write .qdstrm files: they are imported here), instead of capturing.
 
@@ -72,7 +72,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-suspects",
         action="store_true",
-        help="plain binary search: do not probe the top commit suspect first (capture/bisect_order.py)",
+        help="plain binary search: do not probe the top commit suspect first (tracediff/bisect/order.py)",
     )
     p.add_argument("--preset", choices=["sglang-eagle3"], help="a ready-made workload (as capture)")
     p.add_argument(
@@ -109,8 +109,8 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from capture.bisect import BisectInterrupted, BisectSpec
-    from capture.bisect_search import run_bisect
+    from tracediff.bisect.bisection import BisectInterrupted, BisectSpec
+    from tracediff.bisect.search import run_bisect
     from tracediff.commands.capture import workload_spec
 
     no_workload = "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"

@@ -1,7 +1,7 @@
 """`tracediff bisect`'s result as text: a table for the terminal, markdown, JSON.
 
-Stage: report. Input: the result dict of `capture/bisect_search.run_bisect` (the JSON of
-`--format json`, fields documented there and in capture/bisect.py); output: one string. Text
+Stage: report. Input: the result dict of `tracediff/bisect/search.run_bisect` (the JSON of
+`--format json`, fields documented there and in tracediff/bisect/bisection.py); output: one string. Text
 formats make commit subjects, author names and file names inert (`tracediff.inert.safe`): they
 come from the user's repository.
 """
@@ -43,7 +43,7 @@ def headline(r: dict[str, Any]) -> str:
 
 
 def order_line(r: dict[str, Any]) -> str | None:
-    """How the search was ordered (capture/bisect_order.py); None for a result without it."""
+    """How the search was ordered (tracediff/bisect/order.py); None for a result without it."""
     if "search_order" not in r:
         return None
     line = f"search order: {r['search_order']} ({r['search_order_why']})"
@@ -59,7 +59,7 @@ CHOSEN = {"suspect": "[suspect]", "toward suspect": "[toward the suspect]"}
 
 def where(t: dict[str, Any]) -> str:
     """A contributor and its phase (a copy's name alone names several rows): the top
-    contributors of a culprit, and bisect's followed rows (capture/bisect_follow.row_label)."""
+    contributors of a culprit, and bisect's followed rows (tracediff/bisect/follow.row_label)."""
     return f"{t['name']} in {t['phase']}" if t.get("phase") else str(t["name"])
 
 

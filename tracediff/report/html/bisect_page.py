@@ -1,7 +1,7 @@
 """`bisect --html FILE`: a bisection as one self-contained page.
 
 Stage: output. Input: the bisect result dict (the JSON of `bisect --format json`, fields in
-capture/bisect_result.py) and, for each culprit, the comparison of its parent's and its own run
+tracediff/bisect/result.py) and, for each culprit, the comparison of its parent's and its own run
 sets when the caller made it; output: the HTML string (page.document). The words are the text
 report's (report/bisect.py); the picture is each step's change against good, coloured by its
 decision; each culprit's comparison is drawn as `compare --html` draws one.

@@ -1,6 +1,6 @@
 """`tracediff bisect`'s OUTDIR: which folder a bisection may use, and which state it resumes.
 
-Stage: capture (around capture/bisect.py's `Bisection`: before its first capture and after each
+Stage: bisect (around tracediff/bisect/bisection.py's `Bisection`: before its first capture and after each
 step). Input: OUTDIR and the bisection's settings (its `key`: the resolved ends, --repeat,
 --max-runs, --contributor, --cycle, --pool, whether a workload is given); output: the lock held
 for the call and the state dict kept in OUTDIR/bisect.json (the settings, the skipped commits,
@@ -10,7 +10,7 @@ A folder is a bisection's when it holds the state, or at least the lock (a call 
 the ends' captures has not written the state yet); any other folder that holds anything is
 refused, never replaced. A state with other settings is refused too: its run sets and skips
 were made for another question. Of a resumed state only the skipped commits are kept; the step
-log is rebuilt from the captures (capture/bisect.py: decisions are recomputed).
+log is rebuilt from the captures (tracediff/bisect/bisection.py: decisions are recomputed).
 """
 
 from __future__ import annotations

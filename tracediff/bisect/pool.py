@@ -1,6 +1,6 @@
 """`tracediff bisect --pool DIR`: runs captured ahead of time, taken instead of capturing.
 
-Stage: capture (input of `capture/bisect.py`). Input: a pool folder; output: runs copied (or
+Stage: bisect (input of `tracediff/bisect/bisection.py`). Input: a pool folder; output: runs copied (or
 imported) into bisect's OUTDIR/<sha12>/ run sets, one `pool-NN` capture folder per run taken.
 
 Why: on a GPU host that can only write `.qdstrm` files (nsys's target package, no importer), or

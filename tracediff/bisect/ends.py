@@ -1,6 +1,6 @@
 """`tracediff bisect`'s ends' test: do GOOD and BAD differ across runs, and in what to follow.
 
-Stage: capture (the statistics of capture/bisect.py's step 1; `Bisection.follow` calls it). Input:
+Stage: bisect (the statistics of tracediff/bisect/bisection.py's step 1; `Bisection.follow` calls it). Input:
 the engine's comparison of GOOD's run set with BAD's and which look at the ends this is; output:
 the followed quantities (the cycle time, or attribution rows) or none ("nothing to bisect").
 
@@ -28,7 +28,7 @@ The rule. A quantity is followed when, at this look:
    of a real change, a complete separation of the runs still tells it (simulated with 15 % of
    runs slowed by an exponential 8 ms: 81 % found by the third look, 73 % by precision alone);
 3. a row only: it carries at least MATERIAL (10 %) of the candidate rows' summed |change| (the
-   weight it would have in bisect_step.vote): a small row that came out significant beside a
+   weight it would have in bisect/step.vote): a small row that came out significant beside a
    large one that swung is not the regression (the -0.005 "(outside phases)" beside verify's
    +-1 ms), and at most 10 rows are followed.
 

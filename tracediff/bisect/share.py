@@ -1,7 +1,7 @@
 """`tracediff bisect`'s culprit shares: what part of GOOD -> BAD's change a culprit's step is, with
 an interval that covers the truth.
 
-Stage: capture (step 3 of capture/bisect.py; called by capture/bisect_search.py). Input: a
+Stage: bisect (step 3 of tracediff/bisect/bisection.py; called by tracediff/bisect/search.py). Input: a
 culprit (its parent and commit), the followed quantities, the ends' change and its CI; output:
 the culprit's `delta_ms_per_cycle`, `share`, `share_ci95` (and `measured_on`), in place.
 
@@ -25,7 +25,7 @@ Two things made the share's CI miss the truth (two culprits each adding half: 0.
    side: honest about what 4 runs can tell.
 
 `share_of_range_ci95`, the CI over the range's point change that decides whether to look beside
-a culprit (capture/bisect_rest.py), is not this interval: it is the issue's rule ("the step
+a culprit (tracediff/bisect/rest.py), is not this interval: it is the issue's rule ("the step
 explains < 60 %"), and with the ends' error added a lone culprit's share at 4 runs would always
 reach below 60 %.
 """
@@ -36,8 +36,8 @@ import math
 import time
 from typing import Any
 
-from capture.bisect import Bisection, runs_in
-from capture.bisect_follow import Q
+from tracediff.bisect.bisection import Bisection, runs_in
+from tracediff.bisect.follow import Q
 
 
 def ratio_ci(num: tuple[float, float], den: tuple[float, float]) -> list[float]:
@@ -138,10 +138,10 @@ def seen_again(ci: tuple[float, float], total: float) -> bool:
     """Whether a culprit's change on fresh runs is still there: its 95 % CI (summed over the
     followed quantities, wider than the sum's) excludes 0 on the regression's side.
 
-    Not bisect_rest.moved ("any followed quantity significant"), on purpose, though on the cycle
+    Not bisect/rest.moved ("any followed quantity significant"), on purpose, though on the cycle
     time the two agree (see there). What is confirmed is the culprit's change as reported (its
     summed delta_ms_per_cycle), and a false "held" is the costly error: it keeps a red herring as
-    first_bad over a culprit whose change did hold (bisect_result.first_bad). "Any of k rows"
+    first_bad over a culprit whose change did hold (bisect/result.first_bad). "Any of k rows"
     would pass an unchanged commit with up to 1 - 0.95^k by chance. The summed CI errs toward
     "not seen again", which costs less: a later culprit that held (a real one) is named first,
     or, when none held, first_bad stays and `first_bad_confirmed` says it is a guess."""

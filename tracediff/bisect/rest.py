@@ -1,7 +1,7 @@
 """`tracediff bisect`'s ranges beside a culprit: whether the rest of its range holds a further
 change, decided step by step so that a lone culprit costs about what the binary search does.
 
-Stage: capture (step 3 of capture/bisect.py's algorithm; called by capture/bisect_search.py
+Stage: bisect (step 3 of tracediff/bisect/bisection.py's algorithm; called by tracediff/bisect/search.py
 after each culprit). Input: the culprit C (parent P) found in commits[a..z], the range's ends'
 followed quantities and the search's steps that sat between their ends; output: the ranges
 beside C to search, each with its ends' quantities. Every look is logged as a step.
@@ -30,14 +30,14 @@ The rule, in order (each stage only when the one before could not decide):
 4. A suspect side is confirmed on N fresh runs of its two ends captured interleaved
    (OUTDIR/confirm-<a12>-<z12>/), taken with the earlier runs (2N a side: 4 fresh runs alone
    missed a real half behind one load spike), and searched only when `further` holds.
-   `further` is capture/bisect_ends.py's protection, not plain significance: the change is in
+   `further` is tracediff/bisect/ends.py's protection, not plain significance: the change is in
    the regression's direction, at least MATERIAL of the GOOD -> BAD change, and large against
    its noise (the 95 % CI's end nearest 0 >= half of it) or, for the cycle time, p <= SIDE_LEVEL
    (ALPHA_P split over the 2 * MAX_CULPRITS sides a bisection can test). Why: a side is tested
    on run sets captured at other times, up to 2 * MAX_CULPRITS of them; significance alone
    passes 2.9-5.3 % of unchanged ranges (and drift makes it more: a range of unchanged code was
    found "different"), each a false culprit, where the precision rule passes 0.15-0.35 %
-   (bisect_ends' simulation) and a real half (8 ms over 0-6 ms per-process offsets) at 8 runs a
+   (bisect/ends' simulation) and a real half (8 ms over 0-6 ms per-process offsets) at 8 runs a
    side passes in 99.9 %. Where a further change was shown before this test (a step on that
    side between its ends, or the share's whole CI below SHARE_TO_CONTINUE: `known`), the test
    only says where it is, and significance at 95 % (with MATERIAL) suffices: under "no change"
@@ -68,11 +68,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture import bisect_ends as be
-from capture import bisect_result as bres
-from capture.bisect import MAX_CULPRITS, RUNS_PER_EXTRA, SHARE_TO_CONTINUE, Bisection, runs_in
-from capture.bisect_follow import Q
-from capture.bisect_step import sign
+from tracediff.bisect import ends as be
+from tracediff.bisect import result as bres
+from tracediff.bisect.bisection import (
+    MAX_CULPRITS,
+    RUNS_PER_EXTRA,
+    SHARE_TO_CONTINUE,
+    Bisection,
+    runs_in,
+)
+from tracediff.bisect.follow import Q
+from tracediff.bisect.step import sign
 
 SIDE_LEVEL = be.ALPHA_P / (2 * MAX_CULPRITS)
 """The cycle time's p-value route for a side range (rule 4): ALPHA_P over the sides testable."""
@@ -189,7 +195,7 @@ def _look(
 def moved(qs: list[Q], total: float) -> bool:
     """Any followed quantity significant (95 %) in the regression's direction: a look's rule.
 
-    Not bisect_share.seen_again, on purpose. On the cycle time they agree (one quantity; the
+    Not bisect/share.seen_again, on purpose. On the cycle time they agree (one quantity; the
     engine calls it significant when its CI excludes 0, engine/verdict.py, and >= 1 µs). With
     several followed rows they differ because their errors cost the opposite: a look that misses
     is final (the side is never captured again and its culprit is lost), so one row that moved
@@ -209,7 +215,7 @@ def further(
     fresh: list[Q] | None = None,
 ) -> bool:
     """Rule 4's protection: a further change in the regression's direction, at least MATERIAL of
-    the GOOD -> BAD change, and large against its noise (capture/bisect_ends.precise) or, for
+    the GOOD -> BAD change, and large against its noise (tracediff/bisect/ends.precise) or, for
     the cycle time, p <= SIDE_LEVEL. `known`: evidence found before this test (a step on that
     side between its ends, or the share's whole CI below SHARE_TO_CONTINUE): significance then
     suffices (the level split over two tests), where the `fresh` runs' quantities alone (when

@@ -1,10 +1,10 @@
 """`tracediff bisect`'s driver: the ends' check, then the searches, culprit by culprit.
 
-Stage: capture (drives capture/bisect.py's `Bisection`: captures, comparisons, state). Input: a
+Stage: bisect (drives tracediff/bisect/bisection.py's `Bisection`: captures, comparisons, state). Input: a
 `BisectSpec`; output: the result dict (the JSON of `tracediff bisect --format json`). The
-algorithm and the decision rule are described in capture/bisect.py's docstring; the stages are
-capture/bisect_ends.py (what moved), bisect_step.py (the binary search), bisect_share.py (a
-culprit's share), bisect_rest.py (the ranges beside it) and bisect_result.py (the result).
+algorithm and the decision rule are described in tracediff/bisect/bisection.py's docstring; the stages are
+tracediff/bisect/ends.py (what moved), bisect/step.py (the binary search), bisect/share.py (a
+culprit's share), bisect/rest.py (the ranges beside it) and bisect/result.py (the result).
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from capture import bisect_ends as be
-from capture import bisect_order as bo
-from capture import bisect_rest as br
-from capture import bisect_result as bres
-from capture import bisect_share as bs
-from capture import bisect_step as bst
-from capture.bisect import (
+from tracediff.bisect import ends as be
+from tracediff.bisect import order as bo
+from tracediff.bisect import rest as br
+from tracediff.bisect import result as bres
+from tracediff.bisect import share as bs
+from tracediff.bisect import step as bst
+from tracediff.bisect.bisection import (
     MAX_CULPRITS,
     RUNS_PER_EXTRA,
     Bisection,
     BisectSpec,
     NothingToBisect,
 )
-from capture.bisect_follow import row_label
+from tracediff.bisect.follow import row_label
 
 
 def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     n = spec.repeat
     exhausted = False
     # ends not told apart at N runs: more runs a side, up to the cap; each look at its own level
-    # (capture/bisect_ends.py: the p-value levels sum to 1 %)
+    # (tracediff/bisect/ends.py: the p-value levels sum to 1 %)
     levels = be.look_levels(spec.repeat, b.max_runs, RUNS_PER_EXTRA)
     # a resumed call starts at the look its ends had reached (their runs), so that it logs the
     # same look as the first call did
@@ -76,7 +76,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
             "significant": bool(c0.significant),
             "look": look + 1,
             "level": seen.level,
-            # significant rows the rule did not follow, with why (capture/bisect_ends.py)
+            # significant rows the rule did not follow, with why (tracediff/bisect/ends.py)
             "not_followed": seen.left_out,
             "wall_s": round(time.monotonic() - t0, 1),
         }
@@ -128,7 +128,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
         found = br.beside(b, c, (start, end), lo, hi, ends, splits, follow, total, total_ci)
         if len(searches) > 1 or found:
             # its share matters (beside another culprit): measured free of drift
-            # (capture/bisect_share.py)
+            # (tracediff/bisect/share.py)
             bs.remeasure(b, c, follow, total, total_ci)
         todo.extend(found)
     return bres.result(b, follow, total, culprits, searches, t0)

@@ -1,6 +1,6 @@
 """`tracediff bisect`'s search order: the commit suspects first, within the binary search's bound.
 
-Stage: capture (called by capture/bisect_search.py). Input: the ends' comparison (its launch
+Stage: bisect (called by tracediff/bisect/search.py). Input: the ends' comparison (its launch
 stacks and attribution) and the range; output: an `Order` (what the JSON's `search_order`,
 `search_order_why` and `suspects` say) and, step by step, which commit to capture next.
 
@@ -57,7 +57,7 @@ class Order:
 
 
 def plan(b: Any, c0: Any, enabled: bool) -> Order:
-    """The search order for bisection `b` (capture/bisect.py's Bisection) from the ends'
+    """The search order for bisection `b` (tracediff/bisect/bisection.py's Bisection) from the ends'
     comparison c0."""
     if not enabled:
         return Order("binary", "turned off (--no-suspects)")

@@ -1,6 +1,6 @@
 """`tracediff bisect`'s result: each culprit as reported, and the whole result dict.
 
-Stage: capture (the end of capture/bisect.py's algorithm; called by capture/bisect_search.py).
+Stage: bisect (the end of tracediff/bisect/bisection.py's algorithm; called by tracediff/bisect/search.py).
 Input: a `Bisection` after its searches; output: the result dict (the JSON of `tracediff bisect
 --format json`, rendered by tracediff/report/bisect.py), also kept in bisect.json.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from capture import bisect_share as bs
-from capture.bisect import Bisection
-from capture.bisect_follow import ROW_KEY, row_label
 from capture.worktree import commit_info
 from tracediff import runset as rs
+from tracediff.bisect import share as bs
+from tracediff.bisect.bisection import Bisection
+from tracediff.bisect.follow import ROW_KEY, row_label
 
 
 def culprit(
@@ -32,14 +32,14 @@ def culprit(
     more: tuple[Path, Path] | None = None,
 ) -> dict[str, Any]:
     """Culprit commits[hi] (parent commits[lo]) as reported, measured between its step's run
-    sets (and the run sets `more` of an undecided share's extra runs, capture/bisect_rest.py)."""
+    sets (and the run sets `more` of an undecided share's extra runs, tracediff/bisect/rest.py)."""
     parent, sha = b.commits[lo], b.commits[hi]
     c = b.compare_runs(*pair_runs(b, parent, sha, more), (parent[:12], sha[:12]))
     qs = b.quantities(c, follow)
     delta = sum(q.delta for q in qs)
     # the sum's CI from the rows' (one row, the cycle time, is the usual case): wider, not exact
     ci = bs.ci_of(qs)
-    # over the ends' CI too (capture/bisect_share.py: both are estimates)
+    # over the ends' CI too (tracediff/bisect/share.py: both are estimates)
     share_ci = bs.ratio_ci(ci, total_ci) if total else [math.nan, math.nan]
     att = c.attribution.with_columns(pl.col("delta_ms_per_cycle").abs().alias("_abs"))
     # what moved significantly first (a culprit's host-bound gaps swing more, and mean nothing)
@@ -54,8 +54,8 @@ def culprit(
         "share": delta / total if total else math.nan,
         "delta_ci95": list(ci),
         "share_ci95": share_ci,
-        "measured_on": "its step's run sets",  # or fresh interleaved runs (bisect_share)
-        # whether fresh interleaved runs saw its change again (bisect_share.remeasure); None:
+        "measured_on": "its step's run sets",  # or fresh interleaved runs (bisect/share)
+        # whether fresh interleaved runs saw its change again (bisect/share.remeasure); None:
         # not measured again, its step's decision stands
         "confirmed": None,
         "author": info["author"],

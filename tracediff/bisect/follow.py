@@ -1,11 +1,11 @@
 """`tracediff bisect`'s followed quantities: what the ends found to have moved, and its value in
 any comparison of the bisection.
 
-Stage: capture (capture/bisect.py's step 1 picks what to follow; every later comparison reads
+Stage: bisect (tracediff/bisect/bisection.py's step 1 picks what to follow; every later comparison reads
 it). Input: an engine comparison of two run sets (`tracediff.engine.compare`) and the followed
 quantity (`{"what": "cycle time" | "contributors", "rows": [ROW_KEY values, ...]}`, kept in
 bisect.json); output: one `Q` per followed quantity (its change, significance, CI). The rule
-for what is followed is capture/bisect_ends.py's.
+for what is followed is tracediff/bisect/ends.py's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from capture import bisect_ends as be
+from tracediff.bisect import ends as be
 from tracediff.engine.split import part_of
 from tracediff.report.bisect import where
 
@@ -39,7 +39,7 @@ a key of kind and name measured the first of them twice)."""
 
 
 def follow(c: Any, contributor: str | None, level: float) -> be.Ends:
-    """What the ends' comparison `c` found to have moved, by capture/bisect_ends.py's rule at a
+    """What the ends' comparison `c` found to have moved, by tracediff/bisect/ends.py's rule at a
     look whose cycle-time level is `level` (follow None: nothing yet). `contributor`: the
     --contributor regex (only the rows it matches are candidates)."""
     att = c.attribution

@@ -1,9 +1,9 @@
 """`tracediff bisect`: which first-parent commit between GOOD and BAD made the workload slower.
 
-Stage: capture (outside the profiled process; drives capture/runsets.py and the engine). Input: a
+Stage: bisect (outside the profiled process; drives capture/runsets.py and the engine). Input: a
 `CaptureSpec` template, GOOD, BAD, N; output: one run set per commit under OUTDIR (every capture
 made by `capture_runsets`, as `tracediff capture --repeat` makes them), OUTDIR/bisect.json (state,
-step log, result: capture/bisect_state.py) and the result dict that `tracediff/commands/bisect.py`
+step log, result: tracediff/bisect/state.py) and the result dict that `tracediff/commands/bisect.py`
 renders. The git history it walks is read by capture/worktree.py.
 
 Algorithm (after Chromium Pinpoint):
@@ -13,13 +13,13 @@ Algorithm (after Chromium Pinpoint):
    exact permutation test, engine/runstats.py). What to follow: `--contributor REGEX` when given
    (the attribution rows whose name matches), else the cycle time when it has moved across
    runs, else the contributors that have (GPU work as in engine/gate.py; host phases for
-   NVTX-only runs). "Moved" is capture/bisect_ends.py's rule, which accounts for the looks (the
+   NVTX-only runs). "Moved" is tracediff/bisect/ends.py's rule, which accounts for the looks (the
    ends are tested again each time runs are added: the level is split over the looks) and for
    the many rows tested (a row must be large against its run-to-run noise and carry >= 10 % of
    the rows' change). Not told apart: 2 more runs a side, up to --max-runs; nothing moved then:
    "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
-   where the ends' runs carry launch stacks, within the same bound: capture/bisect_order.py).
+   where the ends' runs carry launch stacks, within the same bound: tracediff/bisect/order.py).
    At a commit X: capture N runs,
    compare GOOD->X and X->BAD. Per followed quantity, with D the GOOD->BAD change:
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
@@ -29,24 +29,24 @@ Algorithm (after Chromium Pinpoint):
    - differs from neither: undecided -> 2 more runs at X, up to --max-runs; still undecided at the
      cap: decided by which end X is closer to, and flagged (`by: "closeness"`) in the log.
    Several followed contributors vote, each weighing its |GOOD->BAD change|: like bad (good)
-   when those saying so hold more than half the weight, else undecided (bisect_step.vote).
+   when those saying so hold more than half the weight, else undecided (bisect/step.vote).
    A commit whose workload fails (or whose capture fails) is skipped, as `git bisect skip`; its
    neighbours nearest the middle are tried instead. When only skipped commits remain between the
    last like-good and first like-bad commit, the culprit is that range (reported as such).
-3. Beside each culprit (capture/bisect_rest.py, step by step): its share of its range, the
+3. Beside each culprit (tracediff/bisect/rest.py, step by step): its share of its range, the
    ranges beside it looked at on the runs already captured, more runs at its parent and itself
    while that share is undecided (as at an undecided step), and only a side that looks moved
    (or sits beside a step that differed from both its ends, or a share below
    SHARE_TO_CONTINUE) confirmed on N fresh interleaved runs of its ends; a confirmed side is
    searched the same way, up to MAX_CULPRITS culprits. A culprit beside another, and every
    culprit of a later search, has its share measured again on N fresh interleaved runs of its
-   parent and itself (capture/bisect_share.py: drift between run sets captured minutes apart
+   parent and itself (tracediff/bisect/share.py: drift between run sets captured minutes apart
    had put a true half at 0.87). `first_bad` is the culprit of the first search, unless its
-   fresh runs did not see its change again and a later culprit's did (bisect_result.first_bad).
+   fresh runs did not see its change again and a later culprit's did (bisect/result.first_bad).
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
 plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs and the
-confirmation runs; every run in OUTDIR's run sets is counted, by commit (capture/bisect_result.py).
+confirmation runs; every run in OUTDIR's run sets is counted, by commit (tracediff/bisect/result.py).
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
 recomputed from the captures (the run-level test is exact, so the same runs give the same
@@ -63,15 +63,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from capture import bisect_ends as be
-from capture import bisect_follow as bf
-from capture import bisect_pool as bp
-from capture import bisect_state as bstate
 from capture import worktree as wt
-from capture.bisect_follow import Q
 from capture.runner import CaptureSpec
 from capture.runsets import capture_runsets, plan_sets
 from tracediff import runset as rs
+from tracediff.bisect import ends as be
+from tracediff.bisect import follow as bf
+from tracediff.bisect import pool as bp
+from tracediff.bisect import state as bstate
+from tracediff.bisect.follow import Q
 from tracediff.engine.compare import compare
 from tracediff.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.parse import sides
@@ -82,7 +82,7 @@ RUNS_PER_EXTRA = 2
 
 
 class NothingToBisect(TracediffError):
-    """GOOD and BAD are not told apart across runs (capture/bisect_ends.py; exit 5)."""
+    """GOOD and BAD are not told apart across runs (tracediff/bisect/ends.py; exit 5)."""
 
     exit_code = 5
 
@@ -102,8 +102,8 @@ class BisectSpec:
     max_runs: int | None = None  # default 2 * repeat
     contributor: str | None = None
     cycle: str | None = None
-    pool: Path | None = None  # --pool DIR: runs taken from there first (capture/bisect_pool.py)
-    suspects: bool = True  # order the search by the commit suspects (capture/bisect_order.py)
+    pool: Path | None = None  # --pool DIR: runs taken from there first (tracediff/bisect/pool.py)
+    suspects: bool = True  # order the search by the commit suspects (tracediff/bisect/order.py)
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Bisection:
             raise UsageError("no workload given", "add `-- COMMAND ARGS...` at the end, or --pool")
         self.from_pool: dict[str, int] = {}  # runs of each commit taken from the pool
 
-    # ---- state (capture/bisect_state.py) ---------------------------------------------------
+    # ---- state (tracediff/bisect/state.py) ---------------------------------------------------
 
     def hold(self) -> contextlib.AbstractContextManager[None]:
         """OUTDIR checked to be a bisection's (or created) and locked for the call."""
@@ -351,7 +351,7 @@ class Bisection:
     ) -> tuple[tuple[Path, Path] | None, str | None]:
         """n (N) fresh runs of a and of z captured interleaved (A Z Z A ...) into their own run
         sets, OUTDIR/<kind>-<a12>-<z12>/<sha12>: a comparison that drift between capture times
-        cannot fake ("share": an undecided share's extra runs, capture/bisect_rest.py). (the two
+        cannot fake ("share": an undecided share's extra runs, tracediff/bisect/rest.py). (the two
         run sets, None) when captured; (the two, the problem) when a run failed (what ran is in
         them, and counted); (None, None) without a workload command."""
         if not self.live:
@@ -363,14 +363,14 @@ class Bisection:
         problem = (r.problem or "a run failed") if r.exit_code else None
         return (out / a[:12], out / z[:12]), problem
 
-    # ---- what is followed (capture/bisect_follow.py) ---------------------------------------
+    # ---- what is followed (tracediff/bisect/follow.py) ---------------------------------------
 
     def follow(self, c: Any, level: float) -> be.Ends:
-        """What the ends' comparison found to have moved (bisect_follow.follow)."""
+        """What the ends' comparison found to have moved (bisect/follow.follow)."""
         return bf.follow(c, self.spec.contributor, level)
 
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
-        """The followed quantities in comparison c (bisect_follow.quantities)."""
+        """The followed quantities in comparison c (bisect/follow.quantities)."""
         return bf.quantities(c, follow)
 
 

@@ -1,10 +1,10 @@
 """`tracediff bisect`'s binary search: one range, commit by commit, to its culprit.
 
-Stage: capture (step 2 of capture/bisect.py's algorithm; called by capture/bisect_search.py).
+Stage: bisect (step 2 of tracediff/bisect/bisection.py's algorithm; called by tracediff/bisect/search.py).
 Input: a `Bisection`, a range commits[lo..hi] (lo like good, hi like bad) and its ends' followed
 quantities; output: the last like-good and first like-bad index, and the steps whose commit sat
 between the ends. Each step is logged in bisect.json. The per-commit rule (`decide`, `vote`) is
-described in capture/bisect.py's docstring.
+described in tracediff/bisect/bisection.py's docstring.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import math
 import time
 from typing import Any
 
-from capture import bisect_order as bo
-from capture.bisect import RUNS_PER_EXTRA, Bisection
-from capture.bisect_follow import Q
 from capture.worktree import commit_info
+from tracediff.bisect import order as bo
+from tracediff.bisect.bisection import RUNS_PER_EXTRA, Bisection
+from tracediff.bisect.follow import Q
 
 
 def sign(x: float) -> int:
@@ -24,7 +24,7 @@ def sign(x: float) -> int:
 
 
 def decide(vs_good: Q, vs_bad: Q, total: Q) -> str | None:
-    """like "bad" / "good" / None (undecided) for one quantity (capture/bisect.py: the rule).
+    """like "bad" / "good" / None (undecided) for one quantity (tracediff/bisect/bisection.py: the rule).
     vs_good: GOOD -> X; vs_bad: X -> BAD; total: GOOD -> BAD."""
     s = sign(total.delta)
     moved_g = vs_good.significant and sign(vs_good.delta) == s
@@ -75,7 +75,7 @@ def search(
     b: Bisection, lo: int, hi: int, ends: list[Q], order: bo.Order | None = None
 ) -> tuple[int, int, list[int]]:
     """Binary search in commits[lo..hi] (lo like good, hi like bad), or ordered by the top
-    suspect within the same bound (capture/bisect_order.py): the last like-good and the first
+    suspect within the same bound (tracediff/bisect/order.py): the last like-good and the first
     like-bad index, adjacent but for skipped commits between them; and the steps whose commit
     sat between the ends (significantly different from both)."""
     splits: list[int] = []

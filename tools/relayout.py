@@ -1,0 +1,290 @@
+"""Move modules to their new homes and rewrite every reference to them (issue 29's layout).
+
+Plan: MOVES below, the one table of old module -> new module. A run (1) `git mv`s each moved
+file whose old path exists and whose new one does not (a package gets its `__init__.py` made
+when missing), then (2) rewrites, in every tracked or untracked-but-not-ignored text file of the
+repository, each reference to an old module: `import a.b`, `from a import b` (split and aliased
+so the local name stays), relative imports that reach a moved module (made absolute), dotted
+names in strings (`"capture.bisect_pool.run"`, `tracediff.parse._kineto_scan`), and file paths
+(`capture/bisect_ends.py`, `tracediff/parse/_kineto_scan.c`, `.pyi`). Test data, samples, golden
+outputs and snapshots are never touched. The changed Python files are then sorted and formatted
+by ruff (imports only move, so only the lines rewritten change).
+
+Rerun it after rebasing onto a move, to fix code written against the old names:
+
+    .venv/bin/python tools/relayout.py --rewrite-only      # rewrite references, move nothing
+    .venv/bin/python tools/relayout.py --check             # list leftover old names, exit 1 if any
+
+The table only grows: a landed move stays in it, so a branch that is several moves behind is
+rewritten in one call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+# old module -> new module, in the order the moves landed. A C extension module is named like a
+# Python one; its .c and .pyi files move with it (see SOURCE_SUFFIXES).
+MOVES: dict[str, str] = {
+    # issue 29, step 2: bisect leaves capture/ for a package of its own, prefix dropped
+    "capture.bisect": "tracediff.bisect.bisection",
+    "capture.bisect_ends": "tracediff.bisect.ends",
+    "capture.bisect_follow": "tracediff.bisect.follow",
+    "capture.bisect_order": "tracediff.bisect.order",
+    "capture.bisect_pool": "tracediff.bisect.pool",
+    "capture.bisect_rest": "tracediff.bisect.rest",
+    "capture.bisect_result": "tracediff.bisect.result",
+    "capture.bisect_search": "tracediff.bisect.search",
+    "capture.bisect_share": "tracediff.bisect.share",
+    "capture.bisect_state": "tracediff.bisect.state",
+    "capture.bisect_step": "tracediff.bisect.step",
+}
+
+# Docstrings of packages the moves create (only written when the package is new).
+NEW_PACKAGES: dict[str, str] = {
+    "tracediff.bisect": (
+        "`tracediff bisect`: which first-parent commit between GOOD and BAD made the workload"
+        " slower.\n\nIt captures through `capture/` and compares through the engine, so it lives"
+        " above both.\n`bisection.py` holds the state and rules, `search.py` drives them.\n"
+    ),
+}
+
+# Files of a module, by kind: a Python module, or a C extension with its type stub.
+SOURCE_SUFFIXES = (".py", ".c", ".pyi")
+TEXT_SUFFIXES = {".py", ".pyi", ".md", ".toml", ".sh", ".c", ".cfg", ".ini", ".yml", ".yaml"}
+TEXT_NAMES = {"Makefile", "run"}
+NEVER_TOUCHED = ("tests/data/", "samples/", "tests/golden/expected/", "tests/tui/__snapshots__/")
+SELF = "tools/relayout.py"
+
+
+def module_path(module: str) -> str:
+    return module.replace(".", "/")
+
+
+def repo_root() -> Path:
+    out = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip())
+
+
+def text_files(root: Path) -> list[Path]:
+    """Tracked files and untracked files git does not ignore, that hold text we may rewrite."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    files = []
+    for rel in sorted(set(filter(None, listed))):
+        if rel == SELF or rel.startswith(NEVER_TOUCHED):
+            continue
+        path = root / rel
+        if (path.suffix in TEXT_SUFFIXES or path.name in TEXT_NAMES) and path.is_file():
+            files.append(path)
+    return files
+
+
+# --- moving -------------------------------------------------------------------------------------
+
+
+def git_mv(root: Path, old: Path, new: Path) -> None:
+    new.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "mv", str(old), str(new)], cwd=root, check=True)
+    print(f"moved {old.relative_to(root)} -> {new.relative_to(root)}")
+
+
+def ensure_package(root: Path, package: str) -> None:
+    """Every folder from the root package down to PACKAGE has an __init__.py."""
+    parts = package.split(".")
+    for depth in range(1, len(parts) + 1):
+        init = root / Path(*parts[:depth]) / "__init__.py"
+        if init.exists():
+            continue
+        init.parent.mkdir(parents=True, exist_ok=True)
+        doc = NEW_PACKAGES.get(".".join(parts[:depth]), f"{'.'.join(parts[:depth])}.\n")
+        init.write_text(f'"""{doc}"""\n')
+        subprocess.run(["git", "add", str(init)], cwd=root, check=True)
+        print(f"made {init.relative_to(root)}")
+
+
+def move_all(root: Path) -> dict[Path, str]:
+    """`git mv` each file of a moved module; returns the new paths with their old modules."""
+    moved: dict[Path, str] = {}
+    for old, new in MOVES.items():
+        for suffix in SOURCE_SUFFIXES:
+            src = root / (module_path(old) + suffix)
+            dst = root / (module_path(new) + suffix)
+            if not src.exists():
+                continue
+            if dst.exists():
+                sys.exit(f"relayout: both {src} and {dst} exist; merge them by hand first")
+            ensure_package(root, new.rpartition(".")[0])
+            git_mv(root, src, dst)
+            moved[dst] = old
+    return moved
+
+
+# --- rewriting ----------------------------------------------------------------------------------
+
+# A dotted module name, or a path to one of its files, standing alone: not part of a longer name.
+_ALTERNATION = "|".join(re.escape(old) for old in sorted(MOVES, key=len, reverse=True))
+DOTTED = re.compile(rf"(?<![\w.])({_ALTERNATION})(?!\w)")
+_PATH_ALTERNATION = "|".join(
+    re.escape(module_path(old)) for old in sorted(MOVES, key=len, reverse=True)
+)
+# `capture/bisect_ends.py`, `tracediff/parse/_kineto_scan.c`, or `capture/bisect_step.decide`
+PATHS = re.compile(rf"(?<![\w./])({_PATH_ALTERNATION})(\.pyi|\.py|\.c|)(?![\w/])")
+
+
+def renamed(module: str) -> str:
+    """MODULE's new name (MODULE itself, or one under it, may have moved)."""
+    if module in MOVES:
+        return MOVES[module]
+    for old, new in MOVES.items():
+        if module.startswith(old + "."):
+            return new + module[len(old) :]
+    return module
+
+
+def file_module(root: Path, path: Path) -> tuple[str, bool]:
+    """The module a .py file is, and whether it is a package's __init__."""
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    is_init = parts[-1] == "__init__"
+    if is_init:
+        parts = parts[:-1]
+    return ".".join(parts), is_init
+
+
+def absolute(node: ast.ImportFrom, module: str, is_init: bool) -> str:
+    """The absolute module that a (possibly relative) `from X import` names."""
+    if not node.level:
+        return node.module or ""
+    package = module if is_init else module.rpartition(".")[0]
+    base = package.split(".")
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def rewrite_imports(root: Path, path: Path, text: str, was: str | None) -> str:
+    """Rewrite `from X import a, b` statements whose X.a moved, and relative imports that reach
+    a moved module, into absolute imports of the new homes (the local names kept). WAS: the
+    module the file was before this run moved it (its relative imports are read from there)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    module, is_init = file_module(root, path)
+    if was is not None:
+        module = was
+    lines = text.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source_module = absolute(node, module, is_init)
+        names = [(alias.name, alias.asname) for alias in node.names]
+        moved_children = any(f"{source_module}.{name}" in MOVES for name, _ in names)
+        relative_moved = node.level and (was is not None or renamed(source_module) != source_module)
+        if not moved_children and not relative_moved:
+            continue
+        groups: dict[str, list[str]] = {}
+        for name, asname in names:
+            full = f"{source_module}.{name}"
+            if name != "*" and renamed(full) != full:
+                parent, _, leaf = renamed(full).rpartition(".")
+                local = asname or name
+                groups.setdefault(parent, []).append(
+                    leaf if leaf == local else f"{leaf} as {local}"
+                )
+            else:
+                target = renamed(source_module)
+                groups.setdefault(target, []).append(f"{name} as {asname}" if asname else name)
+        start, end = node.lineno - 1, (node.end_lineno or node.lineno)
+        first = lines[start]
+        indent = first[: len(first) - len(first.lstrip())]
+        new = "".join(
+            f"{indent}from {target} import {', '.join(items)}\n" for target, items in groups.items()
+        )
+        edits.append((start, end, new))
+    for start, end, new in sorted(edits, reverse=True):
+        lines[start:end] = [new]
+    return "".join(lines)
+
+
+def rewrite_text(text: str) -> str:
+    text = PATHS.sub(lambda m: module_path(MOVES[m.group(1).replace("/", ".")]) + m.group(2), text)
+    return DOTTED.sub(lambda m: MOVES[m.group(1)], text)
+
+
+def rewrite_all(root: Path, moved: dict[Path, str]) -> list[Path]:
+    """Rewrite every text file; MOVED: the files this run moved, with the module each was."""
+    changed = []
+    for path in text_files(root):
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        was = moved.get(path)
+        new = rewrite_imports(root, path, text, was) if path.suffix == ".py" else text
+        new = rewrite_text(new)
+        if new != text:
+            path.write_text(new, encoding="utf-8", errors="surrogateescape")
+            changed.append(path)
+            print(f"rewrote {path.relative_to(root)}")
+    return changed
+
+
+def tidy(root: Path, changed: list[Path]) -> None:
+    """Sort and format the rewritten Python files (a split import may need both)."""
+    py = [str(p) for p in changed if p.suffix in (".py", ".pyi")]
+    if not py:
+        return
+    ruff = root / ".venv" / "bin" / "ruff"
+    command = str(ruff) if ruff.exists() else "ruff"
+    subprocess.run([command, "check", "-q", "--fix", "--select", "I", *py], cwd=root, check=False)
+    subprocess.run([command, "format", "-q", *py], cwd=root, check=False)
+
+
+def leftovers(root: Path) -> list[str]:
+    found = []
+    for path in text_files(root):
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if DOTTED.search(line) or PATHS.search(line):
+                found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--rewrite-only",
+        action="store_true",
+        help="rewrite references to moved modules; move nothing",
+    )
+    mode.add_argument(
+        "--check", action="store_true", help="list references to old module names; exit 1 if any"
+    )
+    args = parser.parse_args()
+    root = repo_root()
+    if args.check:
+        found = leftovers(root)
+        print("\n".join(found) or "relayout: no references to old module names")
+        return 1 if found else 0
+    moved = {} if args.rewrite_only else move_all(root)
+    print(f"relayout: {len(moved)} files moved")
+    changed = rewrite_all(root, moved)
+    tidy(root, changed)
+    print(f"relayout: {len(changed)} files rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
