@@ -374,7 +374,8 @@ def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
     first = next(c for c in res["culprits"] if c["search"] == 1)
     if first["confirmed"] is not False:
         assert res["first_bad"] == first["commit"]
-    assert res["first_bad_confirmed"] == any(c["confirmed"] is not False for c in found.values())
+    # one `confirmed` everywhere: first_bad's own (true / false / null: not measured again)
+    assert res["first_bad_confirmed"] == found[res["first_bad"]]["confirmed"]
 
 
 FLAKY = """\
@@ -666,3 +667,43 @@ def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> 
     # (captured_now: the runs that finished; the broken commit's failed run is counted apart)
     assert cap_["from_pool"] == 8 and cap_["captured_now"] + cap_["failed_runs"] == len(ran)
     assert cap_["used"] == 8 + len(ran)
+
+
+def test_a_larger_repeat_or_max_runs_on_the_same_outdir_reuses_every_capture(
+    tmp_path: Path, nsys: str
+) -> None:
+    """Issue 31: the tool's own advice (more runs) on the same -o was refused ("holds a
+    bisection with other settings"), throwing the captures away. Two equal commits: 2 runs a
+    side, then --max-runs 4 (2 more each, nothing captured twice), then --repeat 4 --max-runs 4
+    (nothing new: 4 a side exist); a smaller --repeat is refused, touching nothing."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = build_repo(repo, [SEVEN[0], SEVEN[1]], noise=2.0)
+    out, counter = tmp_path / "out", tmp_path / "counter.txt"
+    env = {"COUNTER": str(counter), "SEED": "61"}
+    first = bisect(
+        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", "--max-runs", "2",
+        **env,
+    )  # fmt: skip
+    assert first.returncode == 5, first.stderr
+    assert sorted(counted(counter)) == sorted([shas[0]] * 2 + [shas[1]] * 2)
+    more = bisect(
+        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", "--max-runs", "4",
+        **env,
+    )  # fmt: skip
+    assert more.returncode == 5, more.stderr
+    assert "resuming" in more.stderr
+    assert sorted(counted(counter)) == sorted([shas[0]] * 4 + [shas[1]] * 4)
+    state = json.loads((out / "bisect.json").read_text())
+    assert state["max_runs"] == 4 and state["log"][0]["runs"] == [4, 4]
+    assert state["wall_s_before"] > 0
+    again = bisect(
+        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "4", "--max-runs", "4",
+        **env,
+    )  # fmt: skip
+    assert again.returncode == 5, again.stderr
+    assert len(counted(counter)) == 8  # nothing captured: 4 a side were there
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    less = bisect(repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", **env)
+    assert less.returncode == 1 and "holds a bisection with more runs" in less.stderr
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before

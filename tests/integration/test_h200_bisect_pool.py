@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -161,3 +162,68 @@ def test_unaided_bisect_names_the_culprit(repo: Path, pool: Path, tmp_path: Path
             assert step["ci95_vs_good"][0] != step["ci95_vs_good"][1], step
     assert r["search_order"] == "binary" and "no launch stacks" in r["search_order_why"]
     assert r["captures"]["used"] <= 20 and r["captures"]["from_pool"] == r["captures"]["used"]
+
+
+def lay_out_by_hand(pool: Path, dest: Path) -> dict[str, Path]:
+    """The bundled pool's reports as a user who captured them by hand keeps them: one folder per
+    commit named by a 7-digit hash prefix (BAD's by the ref HEAD), plain .nsys-rep files in it
+    and nothing else (no runset.json, no manifest). Returns each commit's folder."""
+    folders = {}
+    for i, (sha, _) in enumerate(commits()):
+        name = "HEAD" if i == len(commits()) - 1 else sha[:7]
+        folder = dest / name
+        folder.mkdir(parents=True)
+        for k, report in enumerate(sorted(pool.glob(f"{sha[:12]}/run-*/report.nsys-rep")), 1):
+            shutil.copyfile(report, folder / f"capture-{k}.nsys-rep")
+        folders[sha] = folder
+    return folders
+
+
+def test_a_pool_of_reports_captured_by_hand_in_folders_named_by_commit(
+    repo: Path, pool: Path, tmp_path: Path
+) -> None:
+    """Issue 31: `--pool` also takes one folder per commit named by its hash prefix or a ref,
+    holding plain reports of repeated runs. Same culprit as the capture-made pool; the runs are
+    not paired in rounds (their capture order is unknown) and the ends' step says so."""
+    plain = tmp_path / "by-hand"
+    lay_out_by_hand(pool, plain)
+    before = sorted(p.relative_to(plain) for p in plain.rglob("*"))
+    culprit = next(sha for sha, role in commits() if role == "culprit")
+    r = bisect(repo, plain, tmp_path / "out", "--contributor", "Memcpy DtoD")
+    assert r["first_bad"] == culprit and r["culprits"][0]["commit"] == culprit
+    assert r["captures"]["from_pool"] == r["captures"]["used"] >= 8
+    assert r["steps"][0]["paired"] is None  # plain reports: no capture rounds to pair
+    taken = sorted(p.name for p in (tmp_path / "out").glob("*/hand-*"))
+    assert taken and len(taken) == r["captures"]["used"]
+    assert sorted(p.relative_to(plain) for p in plain.rglob("*")) == before  # only read
+
+
+@pytest.mark.parametrize(
+    ("spoil", "says"),
+    [
+        ("short", "too short a hash prefix"),
+        ("twice", "are the same report"),
+        ("stranger", "its name is no commit of"),
+    ],
+)
+def test_a_by_hand_pool_that_would_mislead_is_refused_in_one_line(
+    repo: Path, pool: Path, tmp_path: Path, spoil: str, says: str
+) -> None:
+    plain = tmp_path / "by-hand"
+    folders = lay_out_by_hand(pool, plain)
+    good = folders[commits()[0][0]]
+    if spoil == "short":
+        good.rename(plain / commits()[0][0][:6])
+    elif spoil == "twice":
+        shutil.copyfile(good / "capture-1.nsys-rep", good / "capture-5.nsys-rep")
+    else:
+        (plain / "notes").mkdir()
+    (good_sha, _), (bad_sha, _) = commits()[0], commits()[-1]
+    p = subprocess.run(
+        [sys.executable, "-m", "tracediff", "bisect", "--good", good_sha, "--bad", bad_sha,
+         "--repo", str(repo), "-o", str(tmp_path / "out"), "--pool", str(plain)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], p.stderr

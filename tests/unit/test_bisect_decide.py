@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracediff.bisect.follow import Q
-from tracediff.bisect.step import between, decide
+from tracediff.bisect.step import between, decide, share_ci
 
 TOTAL = Q("cycle time", 4.0, True, 0.03, (1.0, 7.0))  # GOOD -> BAD: 4 ms slower, significant
 
@@ -47,3 +47,16 @@ def test_a_speed_up_being_bisected_mirrors_the_rule() -> None:
 )
 def test_between(vs_good: Q, vs_bad: Q, expected: bool) -> None:
     assert between(vs_good, vs_bad, TOTAL) is expected
+
+
+def test_a_near_tie_between_the_ends_is_undecided_until_its_ci_leaves_the_line() -> None:
+    """Issue 31's red herring: between the ends at 47 % of the change, its CI across the 50 %
+    line: not "like good" as a plain decision, but more runs first (at the cap: by closeness,
+    flagged, with its margin)."""
+    tie = Q("cycle time", 0.47 * 4.0, True, None, (0.8, 3.0))  # 20-75 % of the change
+    assert decide(tie, q(2.1, True), TOTAL) is None
+    clear = Q("cycle time", 0.47 * 4.0, True, None, (1.6, 1.9))  # 40-47.5 %: short of half
+    assert decide(clear, q(2.1, True), TOTAL) == "good"
+    assert share_ci(tie, TOTAL) == pytest.approx((0.2, 0.75))
+    unbounded = Q("cycle time", 2.0, True, None, (float("-inf"), float("inf")))
+    assert share_ci(unbounded, TOTAL) == (float("-inf"), float("inf"))

@@ -12,14 +12,42 @@ from tracediff.bisect import ends as be
 from tracediff.engine import runstats as rs
 
 
-def test_the_levels_of_the_looks_sum_to_the_p_route_budget() -> None:
-    levels = be.look_levels(4, 8, 2)  # 4, 6, 8 runs a side
-    assert levels == pytest.approx([0.01 / 3] * 3)
-    assert math.fsum(levels) == pytest.approx(be.ALPHA_P)
-    # 4 runs a side cannot reach it (only precision decides there); 6 can
-    assert rs.min_p(4, 4) > levels[0] and rs.min_p(6, 6) <= levels[1]
-    assert be.look_levels(4, 4, 2) == [be.ALPHA_P]  # one look: the whole budget
-    assert len(be.look_levels(4, 9, 2)) == 4  # 4, 6, 8, 9
+def drifting_ends(shift: float, seed: int, rounds: int = 8) -> tuple[list[float], list[float]]:
+    """Run means of GOOD and BAD by round under a load that moves between blocks by up to 12 ms
+    (each block's 4 captures in a row share it), B `shift` slower, per-process offsets 0-2 ms."""
+    rng = np.random.default_rng(seed)
+    load = np.repeat(rng.uniform(0, 12, (rounds + 1) // 2), 2)[:rounds]
+    a = 19 + load + rng.uniform(0, 2, rounds)
+    b = 19 + shift + load + rng.uniform(0, 2, rounds)
+    return list(a), list(b)
+
+
+def test_the_blocked_route_finds_what_drift_hides_from_the_unpaired_test() -> None:
+    a, b = drifting_ends(6.0, seed=4)
+    unpaired = rs.across_runs(np.array([a]), np.array([b]))
+    assert unpaired.p_value[0] > 0.01  # the old p route (1 % / 3 looks) could not follow it
+    c = Cmp(6.0, (float(unpaired.ci95_low[0]), float(unpaired.ci95_high[0])), 0.02, True)
+    assert not be.cycle_time_moved(c, None)
+    paired = be.paired_look((a, b), [4, 6, 8], 8)
+    assert paired is not None and paired.moved and paired.delta > 0
+    assert paired.rounds == 8 and paired.blocks == 4 and paired.look is not None
+    assert be.cycle_time_moved(c, None, paired)
+    # the blocked test's own direction must agree with the change followed
+    assert not be.cycle_time_moved(Cmp(-6.0, (-9.0, -1.0), 0.02, True), None, paired)
+
+
+def test_equal_ends_under_drift_are_not_moved_and_get_no_plan_without_a_change() -> None:
+    hits = [be.paired_look(drifting_ends(0.0, seed=s), [4, 6, 8], 8) for s in range(200)]
+    assert sum(bool(p and p.moved) for p in hits) <= 4  # at most 1 % in expectation
+    flat = be.paired_look(([20.0, 21.0, 20.5, 21.5], [21.0, 20.0, 21.5, 20.5]), [4], 8)
+    assert flat is not None and not flat.moved and be.plan_rounds(flat, 4) is None
+
+
+def test_a_plan_asks_for_more_rounds_than_were_had() -> None:
+    a, b = drifting_ends(1.5, seed=9)
+    paired = be.paired_look((a, b), [4, 6, 8], 8)
+    plan = be.plan_rounds(paired, 8)
+    assert plan is not None and plan >= 10 and plan % 2 == 0
 
 
 class Cmp:
@@ -30,6 +58,7 @@ class Cmp:
 
 
 def test_the_cycle_time_moves_by_precision_or_by_a_small_p() -> None:
+    assert not be.cycle_time_moved(Cmp(8.0, (1.0, 20.0), 0.0022, True), None)  # no p route
     assert be.cycle_time_moved(Cmp(8.0, (4.5, 11.0), 0.029, True), 0.0033)  # precise
     assert not be.cycle_time_moved(Cmp(8.0, (1.0, 11.0), 0.029, True), 0.0033)  # spike-wide CI
     assert be.cycle_time_moved(Cmp(8.0, (1.0, 20.0), 0.0022, True), 0.0033)  # runs separated

@@ -14,10 +14,12 @@ Algorithm (after Chromium Pinpoint):
    (the attribution rows whose name matches), else the cycle time when it has moved across
    runs, else the contributors that have (GPU work as in engine/gate.py; host phases for
    NVTX-only runs). "Moved" is tracediff/bisect/ends.py's rule, which accounts for the looks (the
-   ends are tested again each time runs are added: the level is split over the looks) and for
-   the many rows tested (a row must be large against its run-to-run noise and carry >= 10 % of
-   the rows' change). Not told apart: 2 more runs a side, up to --max-runs; nothing moved then:
-   "nothing to bisect" (NothingToBisect; exit 5 in the CLI).
+   ends are tested again each time runs are added: the cycle time's round-blocked test,
+   engine/blocked.py, controls its error over all looks exactly) and for the many rows tested
+   (a row must be large against its run-to-run noise and carry >= 10 % of the rows' change).
+   Not told apart: 2 more runs a side, up to --max-runs; nothing moved then: "nothing to
+   bisect", or "not decided" with the --max-runs that would decide it (NothingToBisect; exit 5
+   in the CLI, which prints that command).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
    where the ends' runs carry launch stacks, within the same bound: tracediff/bisect/order.py).
    At a commit X: capture N runs,
@@ -25,7 +27,8 @@ Algorithm (after Chromium Pinpoint):
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
    - differs from BAD and not from GOOD: like good;
    - differs from both (X sits between the ends: two culprits): like bad when X has moved at
-     least half of D (the change X->GOOD is >= D/2), else like good;
+     least half of D (the change X->GOOD is >= D/2), else like good; a near-tie (the CI of
+     X's part of D straddles the half) is undecided;
    - differs from neither: undecided -> 2 more runs at X, up to --max-runs; still undecided at the
      cap: decided by which end X is closer to, and flagged (`by: "closeness"`) in the log.
    Several followed contributors vote, each weighing its |GOOD->BAD change|: like bad (good)
@@ -57,7 +60,9 @@ during runs leaves that state: the same command again continues.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -82,9 +87,13 @@ RUNS_PER_EXTRA = 2
 
 
 class NothingToBisect(TracediffError):
-    """GOOD and BAD are not told apart across runs (tracediff/bisect/ends.py; exit 5)."""
+    """GOOD and BAD are not told apart across runs (tracediff/bisect/ends.py; exit 5): "nothing to
+    bisect", or "not decided" where a one-look test calls the change significant;
+    `plan_max_runs`: about how many runs a side would decide it (None: no change to plan for)."""
 
     exit_code = 5
+    plan_max_runs: int | None = None
+    verdict: str = "nothing to bisect"
 
 
 class BisectInterrupted(TracediffError):
@@ -119,6 +128,10 @@ class Bisection:
     exhausted: list[str] = field(default_factory=list)  # undecided: the pool had too few runs
     loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)  # by folder
     short: dict[str, str] = field(default_factory=dict)  # a run failed after others finished
+    t0: float = field(default_factory=time.monotonic)  # this call's start
+    # run sets read only up to a count: a share's extra runs as its look had them, so that a
+    # resumed call (whose folder already holds all of them) logs every look as the first did
+    limits: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -144,7 +157,7 @@ class Bisection:
         self.commits = [good] + wt.first_parent(self.repo, good, bad)
         self.outdir = Path(s.capture.outdir)
         self.live = bool(s.capture.command) or s.capture.preset is not None
-        self.pool = None if s.pool is None else bp.open_pool(s.pool)
+        self.pool = None if s.pool is None else bp.open_pool(s.pool, self.repo, self.commits)
         if self.pool is not None and self.live:
             bp.check_command(self.pool, list(s.capture.command), s.capture.preset)
         if self.pool is None and not self.live:
@@ -174,10 +187,26 @@ class Bisection:
         self.state = bstate.load(self.outdir, self._key())
 
     def save(self) -> None:
+        self.state["wall_s_call"] = round(time.monotonic() - self.t0, 1)
         bstate.save(self.outdir, self.state)
 
+    def wall_s(self) -> float:
+        """The whole bisection's wall time: the earlier calls' (a resume) and this one's."""
+        return round(float(self.state.get("wall_s_before", 0.0)) + time.monotonic() - self.t0, 1)
+
     def log(self, entry: dict[str, Any]) -> None:
-        self.state["log"].append(entry)
+        """Append a step; a step recomputed on resume from captures an earlier call made (the
+        same place in the log, commit and pair) keeps the time that call spent on it."""
+        log, earlier = self.state["log"], self.state.get("earlier_log", [])
+        i = len(log)
+        if i < len(earlier) and "wall_s" in entry:
+            e = earlier[i]
+            same = e.get("commit") == entry.get("commit") and e.get("against") == entry.get(
+                "against"
+            )
+            if same and isinstance(e.get("wall_s"), int | float):
+                entry["wall_s"] = round(float(e["wall_s"]) + float(entry["wall_s"]), 1)
+        log.append(entry)
         self.save()
 
     def entry(self, sha: str, against: str | None = None, pool: bool = False) -> dict[str, Any]:
@@ -331,11 +360,28 @@ class Bisection:
         from tracediff.parse import load
 
         paths = sides.list_runs(folder)
+        if str(folder) in self.limits:  # an undecided share's runs, as many as its look had
+            paths = paths[: self.limits[str(folder)]]
         have = self.loaded.get(str(folder))
         if have is None or have[0] != paths:
             have = (paths, [load(p) for p in paths])
             self.loaded[str(folder)] = have
         return have[1]
+
+    def rounds(self, c: Any, fa: Path, fb: Path) -> tuple[list[float], list[float]] | None:
+        """Comparison c's run mean cycle times of run sets fa (base) and fb (head) by capture
+        round (run-NN / pool-NN: round NN; NaN where that round has no run), or None when its
+        runs cannot be placed (a run with no cycle, a run not named by its round)."""
+        out = []
+        for folder, side in ((fa, c.base), (fb, c.head)):
+            paths = self.loaded.get(str(folder), ([], []))[0]
+            means = list(side.run_means_ms)
+            numbers = [k for k in map(round_of, paths) if k is not None]
+            if len(means) != len(paths) or len(numbers) != len(paths):
+                return None
+            by = dict(zip(numbers, means, strict=True))
+            out.append([by.get(r, math.nan) for r in range(1, max(by, default=0) + 1)])
+        return out[0], out[1]
 
     def compare(self, a: str, b: str) -> Any:
         return self.compare_sets(self.folder(a), self.folder(b), (a[:12], b[:12]))
@@ -365,13 +411,23 @@ class Bisection:
 
     # ---- what is followed (tracediff/bisect/follow.py) ---------------------------------------
 
-    def follow(self, c: Any, level: float) -> be.Ends:
+    def follow(self, c: Any, level: float | None, paired: be.Paired | None = None) -> be.Ends:
         """What the ends' comparison found to have moved (bisect/follow.follow)."""
-        return bf.follow(c, self.spec.contributor, level)
+        return bf.follow(c, self.spec.contributor, level, paired)
 
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
         """The followed quantities in comparison c (bisect/follow.quantities)."""
         return bf.quantities(c, follow)
+
+
+def round_of(run: Path) -> int | None:
+    """The capture round of a run file (OUTDIR/<sha12>/run-03/run.arrow: 3; pool-03 likewise:
+    the pool's runs are taken in its capture order), None when its folder does not say."""
+    for name in (run.parent.name, run.name):
+        m = re.fullmatch(r"(?:run|pool)-(\d+)", name)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def runs_in(folder: Path) -> int:

@@ -22,21 +22,28 @@ The rule. A quantity is followed when, at this look:
    engine's test: normal, uniform and log-normal run means, 4,000 draws each), where
    significance alone passes 2.9-5.3 %; a real change of 8 ms over uniform 0-6 ms per-process
    offsets passes it in 61 % of 4-run draws and 99.9 % of 6-run ones (the others add 2 runs).
-   The cycle time may instead have p <= its look's level: ALPHA_P (1 %) split evenly over the K
-   looks (Bonferroni, valid however the looks depend on each other; 0.33 % each for N = 4,
-   --max-runs 8, which 4 runs a side cannot reach and 6 can): where a load spike widens the CI
-   of a real change, a complete separation of the runs still tells it (simulated with 15 % of
-   runs slowed by an exponential 8 ms: 81 % found by the third look, 73 % by precision alone);
+   The cycle time may instead be found changed by the round-blocked test (engine/blocked.py):
+   GOOD and BAD are captured interleaved (A B B A ...), so each pair of rounds is a block
+   whose labels alone are exchanged, and load drift slower than a block cancels; its
+   group-sequential form keeps the chance of a false "changed" over every look up to
+   --max-runs at ALPHA_P (1 %) exactly, without splitting it by the number of looks (issue
+   31: the former route, the unpaired p <= 1 % / 3 at each look, gave "nothing to bisect" at
+   +22 ms, p 0.005, where head was slower in 11 of 12 rounds). bench/blocked.py: under a
+   random-walk drift of 1.5 ms a capture and 0-6 ms per-process offsets, a +4 ms change found
+   by 59.5 % of 3-look bisections against 24.0 % for the former route, at 1.0 % and 0.0 %
+   false positives (200 seeds a cell). Runs that cannot be placed in rounds (a pool of
+   reports captured by hand, a run with no cycle) have only the precision route;
 3. a row only: it carries at least MATERIAL (10 %) of the candidate rows' summed |change| (the
    weight it would have in bisect/step.vote): a small row that came out significant beside a
    large one that swung is not the regression (the -0.005 "(outside phases)" beside verify's
    +-1 ms), and at most 10 rows are followed.
 
 The cycle time is followed when it passes 1-2; else the rows that pass 1-3; else nothing at this
-look (more runs, or "nothing to bisect" at the cap). `--contributor` rows pass 1-3 among the rows
-it matches. Over the 3 default looks the cycle time passes under "no change" in about 1 % of
-simulated bisections (uniform offsets, with and without load spikes; 8.6 % for the former "any
-look significant at 5 %"); each row about as often before materiality, which the chance rows
+look (more runs, or at the cap "nothing to bisect", or "not decided" where `compare`'s one-look
+test calls the change significant: then with how many runs a side would decide, `plan_rounds`).
+`--contributor` rows pass 1-3 among the rows it matches. Under "no change" the cycle time passes
+the blocked route in at most 1 % of bisections whatever the looks (exact), and the precision
+route in 0.15-0.35 % of looks; each row about as often before materiality, which the chance rows
 beside a swinging one fail.
 """
 
@@ -48,19 +55,14 @@ from typing import Any
 
 import polars as pl
 
+from tracediff.engine import blocked as bk
+
 ALPHA_P = 0.01
 """The cycle time's p-value route (rule 2), split evenly over the looks."""
 PRECISION = 0.5
 """The 95 % CI's end nearest 0 must be at least this part of the change."""
 MATERIAL = 0.1
 """A followed row carries at least this part of the candidate rows' summed |change|."""
-
-
-def look_levels(repeat: int, max_runs: int, step: int) -> list[float]:
-    """The cycle time's p-value level at each look at the ends (N, N + step, ... up to max_runs
-    runs a side): ALPHA_P split evenly, so that they sum to it."""
-    k = 1 + max(0, math.ceil((max_runs - repeat) / step))
-    return [ALPHA_P / k] * k
 
 
 def precise(delta: float, lo: float, hi: float) -> bool:
@@ -78,14 +80,92 @@ class Ends:
 
     follow: dict[str, Any] | None
     left_out: list[dict[str, Any]]
-    level: float
+    level: float | None
 
 
-def cycle_time_moved(c: Any, level: float) -> bool:
-    """Rules 1-2 for the cycle time of comparison `c` at a look of p-value level `level`."""
+def cycle_time_moved(c: Any, level: float | None, paired: Paired | None = None) -> bool:
+    """Rules 1-2 for the cycle time of comparison `c`: precise, or p <= `level` (None: no p
+    route), or (the ends) the round-blocked sequential test `paired` found the change."""
     lo, hi = (float(x) for x in c.delta_ci95)
     d, p = float(c.delta_ms_per_cycle), c.p_value
-    return bool(c.significant) and (precise(d, lo, hi) or (p is not None and p <= level))
+    if (
+        paired is not None
+        and paired.moved
+        and math.copysign(1.0, paired.delta) == math.copysign(1.0, d)
+    ):
+        return True
+    route = level is not None and p is not None and p <= level
+    return bool(c.significant) and (precise(d, lo, hi) or route)
+
+
+@dataclass
+class Paired:
+    """The ends' cycle time tested with the capture round as the block (engine/blocked.py) over
+    every look so far, at ALPHA_P in all (exact: no split by the number of looks)."""
+
+    moved: bool
+    delta: float  # mean of B's runs - mean of A's, over the paired rounds
+    p_two: float  # this look's two-sided p (one look, for the report)
+    ci95: tuple[float, float]
+    rounds: int
+    blocks: int
+    diffs: list[float]  # per round: B's run - A's run (both present)
+    look: int | None  # the look (1-based) whose region held the data, None: not yet
+    spent: list[float]
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "moved": self.moved,
+            "delta_ms_per_cycle": self.delta,
+            "p_value": self.p_two,
+            "ci95": list(self.ci95),
+            "rounds": self.rounds,
+            "blocks": self.blocks,
+            "at_look": self.look,
+            "alpha_spent": self.spent,
+        }
+
+
+def paired_look(
+    rounds: tuple[list[float], list[float]] | None, looks: list[int], planned: int
+) -> Paired | None:
+    """The round-blocked test of the ends' run means by round (None: not placed in rounds) at
+    looks of `looks` rounds so far, `planned` (--max-runs) the last: exact error control at
+    ALPHA_P over all of them (blocked.sequential)."""
+    if rounds is None:
+        return None
+    a, b = rounds
+    n = min(len(a), len(b))
+    looks = sorted({min(k, n) for k in looks if k > 0})
+    if n < 2 or not looks:
+        return None
+    a, b = a[:n], b[:n]
+    seq = bk.sequential(a, b, looks, planned, ALPHA_P)
+    t = bk.blocked_test(bk.blocks_of(a, b, looks))
+    diffs = [y - x for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
+    return Paired(
+        moved=seq.rejected_at is not None,
+        delta=t.delta,
+        p_two=t.p_two,
+        ci95=(t.ci_low, t.ci_high),
+        rounds=len(diffs),
+        blocks=t.blocks,
+        diffs=diffs,
+        look=None if seq.rejected_at is None else seq.rejected_at + 1,
+        spent=list(seq.spent),
+    )
+
+
+def plan_rounds(paired: Paired | None, have: int) -> int | None:
+    """About how many rounds a side would decide the ends (blocked.rounds_needed at ALPHA_P,
+    two-sided, 80 % power), even and above `have`; None when the rounds show no change."""
+    if paired is None:
+        return None
+    need = bk.rounds_needed(paired.diffs, ALPHA_P / 2)
+    if need is None:
+        return None
+    need = max(need, have + 2)
+    return need + need % 2
 
 
 def pick_rows(cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[str, Any]]]:

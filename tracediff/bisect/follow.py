@@ -38,14 +38,17 @@ not enough (the H200 culprit moved two "Memcpy DtoD" rows, in verify and in draf
 a key of kind and name measured the first of them twice)."""
 
 
-def follow(c: Any, contributor: str | None, level: float) -> be.Ends:
+def follow(
+    c: Any, contributor: str | None, level: float | None, paired: be.Paired | None = None
+) -> be.Ends:
     """What the ends' comparison `c` found to have moved, by tracediff/bisect/ends.py's rule at a
-    look whose cycle-time level is `level` (follow None: nothing yet). `contributor`: the
-    --contributor regex (only the rows it matches are candidates)."""
+    look whose cycle-time level is `level` (None: no p-value route), with the round-blocked
+    test `paired` (follow None: nothing yet). `contributor`: the --contributor regex (only the
+    rows it matches are candidates)."""
     att = c.attribution
     if contributor is not None:
         rows = att.filter(pl.col("name").str.contains(contributor))
-    elif be.cycle_time_moved(c, level):
+    elif be.cycle_time_moved(c, level, paired):
         return be.Ends({"what": "cycle time", "rows": []}, [], level)
     elif att.height > 0 and bool((att["kind"] == "host").all()):
         rows = att

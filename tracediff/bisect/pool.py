@@ -24,9 +24,11 @@ captured live for the commits the pool lacks (or has too few runs of) are compar
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,9 @@ from tracediff import runset as rs
 from tracediff.errors import InputError, TracediffError
 
 POOL_RUN = "pool-{:02d}"
+HAND_RUN = (
+    "hand-{:02d}"  # a plain report's run: no capture round (tracediff/bisect/bisection.round_of)
+)
 # what makes two pools' runs comparable (the env differs between a device call and this machine)
 SAME_WORKLOAD = ("command", "preset", "trace", "nsys_options", "pythonpath", "nvtx_shim")
 
@@ -41,12 +46,17 @@ SAME_WORKLOAD = ("command", "preset", "trace", "nsys_options", "pythonpath", "nv
 @dataclass
 class Pool:
     root: Path
-    sets: dict[str, Path]  # full commit hash -> its run set folder
+    sets: dict[str, Path]  # full commit hash -> its run set folder (or folder of reports)
     workload: dict[str, Any]
+    # per-commit folders of plain reports (captured by hand): full hash -> its runs, in name
+    # order; their capture order is unknown, so they are not paired in rounds
+    plain: dict[str, list[Path]] = field(default_factory=dict)
 
     def runs(self, sha: str) -> list[dict[str, Any]]:
         """The pool's finished runs of `sha` in capture order (entries of its runset.json, with
-        `src`: the run's capture folder)."""
+        `src`: the run's capture folder; a plain report's entry has only `src`)."""
+        if self.plain:
+            return [{"src": p} for p in self.plain.get(sha, [])]
         folder = self.sets.get(sha)
         if folder is None:
             return []
@@ -69,11 +79,15 @@ def _run_set_folders(root: Path) -> list[Path]:
     return found
 
 
-def open_pool(root: Path) -> Pool:
-    """Index the pool at `root` by commit; InputError for anything that is not a pool."""
+def open_pool(root: Path, repo: Path | None = None, commits: list[str] | None = None) -> Pool:
+    """Index the pool at `root` by commit; InputError for anything that is not a pool. With no
+    run set in it, its folders are read as one per commit named by hash or ref in `repo`
+    (`plain_pool`)."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: no such folder", "give --pool the OUTDIR of capture --repeat")
+    if repo is not None and not _run_set_folders(root):
+        return plain_pool(root, repo, commits or [])
     sets: dict[str, Path] = {}
     workload: dict[str, Any] | None = None
     first: Path | None = None
@@ -106,8 +120,86 @@ def open_pool(root: Path) -> Pool:
     return Pool(root, sets, workload)
 
 
+def plain_pool(root: Path, repo: Path, commits: list[str]) -> Pool:
+    """A pool of reports captured by hand: one folder per commit, named by its hash (a unique
+    prefix of >= 7 digits) or a ref git resolves in `repo`, holding the repeated runs' plain
+    reports (.nsys-rep, .sqlite, .qdstrm, Kineto traces; every file one run) or capture
+    folders. Folders of commits outside the range are left out. Refused, naming the folder: a
+    name that is no commit (or an ambiguous prefix), two folders of one commit, a run whose
+    manifest names another commit, the same report twice (same bytes: one run counted twice
+    would be two samples)."""
+    from capture import worktree as wt
+    from tracediff.errors import UsageError
+    from tracediff.parse import sides
+
+    in_range = set(commits)
+    plain: dict[str, list[Path]] = {}
+    named: dict[str, Path] = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if re.fullmatch(r"[0-9a-fA-F]{1,6}", d.name):
+            raise InputError(
+                f"{d}: {d.name!r} is too short a hash prefix to name a commit",
+                "name each folder by its commit's hash (>= 7 digits) or a ref",
+            )
+        try:
+            sha = wt.resolve(repo, d.name)
+        except UsageError:
+            raise InputError(
+                f"{d}: its name is no commit of {repo} (or an ambiguous prefix)",
+                "name each folder by its commit's hash (a unique prefix of >= 7 digits) or a "
+                "ref, or move it out of the pool",
+            ) from None
+        if sha not in in_range:
+            continue
+        if sha in named:
+            raise InputError(
+                f"{root}: two folders of commit {sha[:12]} ({named[sha].name}, {d.name})",
+                "a pool holds one folder per commit: move the other out",
+            )
+        runs = list(sides.resolve(d, layout="runs").runs)
+        _check_runs(d, sha, runs)
+        named[sha], plain[sha] = d, runs
+    if not plain:
+        raise InputError(
+            f"{root}: holds no run set and no folder named by a commit of the range",
+            "give --pool the OUTDIR of `tracediff capture --repeat N --commit A ...`, or a "
+            "folder with one sub-folder of reports per commit, named by its hash",
+        )
+    return Pool(root, named, {}, plain)
+
+
+def _check_runs(folder: Path, sha: str, runs: list[Path]) -> None:
+    """The identity checks a per-commit folder's runs can have: a capture manifest's commit,
+    and no report twice (same bytes)."""
+    seen: dict[str, Path] = {}
+    for run in runs:
+        manifest = (run if run.is_dir() else run.parent) / "manifest.json"
+        if run.parent != folder and manifest.is_file():
+            commit = (json.loads(manifest.read_text()).get("git") or {}).get("commit")
+            if isinstance(commit, str) and commit and commit != sha:
+                raise InputError(
+                    f"{run}: its manifest says commit {commit[:12]}, but its folder names "
+                    f"{sha[:12]}",
+                    "move it to its commit's folder",
+                )
+        if run.is_file():
+            digest = hashlib.sha256(run.read_bytes()).hexdigest()
+            if digest in seen:
+                raise InputError(
+                    f"{folder}: {seen[digest].name} and {run.name} are the same report",
+                    "one run counted twice is two samples of one: remove the copy",
+                )
+            seen[digest] = run
+
+
 def check_command(pool: Pool, command: list[str], preset: str | None) -> None:
     """A workload command given beside --pool must be the pool's (its runs are mixed in)."""
+    if pool.plain:
+        raise InputError(
+            f"{pool.root}: a pool of plain reports does not say their command",
+            "bisect it without a workload command (only its runs), or capture the pool with "
+            "`tracediff capture --repeat N --commit ...`",
+        )
     if pool.workload["command"] != command or pool.workload["preset"] != preset:
         have = " ".join(pool.workload["command"] or []) or f"--preset {pool.workload['preset']}"
         raise InputError(
@@ -137,7 +229,7 @@ def take(pool: Pool, sha: str, folder: Path, n: int, workload: dict[str, Any]) -
     avail = pool.runs(sha)
     for k in range(len(have), min(n, len(avail))):
         src = avail[k]
-        name = POOL_RUN.format(k + 1)
+        name = (HAND_RUN if pool.plain else POOL_RUN).format(k + 1)
         _copy_run(src["src"], folder / name)
         entry = {
             "name": name,
@@ -174,7 +266,7 @@ def _copy_run(src: Path, dst: Path) -> None:
     try:
         if (src / "manifest.json").is_file():
             shutil.copyfile(src / "manifest.json", staging / "manifest.json")
-        report = run_of_capture_folder(src)
+        report = src if src.is_file() else run_of_capture_folder(src)
         if report.name == "run.arrow":
             shutil.copyfile(report, staging / "run.arrow")
         else:

@@ -79,6 +79,7 @@ from tracediff.bisect.bisection import (
 )
 from tracediff.bisect.follow import Q
 from tracediff.bisect.step import sign
+from tracediff.report.bisect import share_text
 
 SIDE_LEVEL = be.ALPHA_P / (2 * MAX_CULPRITS)
 """The cycle time's p-value route for a side range (rule 4): ALPHA_P over the sides testable."""
@@ -86,9 +87,11 @@ SIDE_LEVEL = be.ALPHA_P / (2 * MAX_CULPRITS)
 
 def share_of_range(c: dict[str, Any], rd: float) -> tuple[float, float, float]:
     """Rule 1: the culprit's share of its range's point change rd, and that share's CI (from its
-    step's CI); set as c["share_of_range_ci95"]."""
+    step's CI). A rule's quantity, logged with the step that used it: the culprit's reported
+    share and its one CI are `share` and `share_ci95` (tracediff/bisect/share.py), and stderr,
+    JSON, table and markdown all show those (issue 31: stderr had shown this CI, 77-188 %, beside
+    the result's [53 %, 343 %] for the same culprit)."""
     lo_ci, hi_ci = sorted(x / rd for x in c["delta_ci95"])
-    c["share_of_range_ci95"] = [lo_ci, hi_ci]
     return c["delta_ms_per_cycle"] / rd, lo_ci, hi_ci
 
 
@@ -122,7 +125,7 @@ def beside(
         # a step between its ends on this side: at or below the parent, or at or above C
         hints = [any(x <= lo if z <= lo else x >= hi for x in splits) for a, z in sides]
         suspect = [s < SHARE_TO_CONTINUE or h or m for h, (m, _) in zip(hints, looks, strict=True)]
-        have = 0 if more is None else min(runs_in(f) for f in more)
+        have = 0 if more is None else min(len(b.runs_of(f)) for f in more)
         grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
         if any(suspect):
             decision = "part of its range: testing beside it"
@@ -138,7 +141,7 @@ def beside(
         b.log(
             {
                 **b.entry(sha, parent, pool=True),
-                "share_runs": [0, 0] if more is None else [runs_in(f) for f in more],
+                "share_runs": [0, 0] if more is None else [len(b.runs_of(f)) for f in more],
                 "decision": decision,
                 "share_of_range": s,
                 "share_of_range_ci95": [lo_ci, hi_ci],
@@ -156,15 +159,14 @@ def beside(
                 "wall_s": round(time.monotonic() - t0, 1),
             }
         )
-        b.say(
-            f"  {sha[:12]} explains {100 * s:.0f} % of its range's change (95 % CI "
-            f"{100 * lo_ci:.0f}-{100 * hi_ci:.0f} %): {decision}"
-        )
+        b.say(f"  {sha[:12]}: {share_text(c)}: {decision}")
         if not decision.startswith("share undecided: "):
             break
         # interleaved with each other (P C C P ...), apart from the step's run sets: those stay
         # as their steps saw them, so that a resumed call decides every step the same way
         more, problem = b.confirm(parent, sha, grow, kind="share")
+        if more is not None:
+            b.limits.update({str(f): grow for f in more})
         if problem is not None:
             stuck = "a run failed"
         c.update(bres.culprit(b, lo, hi, follow, total, total_ci, more))
@@ -281,8 +283,12 @@ def side(
             )
     entry.update(significant=yes, wall_s=round(time.monotonic() - t0, 1))
     b.log(entry)
-    b.say(
-        f"  {ga[:12]}..{gz[:12]}: {entry['decision']} "
-        f"({entry['delta_ms_per_cycle']:+.3f} ms/cycle on the runs so far)"
+    on = (
+        f"{entry['confirm_delta_ms_per_cycle']:+.3f} ms/cycle on {entry['confirm_on'][0]} and "
+        f"{entry['confirm_on'][1]} runs with the fresh ones, "
+        f"{entry['fresh_delta_ms_per_cycle']:+.3f} on the fresh ones alone"
+        if "confirm_on" in entry
+        else f"{entry['delta_ms_per_cycle']:+.3f} ms/cycle on the runs so far"
     )
+    b.say(f"  {ga[:12]}..{gz[:12]}: {entry['decision']} ({on})")
     return qs if yes else None

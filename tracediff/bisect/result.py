@@ -111,8 +111,10 @@ def result(
         **b.state.get("order", {}),  # search_order, search_order_why, suspects
         "total_delta_ms_per_cycle": total,
         "first_bad": first["commit"],
-        # False: no culprit's change was seen again on fresh interleaved runs (a best guess)
-        "first_bad_confirmed": first["confirmed"] is not False,
+        # first_bad's own `confirmed`: True / False (its change was / was not seen again on
+        # fresh interleaved runs; False only when no culprit's was: a best guess), None (not
+        # measured again: its step's decision stands)
+        "first_bad_confirmed": first["confirmed"],
         "culprits": culprits,
         "skipped": [
             {"commit": s, "subject": commit_info(b.repo, s)["subject"], "problem": p}
@@ -140,7 +142,10 @@ def result(
             # every run in OUTDIR's run sets, by commit (`tally`)
             "by_commit": by,
         },
-        "wall_s": round(time.monotonic() - t0, 1),
+        # the whole bisection's, across resumes (this call's apart)
+        "wall_s": b.wall_s(),
+        "wall_s_this_call": round(time.monotonic() - t0, 1),
+        **({"resumed_from": b.state["resumed_from"]} if "resumed_from" in b.state else {}),
         "outdir": str(b.outdir),
     }
     b.state["result"] = result

@@ -9,7 +9,6 @@ culprit's share), bisect/rest.py (the ranges beside it) and bisect/result.py (th
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,63 +44,7 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
     say(
         f"{n_commits} first-parent commit{'s' if n_commits != 1 else ''} in {good[:12]}..{bad[:12]}"
     )
-    n = spec.repeat
-    exhausted = False
-    # ends not told apart at N runs: more runs a side, up to the cap; each look at its own level
-    # (tracediff/bisect/ends.py: the p-value levels sum to 1 %)
-    levels = be.look_levels(spec.repeat, b.max_runs, RUNS_PER_EXTRA)
-    # a resumed call starts at the look its ends had reached (their runs), so that it logs the
-    # same look as the first call did
-    have = min(b.n_runs(good), b.n_runs(bad), b.max_runs)
-    look = min(math.ceil(max(have - n, 0) / RUNS_PER_EXTRA), len(levels) - 1)
-    n = min(n + look * RUNS_PER_EXTRA, b.max_runs)
-    while True:
-        got = b.capture_ends(n)
-        c0 = b.compare(good, bad)
-        seen = b.follow(c0, levels[min(look, len(levels) - 1)])
-        follow = seen.follow
-        exhausted = min(got) < n
-        if follow is not None or n >= b.max_runs or exhausted:
-            break
-        n, look = min(n + RUNS_PER_EXTRA, b.max_runs), look + 1
-        say(f"the ends are not told apart at {n - RUNS_PER_EXTRA} runs a side: capturing up to {n}")
-    b.state["follow"] = follow
-    b.state["log"] = []
-    b.log(
-        {
-            **b.entry(bad, good, pool=True),  # step 0: the log was just emptied
-            "decision": "regression" if follow else "nothing to bisect",
-            "p_value": c0.p_value,
-            "delta_ms_per_cycle": c0.delta_ms_per_cycle,
-            "significant": bool(c0.significant),
-            "look": look + 1,
-            "level": seen.level,
-            # significant rows the rule did not follow, with why (tracediff/bisect/ends.py)
-            "not_followed": seen.left_out,
-            "wall_s": round(time.monotonic() - t0, 1),
-        }
-    )
-    if follow is None:
-        p = "n/a" if c0.p_value is None else f"{c0.p_value:.3f}"
-        small = "".join(
-            f"; {r['name']} {r['delta_ms_per_cycle']:+.3f} ms/cycle is significant but {r['why']}"
-            for r in seen.left_out[:2]
-        )
-        raise NothingToBisect(
-            f"nothing to bisect: {good[:12]} and {bad[:12]} are not told apart across runs "
-            f"(cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p} at {got[0]} and {got[1]} "
-            f"runs, level {seen.level:.2g}"
-            + (", too small against its run-to-run noise" if c0.significant else "")
-            + small
-            + (f"; no contributor matching {spec.contributor!r} moved" if spec.contributor else "")
-            + (f"; the pool has no more runs of them ({got[0]} and {got[1]})" if exhausted else "")
-            + ")",
-            (
-                f"capture more runs (--repeat {2 * spec.repeat}"
-                + (" into the pool" if exhausted else "")
-                + ") or check that BAD really is slower"
-            ),
-        )
+    c0, follow = _ends(b, spec, say, t0)
     totals = b.quantities(c0, follow)
     total, total_ci = sum(q.delta for q in totals), bs.ci_of(totals)
     say(
@@ -132,3 +75,119 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
             bs.remeasure(b, c, follow, total, total_ci)
         todo.extend(found)
     return bres.result(b, follow, total, culprits, searches, t0)
+
+
+def _ends(
+    b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float
+) -> tuple[Any, dict[str, Any]]:
+    """Step 1: GOOD and BAD captured interleaved, looked at each time RUNS_PER_EXTRA rounds are
+    added up to --max-runs (tracediff/bisect/ends.py's rule, with the cycle time also tested with
+    the round as the block over all looks at once); the comparison and what to follow, logged
+    as step 0. NothingToBisect when nothing moved: "nothing to bisect", or, when `compare`'s
+    test (or the blocked one at one look) calls the change significant, "not decided", with
+    how many rounds would decide (`plan_max_runs`)."""
+    good, bad = b.commits[0], b.commits[-1]
+    n = spec.repeat
+    planned = list(range(spec.repeat, b.max_runs, RUNS_PER_EXTRA)) + [b.max_runs]
+    # a resumed call starts at the look its ends had reached (their runs), so that it logs the
+    # same look as the first call did (the blocked test recomputes the earlier looks' regions)
+    have = min(b.n_runs(good), b.n_runs(bad), b.max_runs)
+    look = max(i for i, k in enumerate(planned) if k <= max(have, n))
+    n = planned[look]
+    while True:
+        got = b.capture_ends(n)
+        c0 = b.compare(good, bad)
+        rounds = b.rounds(c0, b.folder(good), b.folder(bad))
+        paired = be.paired_look(rounds, planned[: look + 1], b.max_runs)
+        seen = b.follow(c0, None, paired)
+        follow = seen.follow
+        exhausted = min(got) < n
+        if follow is not None or n >= b.max_runs or exhausted:
+            break
+        look += 1
+        n = planned[look]
+        say(f"the ends are not told apart at {planned[look - 1]} runs a side: capturing up to {n}")
+    b.state["follow"] = follow
+    b.state["log"] = []
+    plan = None if follow is not None else be.plan_rounds(paired, max(got))
+    b.log(
+        {
+            **b.entry(bad, good, pool=True),  # step 0: the log was just emptied
+            "decision": "regression" if follow else _verdict(c0, paired),
+            "p_value": c0.p_value,
+            "delta_ms_per_cycle": c0.delta_ms_per_cycle,
+            "significant": bool(c0.significant),
+            "look": look + 1,
+            "looks_planned": len(planned),
+            # the cycle time with the capture round as the block (engine/blocked.py)
+            "paired": None if paired is None else paired.json(),
+            # significant rows the rule did not follow, with why (tracediff/bisect/ends.py)
+            "not_followed": seen.left_out,
+            **({"plan_max_runs": plan} if plan else {}),
+            "wall_s": round(time.monotonic() - t0, 1),
+        }
+    )
+    if follow is None:
+        raise _nothing(b, spec, c0, paired, seen, got, exhausted, plan)
+    return c0, follow
+
+
+def _verdict(c0: Any, paired: be.Paired | None) -> str:
+    """The ends' decision when nothing is followed: "not decided" where a test at one look
+    (compare's across runs, or the blocked one) calls the change significant at 5 %."""
+    if bool(c0.significant) or (paired is not None and paired.p_two <= 0.05):
+        return "not decided"
+    return "nothing to bisect"
+
+
+def _nothing(
+    b: Bisection,
+    spec: BisectSpec,
+    c0: Any,
+    paired: be.Paired | None,
+    seen: be.Ends,
+    got: list[int],
+    exhausted: bool,
+    plan: int | None,
+) -> NothingToBisect:
+    good, bad = b.commits[0], b.commits[-1]
+    verdict = _verdict(c0, paired)
+    p = "n/a" if c0.p_value is None else f"{c0.p_value:.3f}"
+    blocked = (
+        ""
+        if paired is None
+        else f"; with the round as the block {paired.delta:+.3f} ms/cycle, p = {paired.p_two:.4f}"
+        f" over {paired.rounds} rounds"
+    )
+    small = "".join(
+        f"; {r['name']} {r['delta_ms_per_cycle']:+.3f} ms/cycle is significant but {r['why']}"
+        for r in seen.left_out[:2]
+    )
+    why = ""
+    if verdict == "not decided":
+        why = (
+            f": `compare` calls it significant at 5 % at one look; bisect asks {be.ALPHA_P:.0%} "
+            "over all its looks at the ends (a false regression sends the search after "
+            "nothing), and the change is too small against its run-to-run noise for that"
+        )
+    err = NothingToBisect(
+        f"{verdict}: {good[:12]} and {bad[:12]} are not told apart across runs "
+        f"(cycle time {c0.delta_ms_per_cycle:+.3f} ms/cycle, p = {p} at {got[0]} and {got[1]} "
+        f"runs{blocked}"
+        + (", too small against its run-to-run noise" if c0.significant and not why else "")
+        + small
+        + (f"; no contributor matching {spec.contributor!r} moved" if spec.contributor else "")
+        + (f"; the pool has no more runs of them ({got[0]} and {got[1]})" if exhausted else "")
+        + ")"
+        + why,
+        (
+            f"about {plan} runs a side would decide it (the measured change and its round-to-round "
+            f"spread): --max-runs {plan} on the same -o reuses every capture"
+            + (" (capture them into the pool)" if exhausted else "")
+            if plan
+            else "check that BAD really is slower (the runs show no change)"
+        ),
+    )
+    err.plan_max_runs = plan
+    err.verdict = verdict
+    return err

@@ -34,8 +34,27 @@ def decide(vs_good: Q, vs_bad: Q, total: Q) -> str | None:
     if moved_b and not moved_g:
         return "good"
     if moved_g and moved_b:
-        return "bad" if vs_good.delta / total.delta >= 0.5 else "good"
+        # between the ends: like bad when it moved at least half the change, unless its share's
+        # CI straddles that line (a near-tie: more runs first; issue 31's red herring came out
+        # "like good" at 47 % against the 50 % line as a plain decision)
+        lo, hi = share_ci(vs_good, total)
+        if lo < LIKE_BAD_LINE <= hi:
+            return None
+        return "bad" if vs_good.delta / total.delta >= LIKE_BAD_LINE else "good"
     return None
+
+
+LIKE_BAD_LINE = 0.5
+"""A commit between the ends is like bad when it moved at least this part of the change."""
+
+
+def share_ci(vs_good: Q, total: Q) -> tuple[float, float]:
+    """The 95 % CI of the part of GOOD -> BAD's change that GOOD -> X moved (over the ends' point
+    change): (-inf, inf) where the step's CI is not finite."""
+    lo, hi = sorted(x / total.delta for x in vs_good.ci) if total.delta else (math.nan, math.nan)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return -math.inf, math.inf
+    return lo, hi
 
 
 def vote(each: list[str | None], ends: list[Q]) -> str | None:
@@ -135,8 +154,12 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
             not_decided(b, sha, status, runs, t0, cg.p_value, cb.p_value)
             return None, False
         if d is None and runs >= b.max_runs:
-            d, by = ("bad" if frac >= 0.5 else "good"), "closeness"
-            b.say(f"  {sha[:12]}: undecided at {runs} runs: like {d} by closeness only")
+            d, by = ("bad" if frac >= LIKE_BAD_LINE else "good"), "closeness"
+            b.say(
+                f"  {sha[:12]}: undecided at {runs} runs: like {d} by closeness only "
+                f"({100 * frac:.0f} % of the change, {100 * abs(frac - LIKE_BAD_LINE):.0f} points "
+                f"from the {100 * LIKE_BAD_LINE:.0f} % line{_ci_text(qg, ends)})"
+            )
         if d is not None:
             b.log(
                 {
@@ -147,6 +170,9 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
                     "p_value_vs_bad": cb.p_value,
                     "ci95_vs_good": [list(q.ci) for q in qg],
                     "fraction_of_change": frac,
+                    # how far from the like-bad line, and (one quantity) its CI
+                    "margin": frac - LIKE_BAD_LINE,
+                    "fraction_ci95": list(share_ci(qg[0], ends[0])) if len(qg) == 1 else None,
                     "between": split,
                     **({"problem": b.short[sha]} if status == "short" else {}),
                     "wall_s": round(time.monotonic() - t0, 1),
@@ -160,6 +186,13 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
             return d, split
         n = min(runs + RUNS_PER_EXTRA, b.max_runs)
         b.say(f"  {sha[:12]}: undecided at {runs} runs: capturing up to {n}")
+
+
+def _ci_text(qg: list[Q], ends: list[Q]) -> str:
+    if len(qg) != 1:
+        return ""
+    lo, hi = share_ci(qg[0], ends[0])
+    return f", 95 % CI {100 * lo:.0f}-{100 * hi:.0f} %" if math.isfinite(lo) else ""
 
 
 def not_decided(

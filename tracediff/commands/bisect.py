@@ -24,6 +24,7 @@ Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,31 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
 
 
+def with_max_runs(argv: list[str], runs: int) -> list[str]:
+    """The command line `tracediff ARGV` with --max-runs set to `runs` (before `--` COMMAND)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    head, tail = argv[:cut], argv[cut:]
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(head):
+        if skip:
+            skip = False
+            continue
+        if a == "--max-runs" and i + 1 < len(head):
+            skip = True
+            continue
+        if a.startswith("--max-runs="):
+            continue
+        out.append(a)
+    return ["tracediff", *out, "--max-runs", str(runs), *tail]
+
+
 def _say(msg: str) -> None:
     print(f"tracediff: bisect: {msg}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracediff.bisect.bisection import BisectInterrupted, BisectSpec
+    from tracediff.bisect.bisection import BisectInterrupted, BisectSpec, NothingToBisect
     from tracediff.bisect.search import run_bisect
     from tracediff.commands.capture import workload_spec
 
@@ -134,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = run_bisect(bspec, _say)
+    except NothingToBisect as e:
+        if e.plan_max_runs:
+            _say(f"to decide it: {shlex.join(with_max_runs(sys.argv[1:], e.plan_max_runs))}")
+        raise
     except KeyboardInterrupt:  # between captures (during one, capture_runsets reports it)
         raise BisectInterrupted(
             "interrupted",
@@ -157,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
             f"warning: {len(result['uncertain_steps'])} step(s) undecided at --max-runs were "
             "decided by closeness only: the culprit is a best guess (raise --max-runs)"
         )
-    if not result.get("first_bad_confirmed", True):
+    for c in result["culprits"]:
+        _say(f"culprit {c['commit'][:12]}: {report.share_text(c)}")
+    if result.get("first_bad_confirmed", True) is False:
         _say(
             "warning: no culprit's change was seen again on fresh interleaved runs of it and its "
             "parent: first_bad is a best guess (capture more runs: --repeat)"

@@ -33,6 +33,15 @@ def share_ci(c: dict[str, Any]) -> str:
     return f"[{pct(lo)}, {pct(hi)}]"
 
 
+def share_text(c: dict[str, Any]) -> str:
+    """A culprit's change and share with its one CI, as every output says it (stderr, table,
+    markdown; JSON: delta_ms_per_cycle, share, share_ci95)."""
+    return (
+        f"{c['delta_ms_per_cycle']:+.3f} ms/cycle, {pct(c['share'])} of the change "
+        f"(95 % CI {share_ci(c)})"
+    )
+
+
 def headline(r: dict[str, Any]) -> str:
     return (
         f"bisect {r['good'][:12]}..{r['bad'][:12]}: {r['commits']} commits, following "
@@ -71,7 +80,7 @@ NOT_SEEN = (
 
 def guess(r: dict[str, Any]) -> str:
     """After first_bad: why it is a guess, where no culprit's change held on fresh runs."""
-    if r.get("first_bad_confirmed", True):
+    if r.get("first_bad_confirmed", True) is not False:
         return ""
     return " (a best guess: no culprit's change was seen again on fresh interleaved runs)"
 
@@ -92,7 +101,12 @@ def step_extra(e: dict[str, Any], followed: str) -> str:
     if isinstance(e.get("confirm_p_value"), float):
         extra += f"; on fresh interleaved runs p {e['confirm_p_value']:.3f}"
     if e.get("by") == "closeness":
-        extra += "  (undecided at the cap: by closeness only)"
+        margin = e.get("margin")
+        extra += "  (undecided at the cap: by closeness only" + (
+            f", {pct(frac)} of the change, {abs(100 * margin):.0f} points from the 50 % line)"
+            if isinstance(margin, float) and isinstance(frac, float) and math.isfinite(margin)
+            else ")"
+        )
     if e.get("between"):
         extra += "  (different from both ends)"
     return extra
@@ -124,10 +138,7 @@ def render_table(r: dict[str, Any]) -> str:
         )
     out.append("")
     for c in r["culprits"]:
-        out.append(
-            f"culprit {c['commit'][:12]} {c['subject']!r}: {c['delta_ms_per_cycle']:+.3f} "
-            f"ms/cycle, {pct(c['share'])} of the change (95 % CI {share_ci(c)})"
-        )
+        out.append(f"culprit {c['commit'][:12]} {c['subject']!r}: {share_text(c)}")
         out.append(f"  parent {c['parent'][:12]}; {c['author']}, {c['date']}")
         if c.get("confirmed") is False:
             out.append(f"  {NOT_SEEN}")
