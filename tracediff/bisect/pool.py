@@ -266,11 +266,16 @@ def _copy_run(src: Path, dst: Path) -> None:
     try:
         if (src / "manifest.json").is_file():
             shutil.copyfile(src / "manifest.json", staging / "manifest.json")
+        elif src.is_file():
+            # a report captured by hand has no capture manifest; this note (no
+            # manifest_version: not read as one) makes the folder a capture folder that says so
+            note = {"captured_by": "hand", "source": str(src.resolve())}
+            (staging / "manifest.json").write_text(json.dumps(note, indent=2) + "\n")
         report = src if src.is_file() else run_of_capture_folder(src)
         if report.name == "run.arrow":
             shutil.copyfile(report, staging / "run.arrow")
         else:
-            if report == src:
+            if report == src and src.is_dir():
                 raise InputError(f"{src}: a pool run with no run file and no report")
             run = load(report)  # the manifest beside the report comes along (parse.load)
             run.metadata["source"] = str(report.resolve())
