@@ -4,6 +4,9 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
+# pytest-xdist workers: one a core (a module's tests stay on one worker: --dist loadfile, so a
+# module's git repos and captures are built once)
+TEST_WORKERS ?= auto
 
 .PHONY: setup nsys chromium demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
 
@@ -29,7 +32,7 @@ demo: setup
 	$(BIN)/tracediff compare samples/runs/good samples/runs/bad
 
 test: setup nsys chromium
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
 
 SOURCES := tracediff capture tests bench tools
 

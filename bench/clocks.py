@@ -4,7 +4,7 @@ revision, on the NCCL kernels of a generated many-rank job.
     bench/clocks.py [--work /tmp/bench-clocks] [--nodes 8] [--gpus-per-node 8] [--cycles 1000]
                     [--kernels 128] [--before c9ed6f7] [--rounds 5]
 
-Built once into --work (not timed): tests/gen_kineto_ranks.py writes nodes x gpus-per-node rank
+Built once into --work (not timed): tests/support/gen_kineto_ranks.py writes nodes x gpus-per-node rank
 traces (cycles x kernels GPU ops a rank, every 8th an all-reduce: the defaults give 64 ranks x
 16,000 = 1.02 M collective kernel rows), each is parsed (tracediff.parse.load) and its
 `collectives` table kept as Arrow IPC, with its clock shift (parse/join.py clock_shifts) and
@@ -57,7 +57,7 @@ def build(work: Path, nodes: int, gpn: int, cycles: int, kernels: int) -> None:
     import pyarrow as pa
 
     sys.path.insert(0, str(ROOT))
-    from tests.gen_kineto_ranks import write_job
+    from tests.support.gen_kineto_ranks import write_job
     from tracediff.parse import join as jn
     from tracediff.parse import load
 

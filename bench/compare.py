@@ -5,7 +5,7 @@
 Pairs (built once into --work, not timed):
 - h200xN: tests/data/h200/g_good.sqlite vs g_bad.sqlite, each replicated N times by
   bench/replicate.py (12 N cycles, 1.8 k N kernels per side).
-- gen8: tests/gen_nsys.py, 8 GPUs x 6250 cycles x 100 ops = 5 M kernels per side; the head has a
+- gen8: tests/support/gen_nsys.py, 8 GPUs x 6250 cycles x 100 ops = 5 M kernels per side; the head has a
   slower flash kernel (+2 µs) and a straggler rank (+5 µs per all-reduce).
 
 Steps, each in its own child process (peak RSS = ru_maxrss of that child, from os.wait4):
@@ -108,7 +108,7 @@ def build(work: Path, pair: str) -> tuple[Path, Path, int]:
                     stdout=subprocess.DEVNULL,
                 )
         elif pair == "gen8":
-            from tests.gen_nsys import SlowerKernel, Straggler, write_report
+            from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
 
             write_report(b, 8, 6250, 100, seed=1)
             write_report(

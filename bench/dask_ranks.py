@@ -5,7 +5,7 @@ Dask workers with a per-worker memory limit, and in-process for contrast.
                         [--kernels 100] [--memory-limit 2GiB] [--inproc-cap 12] [--no-inproc]
     bench/dask_ranks.py --before REV --nodes 8,16 --cycles 200 --rounds 2 [--memory-limit 1GiB]
 
-Inputs (built once into --work by tests/gen_kineto_ranks.py, not timed): base and head, each
+Inputs (built once into --work by tests/support/gen_kineto_ranks.py, not timed): base and head, each
 nodes x gpus-per-node rank traces (`{host}_{pid}.{ms}.pt.trace.json.gz`, cycles x kernels GPU ops
 a rank, every 8th an all-reduce), every host's clock off by up to 5 ms; head injects a straggler
 (rank `--straggler` launches every all-reduce LATE_NS late) and a slower collective (every
@@ -55,8 +55,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from revision import extract  # noqa: E402
 
-from tests.gen_kineto_ranks import write_job  # noqa: E402
-from tests.gen_nsys import SlowerCollective, Straggler  # noqa: E402
+from tests.support.gen_kineto_ranks import write_job  # noqa: E402
+from tests.support.gen_nsys import SlowerCollective, Straggler  # noqa: E402
 
 LATE_NS, SLOWER_NS = 30_000, 20_000
 MIB = 1 << 20

@@ -4,7 +4,7 @@
                        [--memory-limit 1GiB] [--ranks]
 
 Inputs (built once into --work, not timed): `--files` runs a side, each a generated nsys-schema
-report (tests/gen_nsys.py) of `--gpus` ranks, parsed to a run file; head injects a straggler
+report (tests/support/gen_nsys.py) of `--gpus` ranks, parsed to a run file; head injects a straggler
 (rank 3 launches every all-reduce STRAGGLE_NS late) and a slower collective (every all-reduce's
 transfer SLOWER_NS longer). Measured, each in its own child process (peak RSS = ru_maxrss):
 the in-process compare, and the compare on a real `dask scheduler` with two `dask worker`
@@ -13,7 +13,7 @@ read from the worker itself after the run. Prints a markdown table, whether the 
 same, and the injected changes as found (cycle time, wait for the last rank, transfer).
 
 `--ranks`: one run a side instead, a 2-node job of `--gpus` per-rank Kineto traces
-(tests/gen_kineto_nodes.py from the same generated report; node 1's clock 4.1 ms off), compared
+(tests/support/gen_kineto_nodes.py from the same generated report; node 1's clock 4.1 ms off), compared
 with `--layout ranks`: the rank file is the unit a worker reads and reduces (engine/rankunit.py).
 The issue's 512-rank size is bench/dask_ranks.py's; this shared 2-core machine fits less here:
 `--files` and `--gpus` say what was run.
@@ -39,7 +39,7 @@ STRAGGLE_NS, SLOWER_NS, STRAGGLER = 30_000, 20_000, 3
 
 
 def build(work: Path, files: int, gpus: int, cycles: int, kernels: int) -> tuple[Path, Path, int]:
-    from tests.gen_nsys import SlowerCollective, Straggler, write_report
+    from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
     from tracediff.parse import load
     from tracediff.runfile import write_run
 
@@ -67,8 +67,8 @@ def build(work: Path, files: int, gpus: int, cycles: int, kernels: int) -> tuple
 
 def build_ranks(work: Path, gpus: int, cycles: int, kernels: int) -> tuple[Path, Path, int]:
     """One job a side of `gpus` per-rank Kineto traces on 2 nodes (module doc)."""
-    from tests.gen_kineto_nodes import write_kineto_nodes
-    from tests.gen_nsys import SlowerCollective, Straggler, write_report
+    from tests.support.gen_kineto_nodes import write_kineto_nodes
+    from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
 
     n_kernels = 0
     for side in ("base", "head"):

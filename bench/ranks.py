@@ -2,7 +2,7 @@
 
     bench/ranks.py [--work DIR] [--gpus 16] [--cycles 3000] [--kernels 100] [--repeat 3]
 
-Builds (not timed) with tests/gen_nsys.py one N-GPU nsys SQLite export a side (the head with a
+Builds (not timed) with tests/support/gen_nsys.py one N-GPU nsys SQLite export a side (the head with a
 straggler rank), then writes from it N one-rank exports, each holding only its process's rows (as
 `nsys profile -o report_rank%q{RANK}` run per rank writes them; built empty and filled from the
 attached source, so the disk holds the data twice a side, not N + 1 times). Timed, each in its own
@@ -38,7 +38,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.gen_nsys import Straggler, write_report  # noqa: E402
+from tests.support.gen_nsys import Straggler, write_report  # noqa: E402
 
 BY_PID = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY")
 BY_TID = ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")

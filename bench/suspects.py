@@ -3,7 +3,7 @@
     bench/suspects.py [--commits 50] [--rounds 5]
 
 The stacks are real: the TraceLens SGLang decode vs prefill-decode comparison (tests/data/kineto).
-The repository is built once in a temp folder (tests/suspects_repo.py): a Python file where each
+The repository is built once in a temp folder (tests/support/suspects_repo.py): a Python file where each
 of those stacks' SGLang frames points, padded with module-level statements so each file is as
 long as its highest frame line (model_runner.py: ~3,300 lines), then N commits. Each commit edits
 `per` of the stacked files in `lines` places (function bodies and padding alike) and one file
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import suspects_repo as sr  # noqa: E402
+from tests.support import suspects_repo as sr  # noqa: E402
 from tracediff.engine.compare import compare  # noqa: E402
 from tracediff.parse import load  # noqa: E402
 from tracediff.suspects.rank import rank  # noqa: E402

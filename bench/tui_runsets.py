@@ -3,7 +3,7 @@
     .venv/bin/python bench/tui_runsets.py [--old DIR] [--repeat 3] [--files 4] [--gpus 8]
                                           [--cycles 300] [--kernels 40] [--size 120x40]
 
-Input (built once into --work, not timed): `--files` generated runs a side (tests/gen_nsys.py via
+Input (built once into --work, not timed): `--files` generated runs a side (tests/support/gen_nsys.py via
 bench/dask_runs.py build: `--gpus` ranks, all-reduces, head with a straggler and a slower
 collective), as run files. Each measurement is a fresh child process: it compares the run sets
 in-process (timed, the same work in both trees), then starts the app headless (Pilot,

@@ -44,7 +44,7 @@ def small_comparison(gpus: int):  # noqa: ANN201
         return compare(load(DATA / "g_good.sqlite"), load(DATA / "g_bad.sqlite"), n_boot=50)
     import tempfile
 
-    from tests.gen_nsys import Straggler, write_report
+    from tests.support.gen_nsys import Straggler, write_report
 
     tmp = Path(tempfile.mkdtemp(prefix="whatif-bench-"))
     b = write_report(tmp / "base.sqlite", gpus, 40, 100, seed=1)
@@ -93,7 +93,7 @@ def main() -> int:
         type=int,
         default=1,
         help="1: g_bad's real cycles; N > 1: a synthetic N-GPU run with a straggler "
-        "(tests/gen_nsys.py), whose all-reduces couple the GPUs",
+        "(tests/support/gen_nsys.py), whose all-reduces couple the GPUs",
     )
     args = ap.parse_args()
     t = time.perf_counter()

@@ -55,3 +55,10 @@ def minispec_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     want = {line.split()[1]: line.split()[0] for line in captured}
     assert built == want, "suspects_repo.py no longer builds the captured commits"
     return dest, built
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`."""
+    for item in items:
+        if "tui" in item.path.parts[-2:-1]:
+            item.add_marker(pytest.mark.tui)

@@ -38,7 +38,6 @@ one place names every variable:
 Read by the test suite only:
 
     TRACEDIFF_UPDATE_GOLDEN    "1": tests/golden rewrites its expected files
-    TRACEDIFF_BITFLIP_FULL     "1": tests/hostile/test_runfile_integrity.py flips every bit
 """
 
 from __future__ import annotations
@@ -70,7 +69,6 @@ NVTX_BACKEND = Variable("TRACEDIFF_NVTX_BACKEND", "workload")
 SHIM_DEBUG = Variable("TRACEDIFF_SHIM_DEBUG", "workload")
 CAPTURE_COMMIT = Variable("TRACEDIFF_CAPTURE_COMMIT", "workload")
 UPDATE_GOLDEN = Variable("TRACEDIFF_UPDATE_GOLDEN", "tests")
-BITFLIP_FULL = Variable("TRACEDIFF_BITFLIP_FULL", "tests")
 
 VARIABLES: tuple[Variable, ...] = (
     NSYS,
@@ -86,7 +84,6 @@ VARIABLES: tuple[Variable, ...] = (
     SHIM_DEBUG,
     CAPTURE_COMMIT,
     UPDATE_GOLDEN,
-    BITFLIP_FULL,
 )
 """Every TRACEDIFF_* variable, as the docstring and README.md's "Environment variables" list them."""
 

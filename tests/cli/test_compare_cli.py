@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_nsys import SlowerKernel, write_report
+from tests.support.gen_nsys import SlowerKernel, write_report
 from tracediff.cli import main
 
 ROOT = Path(__file__).parent.parent.parent

@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+pytestmark = [pytest.mark.nsys]
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 G_GOOD = DATA / "h200" / "g_good.sqlite"
 

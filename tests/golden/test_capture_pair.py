@@ -21,6 +21,8 @@ from tracediff.engine.compare import compare, env_diffs
 from tracediff.parse import load
 from tracediff.runfile import read_run
 
+pytestmark = [pytest.mark.nsys]
+
 DATA = Path(__file__).parent.parent / "data" / "capture"
 
 

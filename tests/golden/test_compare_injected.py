@@ -1,4 +1,4 @@
-"""`compare` recovers changes injected into synthetic nsys exports (tests/gen_nsys.py), with size.
+"""`compare` recovers changes injected into synthetic nsys exports (tests/support/gen_nsys.py), with size.
 
 Each pair is two runs of the same program (different noise seeds); the head has one change of
 known size. The expected answers are computed here from what the generator says it wrote.
@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.gen_nsys import (
+from tests.support.gen_nsys import (
     AddedCopy,
     HostGap,
     SlowerKernel,

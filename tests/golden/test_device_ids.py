@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from polars.testing import assert_frame_equal
 
-from tests.gen_nsys import Straggler, write_report
+from tests.support.gen_nsys import Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.runfile import Run

@@ -2,7 +2,7 @@
 
 Real: the bundled H200 run sets (samples/runs: specloop good / bad / slow-verify, 4 runs each,
 captured interleaved with `tracediff capture --repeat 4 --variants ...`). Generated: nsys-schema
-reports (tests/gen_nsys.py) where every run (process) carries its own host stall, the run-to-run
+reports (tests/support/gen_nsys.py) where every run (process) carries its own host stall, the run-to-run
 offset that one-run-a-side statistics cannot see.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.gen_nsys import HostGap, write_report
+from tests.support.gen_nsys import HostGap, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.parse.sides import resolve

@@ -4,7 +4,7 @@ aligning every run at once, also where base's first run is not like the rest.
 Each run is aligned to the template found on base's first run; the template is base's most
 frequent cycle over all its runs, so where the first run differs (here: one of its kernels is
 renamed in every cycle) the runs are aligned again to the right one. Generated nsys-schema
-reports (tests/gen_nsys.py, the rename made in the report's string table), 2 GPUs with
+reports (tests/support/gen_nsys.py, the rename made in the report's string table), 2 GPUs with
 all-reduces.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_nsys import POOL, write_report
+from tests.support.gen_nsys import POOL, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 

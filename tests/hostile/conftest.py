@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import make_corpus
+from tests.support import make_corpus
 
 
 @pytest.fixture(scope="session")

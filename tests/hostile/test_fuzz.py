@@ -25,7 +25,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.hostile import make_corpus
+from tests.support import make_corpus
 from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.errors import TracediffError

@@ -23,11 +23,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.hostile import make_corpus
+from tests.support import make_corpus
+from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli
 from tracediff.runfile import read_run
 
-TRACEDIFF = Path(sys.executable).with_name("tracediff")
-TIMEOUT = 60  # s; every case here finishes in a few seconds, so hitting this is a hang
 GOOD_RUN = make_corpus.RUN
 GOOD_NSYS = make_corpus.NSYS  # the export the derived cases come from, read by this reader
 GOOD_COUNTS = {
@@ -42,36 +41,6 @@ GOOD_COUNTS = {
     "frames": 0,  # launch stacks: Kineto with_stack traces only (issue 19)
     "stacks": 0,
 }
-
-
-Result = subprocess.CompletedProcess[str]
-
-
-def cli(*args: object, timeout: float = TIMEOUT, **kw: object) -> Result:
-    return subprocess.run(
-        [str(TRACEDIFF), *map(str, args)],
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=timeout,
-        **kw,  # type: ignore[call-overload]
-    )
-
-
-def assert_error(r: Result, names: object, *phrases: str, code: int = 1) -> str:
-    """Exit `code`, stdout empty, one stderr line `tracediff[ CMD]: error: ...` naming `names`."""
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.returncode == code, r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("tracediff"), lines[0]  # argparse says `tracediff parse: error:`
-    assert ": error: " in lines[0], lines[0]
-    if names is not None:
-        assert str(names) in lines[0], lines[0]
-    for p in phrases:
-        assert p in lines[0], lines[0]
-    assert r.stdout == ""
-    return lines[0]
 
 
 def compare_json(base: Path, head: Path, *extra: str) -> dict:

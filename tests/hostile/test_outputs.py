@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile import make_corpus
-from tests.hostile.test_hostile import TRACEDIFF, assert_error, cli
+from tests.support import make_corpus
+from tests.support.hostile import TRACEDIFF, assert_error, cli
 from tracediff.errors import OutputError
 from tracediff.outputs import Transaction
 

@@ -1,7 +1,7 @@
 """Run-file integrity (issue #17): a flipped bit gives the same tables or a one-line error.
 
 The sweep flips bits of a run file written by this tracediff (CRC-32 per table and over the
-footer) in worker subprocesses (tests/hostile/bitflip.py), so a segfault is caught and charged to
+footer) in worker subprocesses (tests/support/bitflip.py), so a segfault is caught and charged to
 its bit. A file from an older tracediff (no checksums, like the bundled samples) must still read
 and never crash; a change inside one of its values cannot be detected, and `info` says so.
 """
@@ -9,17 +9,19 @@ and never crash; a change inside one of its values cannot be detected, and `info
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.hostile import bitflip, make_corpus
-from tests.hostile.test_hostile import assert_error, cli
+from tests.support import bitflip, make_corpus
+from tests.support.hostile import assert_error, cli
 from tracediff import schema
 from tracediff.runfile import read_run
 
-FULL = os.environ.get("TRACEDIFF_BITFLIP_FULL") == "1"  # every structure bit, 2000 others (~40 s)
+# (other bits, the stride over structure bits): the default sample; the full sweep, every
+# structure bit and 2000 others (~40 s), is opt-in: `pytest -m slow`
+SWEEPS = [(400, 8), pytest.param((2000, 1), marks=pytest.mark.slow, id="full")]
+OLDER = [(300, 8), pytest.param((2000, 1), marks=pytest.mark.slow, id="full")]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,9 @@ def _kinds(outcomes: dict[int, str]) -> dict[str, list[str]]:
     return kinds
 
 
-def test_every_flipped_bit_is_caught(checked: Path) -> None:
-    bits = bitflip.positions(checked.read_bytes(), 2000 if FULL else 400, 1 if FULL else 8)
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_flipped_bit_is_caught(checked: Path, sweep: tuple[int, int]) -> None:
+    bits = bitflip.positions(checked.read_bytes(), *sweep)
     outcomes = bitflip.sweep(checked, bits)
     assert set(outcomes) == set(bits)
     kinds = _kinds(outcomes)
@@ -48,10 +51,11 @@ def test_every_flipped_bit_is_caught(checked: Path) -> None:
     assert len(kinds["error"]) == len(bits)
 
 
-def test_flipped_bits_in_an_older_run_file_never_crash() -> None:
+@pytest.mark.parametrize("sweep", OLDER)
+def test_flipped_bits_in_an_older_run_file_never_crash(sweep: tuple[int, int]) -> None:
     """Without checksums: every table is fully validated, so no flip crashes or raises anything
     but a TracediffError (it segfaulted or panicked in polars before); values may change."""
-    bits = bitflip.positions(make_corpus.RUN.read_bytes(), 2000 if FULL else 300, 1 if FULL else 8)
+    bits = bitflip.positions(make_corpus.RUN.read_bytes(), *sweep)
     kinds = _kinds(bitflip.sweep(make_corpus.RUN, bits))
     assert set(kinds) <= {"ok", "error", "diff"}, {k: v[:5] for k, v in kinds.items()}
     assert kinds["error"] and kinds["ok"]

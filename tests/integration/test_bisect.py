@@ -21,7 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import (
+from tests.support.bisect import (
+    SLOW_MS,
+    WORK,
+    bisect,
+    bisect_argv,
+    build_repo,
+    check_accounting,
+    confirmed,
+    counted,
+    last_runs,
+)
+from tests.support.gitrepo import (
     commit_files,
     git,
     per_process_offset,
@@ -29,42 +40,7 @@ from tests.integration.gitrepo import (
     tracediff,
 )
 
-NOISE_MS, SLOW_MS = 6.0, 8.0
-
-WORK = """\
-import os, random, time
-import nvtx
-
-EXTRA_MS = {extra}  # what this commit adds to verify
-FAIL = {fail}
-# {note}
-{offset}if FAIL:
-    raise SystemExit("this commit does not run")
-for _ in range(int(os.environ.get("CYCLES", "12"))):
-    nvtx.push_range("cycle")
-    nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
-    nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()
-    nvtx.pop_range()
-"""
-
-
-def build_repo(
-    root: Path, commits: list[tuple[str, float, bool, str]], noise: float = NOISE_MS
-) -> list[str]:
-    """commits: (subject, extra ms, fails, note); the first is GOOD. Returns the shas."""
-    shas = []
-    for i, (subject, extra, fail, note) in enumerate(commits):
-        if note == "notes":  # a commit that does not touch work.py
-            files = {"NOTES": f"note {i}\n"}
-        else:
-            files = {
-                "work.py": WORK.format(
-                    extra=extra, fail=fail, note=note, offset=per_process_offset(noise)
-                )
-            }
-        shas.append(commit_files(root, files, subject))
-    return shas
-
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 SEVEN = [
     ("good: baseline", 0.0, False, "v1"),
@@ -76,84 +52,6 @@ SEVEN = [
     ("docs: more notes", SLOW_MS, False, "notes"),
     ("bump (bad)", SLOW_MS, False, "notes"),
 ]
-
-
-def bisect(
-    repo: Path, out: Path, nsys: str, *extra: str, command: bool = True, **env: str
-) -> subprocess.CompletedProcess[str]:
-    argv = bisect_argv(repo, out, nsys, *extra, command=command)
-    return subprocess.run(
-        argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
-    )
-
-
-def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str, command: bool = True) -> list[str]:
-    return [
-        sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
-        "--nsys", nsys, "--format", "json", *extra,
-        *(["--", sys.executable, "work.py"] if command else []),
-    ]  # fmt: skip
-
-
-def counted(counter: Path) -> list[str]:
-    return counter.read_text().splitlines() if counter.exists() else []
-
-
-def last_runs(steps: list[dict], key: str = "runs") -> dict[str, int]:
-    """The runs each commit had (key "runs": in its own run set; "share_runs": an undecided
-    share's extra runs) when a step last named it."""
-    last: dict[str, int] = {}
-    for e in steps:
-        if key not in e:
-            continue
-        pair = isinstance(e[key], list)
-        shas = (e.get("against"), e["commit"]) if pair else (e["commit"],)
-        last.update(zip(shas, e[key] if pair else [e[key]], strict=True))
-    return last
-
-
-def confirmed(steps: list[dict]) -> dict[str, int]:
-    """Fresh interleaved runs (confirmations, shares measured again) by commit, as logged: each
-    confirmation folder's last count (a later step may reuse one)."""
-    last: dict[tuple[str, str], int] = {}
-    for e in steps:
-        if "confirm_runs" not in e:
-            continue
-        for sha, k in zip((e.get("against"), e["commit"]), e["confirm_runs"], strict=True):
-            last[e["confirm_folder"], sha] = k
-    out: dict[str, int] = {}
-    for (_, sha), k in last.items():
-        out[sha] = out.get(sha, 0) + k
-    return {s: k for s, k in out.items() if k}
-
-
-def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
-    """bisect's captures against the counter of what ran: per commit (its run set, its
-    confirmations, its failed runs), in all, and against the runs each step logged last.
-
-    Every finished run ran the workload once; a failed attempt may have (the workload exited
-    non-zero, nsys wrote no report after it) or not (nsys failed before starting it: retried
-    once, tracediff/bisect/bisection.py; seed 114 at load 3, session 9): per commit the workload ran at
-    least its finished runs and at most those plus its failed attempts."""
-    cap = res["captures"]
-    by = cap["by_commit"]
-    done = {s: k["runs"] + k["share_runs"] + k["confirm_runs"] for s, k in by.items()}
-    for s in set(ran) | set(by):
-        assert done.get(s, 0) <= ran.count(s) <= done.get(s, 0) + by.get(s, {}).get("failed", 0)
-    assert cap["finished_runs"] <= len(ran) <= cap["used"]
-    assert cap["used"] == cap["finished_runs"] + cap["failed_runs"]
-    assert cap["confirm_runs"] == sum(k["confirm_runs"] for k in by.values())
-    last = {s: k for s, k in last_runs(res["steps"]).items() if s not in skipped}
-    assert last == {s: by[s]["runs"] for s in last}
-    # an undecided share's extra runs (the last count logged) are extra runs, as a step's are
-    shared = {s: k for s, k in last_runs(res["steps"], "share_runs").items() if k}
-    assert shared == {s: k["share_runs"] for s, k in by.items() if k["share_runs"]}
-    assert cap["extra_runs"] == sum(shared.values()) + sum(  # with the runs beyond N = 4
-        max(k["runs"] - 4, 0) for s, k in by.items() if s not in skipped
-    )
-    assert confirmed(res["steps"]) == {
-        s: k["confirm_runs"] for s, k in by.items() if k["confirm_runs"]
-    }
 
 
 def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
@@ -289,14 +187,20 @@ def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: st
     assert len(counted(counter)) == before + res["captures"]["captured_now"]
 
 
-EQUAL_SEEDS = int(os.environ.get("BISECT_EQUAL_SEEDS", "0") or 0)
+def seeds(first: int, n: int, default: int = 0) -> list[object]:
+    """Seeds first .. first+n-1; all but the first `default` of them are the opt-in sweep
+    (`pytest -m slow -k NAME`)."""
+    slow = pytest.mark.slow
+    return [
+        s if s < first + default else pytest.param(s, marks=slow) for s in range(first, first + n)
+    ]
 
 
-@pytest.mark.parametrize("seed", range(7, 7 + max(EQUAL_SEEDS, 1)))
+@pytest.mark.parametrize("seed", seeds(7, 30, default=1))
 def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str, seed: int) -> None:
     """Two commits of the same speed (a notes commit and a refactor between): nothing to bisect,
     however many runs the ends took. Each process draws its seeded offset (COUNTER numbers the
-    processes), so a seed is the same draw every time; BISECT_EQUAL_SEEDS=K runs K seeds (about
+    processes), so a seed is the same draw every time; `pytest -m slow -k equal` runs 30 seeds (about
     25 s each here). A false "regression" came from adding runs to the ends until something
     differed, and from following any of the host rows that came out significant (a -0.005
     ms/cycle "(outside phases)" at 8 runs a side): tracediff/bisect/bisection.py, the ends' rule."""
@@ -319,16 +223,12 @@ def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str, 
     assert set(ran) == {shas[0], shas[2]} and max(ran.count(s) for s in set(ran)) <= 8
 
 
-TWO_SEEDS = int(os.environ.get("BISECT_TWO_SEEDS", "0") or 0)
-
-
-@pytest.mark.skipif(not TWO_SEEDS, reason="slow (2-4 min a seed): BISECT_TWO_SEEDS=K runs K seeds")
-@pytest.mark.parametrize("seed", range(3, 3 + max(TWO_SEEDS, 1)))
+@pytest.mark.parametrize("seed", seeds(3, 5))  # slow: 2-4 min a seed
 def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
     """Two commits each add half the change: both found, each with its share. The search lands on
     either (both are half); a step on the commits between them differs from both ends, which is
     what sends bisect into the range on that step's side (tracediff/bisect/rest.rest).
-    BISECT_TWO_SEEDS=K runs it over K seeds (2-4 min each on the shared 2-core machine)."""
+    `pytest -m slow -k two_culprits` runs 5 seeds (2-4 min each on the shared 2-core machine)."""
     half = SLOW_MS
     commits = [
         ("good", 0.0, False, "v1"),
@@ -467,11 +367,7 @@ def test_a_commit_whose_later_run_fails_is_decided_on_the_runs_it_has(
         assert step["decision"] == "undecided: a run failed", step
 
 
-SEEDS = int(os.environ.get("BISECT_SEEDS", "0") or 0)
-
-
-@pytest.mark.skipif(not SEEDS, reason="slow: BISECT_SEEDS=20 runs 20 seeded repetitions")
-@pytest.mark.parametrize("seed", range(100, 100 + max(SEEDS, 1)))
+@pytest.mark.parametrize("seed", seeds(100, 20))  # slow: ~1 min a seed
 def test_seeded_repetitions_name_the_culprit(tmp_path: Path, nsys: str, seed: int) -> None:
     """The issue's >= 20 seeded repetitions (run locally: ~1 min each on the 2-core machine);
     BISECT_REPORT=FILE appends each one's counts as a JSON line."""

@@ -13,7 +13,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integration.test_bisect import SLOW_MS, bisect, build_repo, check_accounting, counted
+import pytest
+
+from tests.support.bisect import SLOW_MS, bisect, build_repo, check_accounting, counted
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 WRAPPER = """\
 #!/bin/sh

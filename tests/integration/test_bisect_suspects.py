@@ -27,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import make_repo, per_process_offset, tracediff
+from tests.support.gitrepo import make_repo, per_process_offset, tracediff
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 pytest.importorskip("nvtx")
 

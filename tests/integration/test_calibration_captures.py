@@ -6,7 +6,7 @@ offset U(0, 1.5 ms), seeded so the pool is reproducible up to this machine's tim
 adds 1.2 ms to verify, about 2.8x the between-run spread). Repetitions are seeded draws of runs
 from that pool, each decided by the real `tracediff compare` on the drawn run files.
 
-The default test is small (8 runs a commit at SCALE, a few draws); `CALIB_SLOW=1` captures the
+The default test is small (8 runs a commit at SCALE, a few draws); `pytest -m slow` captures the
 bench's pool (CALIB_RUNS runs a commit, default 30, into CALIB_POOL if given: it resumes) and
 checks the bounds over CALIB_DRAWS seeded draws (default 2000) per cell.
 """
@@ -24,6 +24,8 @@ import numpy as np
 import pytest
 
 from bench import capture_calib as cc
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCALE, CYCLES = 30.0, 10
@@ -105,7 +107,7 @@ def _binom_sf(k: int, n: int, p: float) -> float:
     return sum(math.exp(log_pmf(i)) for i in range(k, n + 1))
 
 
-@pytest.mark.skipif(not os.environ.get("CALIB_SLOW"), reason="slow: CALIB_SLOW=1 runs it")
+@pytest.mark.slow
 def test_calibration_bounds_on_the_bench_pool(nsys: str, tmp_path: Path) -> None:
     """Issue 22's bounds over seeded draws from a pool of real captures (bench/capture_calib.py):
     same-vs-same flagged in at most 5 % (the count is tested against 5 %: a rate whose exact level

@@ -12,10 +12,12 @@ import polars as pl
 import pytest
 
 from capture.presets import sglang_eagle3
-from tests.integration.test_capture import capture, repo  # noqa: F401  (repo: a fixture)
+from tests.support.capture import capture
 from tracediff.commands import capture as cmd
 from tracediff.errors import UsageError
 from tracediff.runfile import read_run
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
 def parse(*argv: str) -> argparse.Namespace:

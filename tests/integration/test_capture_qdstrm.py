@@ -11,10 +11,13 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
-from tests.integration.gitrepo import git, target_only_nsys, tracediff
-from tests.integration.test_capture import capture, repo  # noqa: F401  (repo: a fixture)
+from tests.support.capture import capture
+from tests.support.gitrepo import git, target_only_nsys, tracediff
 from tracediff.runfile import read_run
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
 def test_qdstrm_left_for_later_import(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811

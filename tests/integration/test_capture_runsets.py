@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import git, make_repo, signalled
-from tests.integration.test_capture import ranges
+from tests.support.capture import ranges
+from tests.support.gitrepo import git, make_repo, signalled
 from tracediff import runset as rs
 from tracediff.parse import sides
 from tracediff.parse.sides import resolve
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 WORK = """\
 import os, sys, time

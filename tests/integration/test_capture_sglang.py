@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
-from tests.integration.gitrepo import commit_files, git
+from tests.support.gitrepo import commit_files, git
 from tracediff.runfile import read_run
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 FILES = {
     "python/sglang/__init__.py": "",

@@ -21,6 +21,8 @@ import pytest
 
 from tracediff.runfile import read_run
 
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
+
 pytest.importorskip("nvtx")
 
 WORK = """
@@ -119,7 +121,7 @@ def test_stacks_on_a_gpu_host_without_polars(repo: Path, nsys: str, tmp_path: Pa
     """The default function trace on a host whose Python has no data libraries (before: the
     plan imported tracediff.parse, so every capture with stacks on died there with an
     ImportError traceback); the .qdstrm left there, imported later, has the ranges."""
-    from tests.integration.gitrepo import target_only_nsys
+    from tests.support.gitrepo import target_only_nsys
 
     out = tmp_path / "cap"
     cmd = [sys.executable, "-c", _NO_DATA_LIBS, "capture", "--commit", "main", "--repo",

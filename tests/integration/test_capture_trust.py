@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import commit_files, git
-from tests.integration.test_capture import WORK, capture, ranges, repo  # noqa: F401
+from tests.support.capture import WORK, capture, ranges
+from tests.support.gitrepo import commit_files, git
 from tracediff.runfile import read_run
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
 def compare_json(base: Path, head: Path) -> dict:

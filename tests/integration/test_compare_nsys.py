@@ -23,9 +23,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_nsys import AddedCopy, HostGap, write_report
+from tests.support.gen_nsys import AddedCopy, HostGap, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
+
+pytestmark = [pytest.mark.nsys]
 
 H200 = Path(__file__).parent.parent / "data" / "h200"
 
@@ -91,7 +93,7 @@ def test_totals_equal_nsys_cuda_gpu_kern_sum(nsys: str, tmp_path: Path) -> None:
 
 
 def test_generated_export_reads_in_nsys_like_a_capture(nsys: str, tmp_path: Path) -> None:
-    """tests/gen_nsys.py writes what nsys itself can report on, and both tools cut the same cycles:
+    """tests/support/gen_nsys.py writes what nsys itself can report on, and both tools cut the same cycles:
     nsys's projection of every `cycle` range (each rank's thread) equals our per-GPU cycle span."""
     t = write_report(tmp_path / "gen.sqlite", 2, 6, 24, [AddedCopy(3), HostGap(10, 30_000)], seed=7)
     rows = [r for r in _stats(nsys, t.path, "nvtx_gpu_proj_trace") if r["Name"] == "cycle"]

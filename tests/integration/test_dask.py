@@ -3,7 +3,7 @@
 A LocalCluster of worker processes (`local:2`), and a real `dask scheduler` with two `dask worker`
 processes on 127.0.0.1 (free ports, started and stopped here). Inputs: the bundled H200 run sets
 (samples/runs) and generated nsys-schema run sets of 2 GPUs with all-reduces and a straggler
-(tests/gen_nsys.py, parsed to run files the workers read themselves). One worker is killed
+(tests/support/gen_nsys.py, parsed to run files the workers read themselves). One worker is killed
 (SIGKILL) while it holds a file's task: Dask runs the task again on the other, and the answer
 is the same. Dask missing: a one-line error saying how to install it.
 """
@@ -12,40 +12,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.gen_nsys import SlowerKernel, Straggler, write_report
+from tests.support.dask import ROOT, cli, compare_json
+from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
 from tracediff.parse import load
 from tracediff.runfile import write_run
 
+pytestmark = [pytest.mark.dask]
+
 pytest.importorskip("distributed")
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "samples" / "runs"
-BIN = Path(sys.executable).parent
-
-
-def cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
-
-
-def compare_json(base: Path, head: Path, *extra: str) -> str:
-    p = cli("compare", str(base), str(head), "--format", "json", "--bootstrap", "100", *extra)
-    assert p.returncode == 0, p.stderr
-    return p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -75,83 +58,6 @@ def test_local_cluster_gives_the_in_process_answer(gen_sets: tuple[Path, Path]) 
     """Bundled H200 run sets and generated ones: byte-identical JSON."""
     for base, head in ((RUNS / "good", RUNS / "bad"), gen_sets):
         assert compare_json(base, head, "--scheduler", "local:2") == compare_json(base, head)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1 (one thread each)."""
-    port = _free_port()
-    addr = f"tcp://127.0.0.1:{port}"
-    log = open(tmp_path / "cluster.log", "wb")  # noqa: SIM115 (closed below)
-    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
-    procs = [
-        subprocess.Popen(
-            [
-                str(BIN / "dask"),
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-dashboard",
-            ],
-            stdout=log,
-            stderr=log,
-            env=env,
-        )  # fmt: skip
-    ]
-    workers = []
-    try:
-        from distributed import Client
-
-        deadline = time.monotonic() + 60
-        while True:  # the scheduler listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, (tmp_path / "cluster.log").read_text()
-                time.sleep(0.3)
-        for _ in range(2):
-            workers.append(
-                subprocess.Popen(
-                    [
-                        str(BIN / "dask"),
-                        "worker",
-                        addr,
-                        "--nthreads",
-                        "1",
-                        "--no-nanny",
-                        "--host",
-                        "127.0.0.1",
-                        "--no-dashboard",
-                    ],
-                    stdout=log,
-                    stderr=log,
-                    env=env,
-                )  # fmt: skip
-            )
-        procs += workers
-        with Client(addr, timeout="30s") as c:
-            c.wait_for_workers(2, timeout=90)
-        yield addr, workers
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        log.close()
 
 
 def test_scheduler_and_workers_give_the_in_process_answer(

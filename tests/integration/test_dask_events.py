@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_event_slices import gen_runsets, open_sets
+from tests.support.eventslices import gen_runsets, open_sets
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.parse.sides import resolve
+
+pytestmark = [pytest.mark.dask]
 
 pytest.importorskip("distributed")
 

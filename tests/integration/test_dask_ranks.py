@@ -2,8 +2,8 @@
 
 Runs of several rank files: HTA's two-rank `trace_filter` job (tests/data/kineto) as a pair and
 as run sets of rank folders; generated multi-node jobs (2 nodes x 4 GPUs as per-rank Kineto
-traces, tests/gen_kineto_nodes.py; 2 nodes x 8 GPUs as per-node nsys reports,
-tests/gen_nodes.py), each node on its own clock, head with a straggler rank and a slower
+traces, tests/support/gen_kineto_nodes.py; 2 nodes x 8 GPUs as per-node nsys reports,
+tests/support/gen_nodes.py), each node on its own clock, head with a straggler rank and a slower
 all-reduce. On a real LocalCluster (`local:2`) and on a real `dask scheduler` with two `dask
 worker` processes: the JSON is byte for byte the in-process one, a run's rank files are reduced
 on both workers (the workers' own logs say which ran which file: a whole run as one task could
@@ -23,14 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.gen_kineto_nodes import write_kineto_nodes
-from tests.gen_nodes import split_nodes
-from tests.gen_nsys import SlowerCollective, Straggler, write_report
-from tests.integration.test_dask import ROOT, cli, cluster, compare_json
+from tests.support.dask import ROOT, cli, compare_json
+from tests.support.gen_kineto_nodes import write_kineto_nodes
+from tests.support.gen_nodes import split_nodes
+from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
+
+pytestmark = [pytest.mark.dask]
 
 pytest.importorskip("distributed")
 
-__all__ = ["cluster"]  # the fixture: a real scheduler and two workers
 KINETO = ROOT / "tests" / "data" / "kineto"
 HEAD_CHANGES = [Straggler(5, 25_000), SlowerCollective(15_000)]
 

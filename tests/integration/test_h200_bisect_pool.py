@@ -22,6 +22,8 @@ import pytest
 from tests.support.browser import Browser, missing
 from tracediff.report.html.bisect_page import step_share
 
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-bisect"
 BUNDLED = DATA / "pool.tar.xz"

@@ -1,4 +1,4 @@
-"""Commit suspects on real H200 PyTorch-profiler captures (tests/h200_suspects.py: the data).
+"""Commit suspects on real H200 PyTorch-profiler captures (tests/support/h200_suspects.py: the data).
 
 The repo is rebuilt by tools/device/suspects_repo.py (tests/conftest.py `minispec_repo`; fixed
 dates: the hashes must be the captured ones, commits.txt); `compare --repo --commits` of the base
@@ -15,8 +15,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.h200_suspects import DATA, compare_json, culprit_first
+from tests.support.h200_suspects import DATA, compare_json, culprit_first
 from tracediff.parse.kineto.reader import read_kineto
+
+pytestmark = [pytest.mark.git]
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])

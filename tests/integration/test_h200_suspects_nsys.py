@@ -1,4 +1,4 @@
-"""Commit suspects and launch stacks on real H200 nsys captures (tests/h200_suspects.py).
+"""Commit suspects and launch stacks on real H200 nsys captures (tests/support/h200_suspects.py).
 
 tests/data/h200-suspects/nsys: `tracediff capture` under nsys 2024.2.3 of the minispec repo at
 its five commits, eager and CUDA-graph, with capture's own default function trace (NVTX ranges in
@@ -16,9 +16,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.h200_suspects import DATA, compare_json, culprit_first
+from tests.support.h200_suspects import DATA, compare_json, culprit_first
 from tracediff.parse import load
 from tracediff.runfile import Run
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
 def _commits() -> dict[str, str]:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import git, make_repo, tracediff
+from tests.support.gitrepo import git, make_repo, tracediff
+
+pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 pytest.importorskip("nvtx")
 

@@ -14,6 +14,8 @@ from tracediff.errors import InputError, ToolError, UnsupportedVersionError
 from tracediff.parse import load
 from tracediff.runfile import Run
 
+pytestmark = [pytest.mark.nsys]
+
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 STEMS = ["g_good", "g_bad", "e_good", "e_bad"]
 

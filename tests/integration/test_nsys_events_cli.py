@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tracediff.parse import load
+
+pytestmark = [pytest.mark.nsys]
 
 TWO = Path(__file__).resolve().parent.parent / "data" / "h200" / "twostream"
 

@@ -24,6 +24,8 @@ from tracediff import schema
 from tracediff.parse import load
 from tracediff.parse.nsys.stacks import add_stacks
 
+pytestmark = [pytest.mark.nsys]
+
 pytest.importorskip("nvtx")  # the function trace and the marks go through the nvtx package
 
 WORK = """

@@ -21,6 +21,8 @@ import pytest
 
 from tracediff.parse import load
 
+pytestmark = [pytest.mark.nsys]
+
 REP = (
     Path(__file__).resolve().parents[1]
     / "data/h200-suspects/nsys/2d346e8cc171_graph/run-01/report.nsys-rep"

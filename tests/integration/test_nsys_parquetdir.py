@@ -17,6 +17,8 @@ from tracediff.parse.nsys.cli import ParquetSource
 from tracediff.parse.nsys.schema import KERNEL, KERNEL_COLS, NVTX, NVTX_COLS
 from tracediff.parse.nsys.source import Read
 
+pytestmark = [pytest.mark.nsys]
+
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 
 

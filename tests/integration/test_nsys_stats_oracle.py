@@ -23,6 +23,8 @@ import pytest
 
 from tracediff.parse import load
 
+pytestmark = [pytest.mark.nsys]
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 INPUTS = [DATA / "h200" / f"{s}.nsys-rep" for s in ("g_good", "g_bad", "e_good", "e_bad")] + sorted(
     (DATA / "nsys").glob("*/*.sqlite")

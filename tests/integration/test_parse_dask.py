@@ -20,6 +20,8 @@ import pytest
 from tracediff import schema
 from tracediff.runfile import read_run
 
+pytestmark = [pytest.mark.dask]
+
 pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 The pair: the real TraceLens SGLang traces (Qwen3-8B on MI300, with_stack=True), decode as base
 and prefill+decode as head: the prefill GEMMs are the largest change. The repository is real git,
-built here with Python files where those stacks point (tests/suspects_repo.py), and commits that
+built here with Python files where those stacks point (tests/support/suspects_repo.py), and commits that
 touch, in order: a sibling function of the launching function's file (not on any stack), the
 caller's line that calls the launching function, the launching function's body (the culprit), an
 `if` branch of the launching function that holds none of its stack calls, and a file off the
@@ -19,11 +19,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests import suspects_repo as sr
+from tests.support import suspects_repo as sr
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.runfile import write_run
 from tracediff.suspects.rank import rank
+
+pytestmark = [pytest.mark.git]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 PREFIX = "/sgl-workspace/sglang/python/"

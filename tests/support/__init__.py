@@ -1,0 +1,1 @@
+"""Generators and shared set-ups of the tests (and bench/): no test module imports another."""

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 from textual.pilot import Pilot
 
+from tests.support.tui import ready, run
 from tracediff.engine.result import Comparison
 from tracediff.errors import AnalysisError
 from tracediff.report.numbers import settle
@@ -13,26 +14,6 @@ from tracediff.tui import model as m
 from tracediff.tui.app import MainScreen, TracediffApp
 from tracediff.tui.drilldown import DrillScreen
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen
-
-
-async def ready(pilot: Pilot) -> MainScreen:
-    await pilot.pause()
-    for _ in range(2):  # the event index, then (started when it is in) the event edges
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-    screen = pilot.app.screen
-    assert isinstance(screen, MainScreen)
-    return screen
-
-
-def run(coro_fn, app: TracediffApp, size: tuple[int, int] = (120, 40)) -> None:  # noqa: ANN001
-    import asyncio
-
-    async def go() -> None:
-        async with app.run_test(size=size) as pilot:
-            await coro_fn(pilot)
-
-    asyncio.run(go())
 
 
 def test_opens_on_biggest_change_and_sort_key_reorders(comparison: Comparison) -> None:
@@ -319,7 +300,7 @@ def test_whatif_key_predicts_the_selected_contributor(comparison: Comparison) ->
 def test_summed_over_gpus_view_on_a_multi_gpu_comparison(tmp_path_factory) -> None:  # noqa: ANN001
     """On 4 GPUs `g` offers Σ (the attribution summed over GPUs) before the single GPUs; its rows
     are Comparison.across_gpus, and `x` on one takes that op from base on every GPU."""
-    from tests.gen_nsys import Straggler, write_report
+    from tests.support.gen_nsys import Straggler, write_report
     from tracediff.engine.compare import compare
     from tracediff.parse import load
     from tracediff.replay import predict

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.test_app import ready, run
+from tests.support.tui import ready, run
 from tracediff.engine.result import Comparison
 from tracediff.tui import model as m
 from tracediff.tui import timelinemodel as tl

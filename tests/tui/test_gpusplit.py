@@ -8,7 +8,7 @@ import re
 import polars as pl
 from textual.pilot import Pilot
 
-from tests.tui.test_app import ready, run
+from tests.support.tui import ready, run
 from tracediff.engine.result import Comparison
 from tracediff.tui import model as m
 from tracediff.tui.app import TracediffApp

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.test_app import ready, run
-from tests.unit.test_event_slices import gen_runsets, open_sets
+from tests.support.eventslices import gen_runsets, open_sets
+from tests.support.tui import ready, run
 from tracediff.engine.result import Comparison
 from tracediff.tui import model as m
 from tracediff.tui.app import TracediffApp

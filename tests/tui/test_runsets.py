@@ -4,50 +4,17 @@ Pilot tests at 80x24 and 200x50 read what is on screen (the exported screen's te
 
 from __future__ import annotations
 
-import asyncio
-import html
-import re
-
 import numpy as np
 import polars as pl
 import pytest
 from textual.pilot import Pilot
 
+from tests.support.tui import ready, run, screen_lines
 from tracediff.engine.result import Comparison
-from tracediff.tui.app import MainScreen, TracediffApp
+from tracediff.tui.app import TracediffApp
 from tracediff.tui.model import SPARK
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 50), id="200x50")]
-
-
-async def _ready(pilot: Pilot) -> MainScreen:
-    await pilot.pause()
-    for _ in range(2):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-    screen = pilot.app.screen
-    assert isinstance(screen, MainScreen)
-    return screen
-
-
-def _screen_lines(app: TracediffApp) -> list[str]:
-    """The screen's text, one string per terminal row (from the SVG export's text spans)."""
-    svg = app.export_screenshot()
-    rows: dict[float, list[str]] = {}
-    for m in re.finditer(r'<text[^>]*\by="([\d.]+)"[^>]*>(.*?)</text>', svg, re.S):
-        rows.setdefault(float(m.group(1)), []).append(m.group(2))
-    return [
-        html.unescape(re.sub(r"<[^>]+>", "", "".join(p))).replace("\xa0", " ")
-        for _, p in sorted(rows.items())
-    ]
-
-
-def _run(body, app: TracediffApp, size: tuple[int, int]) -> None:  # noqa: ANN001
-    async def go() -> None:
-        async with app.run_test(size=size) as pilot:
-            await body(pilot)
-
-    asyncio.run(go())
 
 
 def _expected_spark(means: tuple[float, ...], lo: float, hi: float) -> str:
@@ -65,8 +32,8 @@ def test_verdict_shows_each_runs_mean_on_one_scale(
     lo, hi = min(every), max(every)
 
     async def body(pilot: Pilot) -> None:
-        await _ready(pilot)
-        lines = _screen_lines(pilot.app)
+        await ready(pilot)
+        lines = screen_lines(pilot.app)
         runs = [ln for ln in lines if ln.strip().startswith("runs base 4 ")]
         assert len(runs) == 1, "\n".join(lines[:6])
         line = runs[0]
@@ -80,7 +47,7 @@ def test_verdict_shows_each_runs_mean_on_one_scale(
         assert lines[at - 1].strip().startswith("base ")
         assert lines[at - 2].strip().startswith("change ")
 
-    _run(body, TracediffApp(runsets), size)
+    run(body, TracediffApp(runsets), size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -94,18 +61,18 @@ def test_runs_column_marks_what_moved_in_every_run(
     assert swings.height  # some contributors did not move the same way in every run
 
     async def body(pilot: Pilot) -> None:
-        s = await _ready(pilot)
+        s = await ready(pilot)
         lay = s.table.lay
         assert lay is not None
         heads = [c[0] for c in lay.columns]
         # on screen at 80 columns too: the runs column comes right after the name
         assert heads.index("runs") == heads.index("name") + 1 < lay.on_screen
-        header = next(ln for ln in _screen_lines(pilot.app) if "change ms name" in ln)
+        header = next(ln for ln in screen_lines(pilot.app) if "change ms name" in ln)
         assert " runs " in header
         # WHEN the user searches for the copy THEN its row says: in 4 of 4 runs, ✓
         await pilot.press("slash", *"dtod", "enter")
         assert s.table.ids and s.table.ids[0] == copy["contributor_id"]
-        row = next(ln for ln in _screen_lines(pilot.app) if "Memcpy DtoD" in ln and "*" in ln)
+        row = next(ln for ln in screen_lines(pilot.app) if "Memcpy DtoD" in ln and "*" in ln)
         assert f"✓{copy['head_runs']}/4 " in row
         # WHEN the search is cleared and a row that swung both ways is found THEN no ✓
         await pilot.press("escape")
@@ -114,14 +81,14 @@ def test_runs_column_marks_what_moved_in_every_run(
         cell = str(s.table.get_row_at(0)[0])
         assert f" {first['head_runs']}/4 " in cell and "✓" not in cell
 
-    _run(body, TracediffApp(runsets), size)
+    run(body, TracediffApp(runsets), size)
 
 
 def test_one_run_a_side_has_no_runs_line_or_column(comparison: Comparison) -> None:
     async def body(pilot: Pilot) -> None:
-        s = await _ready(pilot)
+        s = await ready(pilot)
         assert s.table.lay is not None
         assert "runs" not in [c[0] for c in s.table.lay.columns]
-        assert not [ln for ln in _screen_lines(pilot.app) if ln.strip().startswith("runs ")]
+        assert not [ln for ln in screen_lines(pilot.app) if ln.strip().startswith("runs ")]
 
-    _run(body, TracediffApp(comparison), (80, 24))
+    run(body, TracediffApp(comparison), (80, 24))

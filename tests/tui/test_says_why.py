@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.test_app import ready, run
+from tests.support.tui import ready, run
 from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison

@@ -71,7 +71,7 @@ def test_gpu_split(snap_compare, tmp_path: Path) -> None:  # noqa: ANN001
     """Four GPUs, rank 2 launching its all-reduces late (generated nsys report: the multi-GPU
     captures at hand cut their cycles differently from run to run): Σ view, enter on the top row
     lists it on each GPU and the sum."""
-    from tests.gen_nsys import Straggler, write_report
+    from tests.support.gen_nsys import Straggler, write_report
     from tracediff.engine.compare import compare
     from tracediff.parse import load
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.test_app import ready, run
+from tests.support.tui import ready, run
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
@@ -21,6 +21,8 @@ from tracediff.suspects import Suspects
 from tracediff.suspects.rank import rank
 from tracediff.tui.app import TracediffApp
 from tracediff.tui.screens import StackScreen
+
+pytestmark = [pytest.mark.git]
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "h200-suspects"

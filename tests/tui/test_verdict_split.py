@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from textual.pilot import Pilot
 
-from tests.tui.test_runsets import _ready, _run, _screen_lines
+from tests.support.tui import ready, run, screen_lines
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
@@ -47,10 +47,10 @@ def _check_headline(c: Comparison, size: tuple[int, int], keys: tuple[str, ...])
     assert report[:2] == [gpu, host]
 
     async def body(pilot: Pilot) -> None:
-        s = await _ready(pilot)
+        s = await ready(pilot)
         await pilot.press(*keys)
         await pilot.pause()
-        top = _top(_screen_lines(pilot.app))
+        top = _top(screen_lines(pilot.app))
         _shown(top[0], gpu, size[0])
         _shown(top[1], host, size[0])
         # which part moved, in numbers and words, inside the first 80 columns
@@ -70,7 +70,7 @@ def _check_headline(c: Comparison, size: tuple[int, int], keys: tuple[str, ...])
         for cid in s.table.ids[:3]:  # the table's first three rows, each shown by its name
             assert by_id[cid][:12] in body_rows, (by_id[cid], body_rows)
 
-    _run(body, TracediffApp(c), size)
+    run(body, TracediffApp(c), size)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -100,10 +100,10 @@ def test_a_whole_run_fallback_says_so_first(data_dir) -> None:  # noqa: ANN001
     assert c.cycle_fallback
 
     async def body(pilot: Pilot) -> None:
-        await _ready(pilot)
+        await ready(pilot)
         await pilot.press("down")
-        top = _top(_screen_lines(pilot.app))
+        top = _top(screen_lines(pilot.app))
         assert top[0].startswith("NOT COMPARED CYCLE BY CYCLE: head's cycles")
         assert top[1].startswith("GPU work: ") and top[2].startswith("host-bound idle: ")
 
-    _run(body, TracediffApp(c), (80, 24))
+    run(body, TracediffApp(c), (80, 24))

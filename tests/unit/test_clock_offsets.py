@@ -1,7 +1,7 @@
 """Files of several hosts on one clock (issue 20): each host's offset estimated from collectives
 that end together (parse/clocks.py), on generated 2-node x 8-GPU nsys reports.
 
-The reports are tests/gen_nsys.py's 16-GPU report split per node by tests/gen_nodes.py: node 1's
+The reports are tests/support/gen_nsys.py's 16-GPU report split per node by tests/support/gen_nodes.py: node 1's
 session starts later and its clock is off by several ms, so the tracers' origins alone misplace
 it by exactly that error. The joined run must find it, and compare the same as the one report.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_kineto_nodes import write_kineto_nodes
-from tests.gen_nodes import split_nodes
-from tests.gen_nsys import NCCL_SHORT, Straggler, write_report
+from tests.support.gen_kineto_nodes import write_kineto_nodes
+from tests.support.gen_nodes import split_nodes
+from tests.support.gen_nsys import NCCL_SHORT, Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load

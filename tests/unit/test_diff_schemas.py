@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.gen_nsys import Straggler, write_report
+from tests.support.gen_nsys import Straggler, write_report
 from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison

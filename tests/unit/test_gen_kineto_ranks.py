@@ -1,5 +1,5 @@
-"""tests/gen_kineto_ranks.py (the per-rank Kineto job of bench/dask_ranks.py) writes what the
-row-by-row tests/gen_kineto_nodes.py writes from the same simulated job, and its hosts' clock
+"""tests/support/gen_kineto_ranks.py (the per-rank Kineto job of bench/dask_ranks.py) writes what the
+row-by-row tests/support/gen_kineto_nodes.py writes from the same simulated job, and its hosts' clock
 errors are the ones the join estimates."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_kineto_nodes import write_kineto_nodes
-from tests.gen_kineto_ranks import write_job
-from tests.gen_nsys import SlowerCollective, Straggler, write_report
+from tests.support.gen_kineto_nodes import write_kineto_nodes
+from tests.support.gen_kineto_ranks import write_job
+from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
 from tracediff.parse import load
 
 ERRORS = [0, 2_700_000, -4_100_000]

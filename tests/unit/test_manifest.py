@@ -14,6 +14,8 @@ from capture import manifest as mf
 from capture import worktree as wt
 from tracediff.errors import UsageError
 
+pytestmark = [pytest.mark.git]
+
 # Real output of `nvidia-smi --query-gpu=<mf.GPU_FIELDS> --format=csv,noheader,nounits` on the lent
 # H200 (driver 580.159.04), taken by a capture there.
 H200_ROW = (

@@ -123,7 +123,7 @@ def test_run_file_round_trip_and_older_files(
         m.setattr(schema, "TABLES", {k: v for k, v in schema.TABLES.items() if k != "cuda_events"})
         write_run(old, tmp_path / "old.arrow")
     # and without checksums, which came later too (a checked file lacking a table is damage)
-    from tests.hostile.make_corpus import strip_checksums
+    from tests.support.make_corpus import strip_checksums
 
     (tmp_path / "old.arrow").write_bytes(strip_checksums((tmp_path / "old.arrow").read_bytes()))
     t = read_run(tmp_path / "old.arrow").table("cuda_events")

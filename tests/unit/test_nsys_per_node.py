@@ -1,7 +1,7 @@
 """One nsys report per node (issue 20): the rank from RANK in the session environment, the host
 from its Hostname (TARGET_INFO_SYSTEM_ENV), reports named by host joined with --layout ranks.
 
-The reports are generated (tests/gen_nsys.py, the real nsys 2024.2.3 DDL); the system-environment
+The reports are generated (tests/support/gen_nsys.py, the real nsys 2024.2.3 DDL); the system-environment
 rows are written as nsys writes them (name / value per property; DeviceEnvironment is the
 `;`-separated environment nsys was started in).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tests.gen_nsys import DDL_PATH, write_report
+from tests.support.gen_nsys import DDL_PATH, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import gpus, load
 from tracediff.parse.nsys.reader import identity

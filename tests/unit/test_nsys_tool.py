@@ -11,6 +11,8 @@ import pytest
 from tracediff import nsys_tool
 from tracediff.errors import ToolError
 
+pytestmark = [pytest.mark.nsys]
+
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_kineto_nodes import write_kineto_nodes
-from tests.gen_nsys import Straggler, write_report
+from tests.support.gen_kineto_nodes import write_kineto_nodes
+from tests.support.gen_nsys import Straggler, write_report
 from tracediff.commands.compare import load_sides
 from tracediff.engine import rankmerge, rankunit
 from tracediff.engine.compare import compare

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.gen_nsys import SlowerKernel, Straggler, write_report
+from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.errors import UsageError

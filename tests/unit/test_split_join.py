@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.gen_nsys import Straggler, write_report
+from tests.support.gen_nsys import Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load

@@ -6,9 +6,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tests import suspects_repo as sr
+import pytest
+
+from tests.support import suspects_repo as sr
 from tracediff.suspects import gitlog, linemap, pysource
 from tracediff.suspects.rank import map_paths
+
+pytestmark = [pytest.mark.git]
 
 SRC = b'''import x
 

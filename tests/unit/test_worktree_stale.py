@@ -7,8 +7,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from capture import worktree as wt
-from tests.integration.gitrepo import git as _git
+from tests.support.gitrepo import git as _git
+
+pytestmark = [pytest.mark.git]
 
 
 def _left_behind(repo: Path, sha: str, owners: list[int]) -> Path:

@@ -8,7 +8,7 @@ without traceEvents). Same inputs and library versions give byte-identical outpu
 The corpus is built at test time into a session temp folder (about 1 s on 2 cores, ~40 MB, most
 of it SQLite copies), so nothing generated is committed. To look at it by hand:
 
-    .venv/bin/python -m tests.hostile.make_corpus /tmp/hostile
+    .venv/bin/python -m tests.support.make_corpus /tmp/hostile
 """
 
 from __future__ import annotations
@@ -553,5 +553,5 @@ def build(out: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m tests.hostile.make_corpus OUTDIR")
+        sys.exit("usage: python -m tests.support.make_corpus OUTDIR")
     print(build(Path(sys.argv[1])))

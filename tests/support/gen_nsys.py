@@ -1,10 +1,10 @@
 """Synthetic Nsight Systems SQLite exports with known, injected changes (tests and benchmarks).
 
-    from tests.gen_nsys import write_report, SlowerKernel, AddedCopy, Straggler, HostGap
+    from tests.support.gen_nsys import write_report, SlowerKernel, AddedCopy, Straggler, HostGap
     truth = write_report(path, n_gpus=2, n_cycles=30, kernels_per_cycle=40,
                          changes=[SlowerKernel("flash_fwd_kernel", extra_ns=5_000)], seed=1)
 
-    python -m tests.gen_nsys OUT.sqlite --gpus 8 --cycles 6250 --kernels 100 [--slower NAME:NS ...]
+    python -m tests.support.gen_nsys OUT.sqlite --gpus 8 --cycles 6250 --kernels 100 [--slower NAME:NS ...]
 
 The tables are created with the real nsys 2024.2.3 DDL (tests/data/schemas/schema_2024.2_full.sql)
 and filled the way nsys fills them: StringIds, CUPTI_ACTIVITY_KIND_KERNEL / _RUNTIME / _MEMCPY,
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-DDL_PATH = Path(__file__).parent / "data" / "schemas" / "schema_2024.2_full.sql"
+DDL_PATH = Path(__file__).parents[1] / "data" / "schemas" / "schema_2024.2_full.sql"
 TABLES = (
     "StringIds",
     "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -446,7 +446,7 @@ def _write(path, R, C, M, codes, kinds, start, end, api_start, api_end, rng_star
         "EXPORT_SCHEMA_VERSION_MAJOR": "3",
         "EXPORT_SCHEMA_VERSION_MINOR": "11",
         "EXPORT_SCHEMA_VERSION_MICRO": "1",
-        "EXPORT_PARAM_INPUT_FILE": "tests/gen_nsys.py",
+        "EXPORT_PARAM_INPUT_FILE": "tests/support/gen_nsys.py",
         "EXPORT_PARAM_OUTUPT_FILE": path.name,
     }
     con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", list(meta.items()))

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent / "data" / "h200-suspects"
+DATA = Path(__file__).resolve().parents[1] / "data" / "h200-suspects"
 
 
 def compare_json(runs: list[Path], repo: Path, *extra: str, nsys: str | None = None) -> Any:

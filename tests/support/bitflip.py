@@ -6,7 +6,7 @@ The sweep runs in worker subprocesses that read each damaged copy the way `info`
 do (every table, then the engine's column subsets, through polars), so a segfault kills one
 worker, is recorded against the bit it was reading, and the next worker resumes after it.
 
-    .venv/bin/python -m tests.hostile.bitflip RUN.arrow [N_BITS [EVERY]]   # prints a summary per outcome
+    .venv/bin/python -m tests.support.bitflip RUN.arrow [N_BITS [EVERY]]   # prints a summary per outcome
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def sweep(path: Path, bits: list[int]) -> dict[int, str]:
         damaged = str(Path(tmp) / "damaged.arrow")
         while todo:
             p = subprocess.run(
-                [sys.executable, "-m", "tests.hostile.bitflip", "--worker", str(path), damaged],
+                [sys.executable, "-m", "tests.support.bitflip", "--worker", str(path), damaged],
                 input="".join(f"{b}\n" for b in todo),
                 capture_output=True,
                 text=True,

@@ -1,16 +1,16 @@
 """A generated multi-node job written as one PyTorch-profiler (Kineto) trace per rank, at the scale
 of a large job (512 ranks x 50 k kernels), by column operations.
 
-    from tests.gen_kineto_ranks import write_job
+    from tests.support.gen_kineto_ranks import write_job
     truth = write_job(out_dir, nodes=64, gpus_per_node=8, cycles=500, kernels=100,
                       changes=[Straggler(277, 30_000), SlowerCollective(20_000)], seed=1)
 
-    python -m tests.gen_kineto_ranks OUT --nodes 64 --gpus-per-node 8 --cycles 500 --kernels 100
+    python -m tests.support.gen_kineto_ranks OUT --nodes 64 --gpus-per-node 8 --cycles 500 --kernels 100
 
-The timeline is tests/gen_nsys.py's model (`simulate`: every rank's kernels, all-reduces that end
+The timeline is tests/support/gen_nsys.py's model (`simulate`: every rank's kernels, all-reduces that end
 together after the last rank arrives, launch calls, a `cycle` range per cycle, every number drawn
 from `seed` for every rank: no rank's events are copied from another's). Each rank's trace is
-written as tests/gen_kineto_nodes.py writes one (the same events and fields; kernels also carry
+written as tests/support/gen_kineto_nodes.py writes one (the same events and fields; kernels also carry
 grid, block and registers per thread, as Kineto's do), named as torch.profiler's
 `tensorboard_trace_handler(..., use_gzip=True)` names them: `{host}_{pid}.{time_ms}.pt.trace.json.gz`
 (`gzip=False`: `.json`). Node n's clock is `clock_error_ns[n]` ahead of the truth (node 0 exact;
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tests.gen_nsys import (
+from tests.support.gen_nsys import (
     NCCL_NAME,
     POOL,
     STREAM,

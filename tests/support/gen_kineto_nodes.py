@@ -1,8 +1,8 @@
-"""A generated nsys report (tests/gen_nsys.py) written as per-rank PyTorch-profiler (Kineto) traces
+"""A generated nsys report (tests/support/gen_nsys.py) written as per-rank PyTorch-profiler (Kineto) traces
 of a multi-node job, each on its node's clock, named as torch.profiler's
 `tensorboard_trace_handler` names them: `{hostname}_{pid}.{time_ms}.pt.trace.json`.
 
-    from tests.gen_kineto_nodes import write_kineto_nodes
+    from tests.support.gen_kineto_nodes import write_kineto_nodes
     write_kineto_nodes(one.sqlite, out_dir, gpus_per_node=8, clock_error_ns=[0, 5_300_000])
 
 Process i (rank i, in process-id order, on GPU i % gpus_per_node of node i // gpus_per_node)

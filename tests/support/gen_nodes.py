@@ -1,7 +1,7 @@
-"""One generated nsys report (tests/gen_nsys.py) split into one report per node, each on its node's
+"""One generated nsys report (tests/support/gen_nsys.py) split into one report per node, each on its node's
 clock, as `nsys profile -o report_%h` on every node of a multi-node job writes them.
 
-    from tests.gen_nodes import split_nodes
+    from tests.support.gen_nodes import split_nodes
     paths = split_nodes(one.sqlite, out_dir, gpus_per_node=8, clock_error_ns=[0, 5_300_000])
 
 Node n holds GPUs n*g .. n*g+g-1 of the one report (their processes, kernels, copies, API calls,
@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.gen_nsys import DDL_PATH
+from tests.support.gen_nsys import DDL_PATH
 
 TIMED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end"),

@@ -1,0 +1,128 @@
+"""Shared by the tests (moved from tests/integration/test_bisect.py, so no test module imports another)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.gitrepo import (
+    commit_files,
+    per_process_offset,
+)
+
+WORK = """\
+import os, random, time
+import nvtx
+
+EXTRA_MS = {extra}  # what this commit adds to verify
+FAIL = {fail}
+# {note}
+{offset}if FAIL:
+    raise SystemExit("this commit does not run")
+for _ in range(int(os.environ.get("CYCLES", "12"))):
+    nvtx.push_range("cycle")
+    nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
+    nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()
+    nvtx.pop_range()
+"""
+
+
+NOISE_MS, SLOW_MS = 6.0, 8.0
+
+
+def build_repo(
+    root: Path, commits: list[tuple[str, float, bool, str]], noise: float = NOISE_MS
+) -> list[str]:
+    """commits: (subject, extra ms, fails, note); the first is GOOD. Returns the shas."""
+    shas = []
+    for i, (subject, extra, fail, note) in enumerate(commits):
+        if note == "notes":  # a commit that does not touch work.py
+            files = {"NOTES": f"note {i}\n"}
+        else:
+            files = {
+                "work.py": WORK.format(
+                    extra=extra, fail=fail, note=note, offset=per_process_offset(noise)
+                )
+            }
+        shas.append(commit_files(root, files, subject))
+    return shas
+
+
+def bisect(
+    repo: Path, out: Path, nsys: str, *extra: str, command: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    argv = bisect_argv(repo, out, nsys, *extra, command=command)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
+    )
+
+
+def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str, command: bool = True) -> list[str]:
+    return [
+        sys.executable, "-m", "tracediff", "bisect", "--repo", str(repo), "-o", str(out),
+        "--nsys", nsys, "--format", "json", *extra,
+        *(["--", sys.executable, "work.py"] if command else []),
+    ]  # fmt: skip
+
+
+def counted(counter: Path) -> list[str]:
+    return counter.read_text().splitlines() if counter.exists() else []
+
+
+def last_runs(steps: list[dict], key: str = "runs") -> dict[str, int]:
+    """The runs each commit had (key "runs": in its own run set; "share_runs": an undecided
+    share's extra runs) when a step last named it."""
+    last: dict[str, int] = {}
+    for e in steps:
+        if key not in e:
+            continue
+        pair = isinstance(e[key], list)
+        shas = (e.get("against"), e["commit"]) if pair else (e["commit"],)
+        last.update(zip(shas, e[key] if pair else [e[key]], strict=True))
+    return last
+
+
+def confirmed(steps: list[dict]) -> dict[str, int]:
+    """Fresh interleaved runs (confirmations, shares measured again) by commit, as logged: each
+    confirmation folder's last count (a later step may reuse one)."""
+    last: dict[tuple[str, str], int] = {}
+    for e in steps:
+        if "confirm_runs" not in e:
+            continue
+        for sha, k in zip((e.get("against"), e["commit"]), e["confirm_runs"], strict=True):
+            last[e["confirm_folder"], sha] = k
+    out: dict[str, int] = {}
+    for (_, sha), k in last.items():
+        out[sha] = out.get(sha, 0) + k
+    return {s: k for s, k in out.items() if k}
+
+
+def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
+    """bisect's captures against the counter of what ran: per commit (its run set, its
+    confirmations, its failed runs), in all, and against the runs each step logged last.
+
+    Every finished run ran the workload once; a failed attempt may have (the workload exited
+    non-zero, nsys wrote no report after it) or not (nsys failed before starting it: retried
+    once, tracediff/bisect/bisection.py; seed 114 at load 3, session 9): per commit the workload ran at
+    least its finished runs and at most those plus its failed attempts."""
+    cap = res["captures"]
+    by = cap["by_commit"]
+    done = {s: k["runs"] + k["share_runs"] + k["confirm_runs"] for s, k in by.items()}
+    for s in set(ran) | set(by):
+        assert done.get(s, 0) <= ran.count(s) <= done.get(s, 0) + by.get(s, {}).get("failed", 0)
+    assert cap["finished_runs"] <= len(ran) <= cap["used"]
+    assert cap["used"] == cap["finished_runs"] + cap["failed_runs"]
+    assert cap["confirm_runs"] == sum(k["confirm_runs"] for k in by.values())
+    last = {s: k for s, k in last_runs(res["steps"]).items() if s not in skipped}
+    assert last == {s: by[s]["runs"] for s in last}
+    # an undecided share's extra runs (the last count logged) are extra runs, as a step's are
+    shared = {s: k for s, k in last_runs(res["steps"], "share_runs").items() if k}
+    assert shared == {s: k["share_runs"] for s, k in by.items() if k["share_runs"]}
+    assert cap["extra_runs"] == sum(shared.values()) + sum(  # with the runs beyond N = 4
+        max(k["runs"] - 4, 0) for s, k in by.items() if s not in skipped
+    )
+    assert confirmed(res["steps"]) == {
+        s: k["confirm_runs"] for s, k in by.items() if k["confirm_runs"]
+    }

@@ -1,0 +1,111 @@
+"""Shared by the tests (moved from tests/integration/test_dask.py, so no test module imports another)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+BIN = Path(sys.executable).parent
+
+
+def cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracediff", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def compare_json(base: Path, head: Path, *extra: str) -> str:
+    p = cli("compare", str(base), str(head), "--format", "json", "--bootstrap", "100", *extra)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """A `dask scheduler` and two `dask worker` processes on 127.0.0.1 (one thread each)."""
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    log = open(tmp_path / "cluster.log", "wb")  # noqa: SIM115 (closed below)
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "dask"),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+            ],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )  # fmt: skip
+    ]
+    workers = []
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:  # the scheduler listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "cluster.log").read_text()
+                time.sleep(0.3)
+        for _ in range(2):
+            workers.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "dask"),
+                        "worker",
+                        addr,
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                )  # fmt: skip
+            )
+        procs += workers
+        with Client(addr, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=90)
+        yield addr, workers
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.close()
