@@ -2,8 +2,8 @@
 machine, default options, real git and nsys (NVTX only).
 
 Opt-in sweeps (marker `slow`; each seed is one whole bisection, 1-4 min at load 4-6):
-    BISECT_LOAD_SEEDS=20 pytest -m slow tests/integration/test_bisect_load.py -k culprit
-    BISECT_LOAD_EQUAL_SEEDS=30 ... -k equal        BISECT_LOAD_TWO_SEEDS=3 ... -k two
+    pytest -m slow tests/integration/test_bisect_load.py -k culprit     (20 seeds)
+    ... -k equal (30 seeds)        ... -k two (3 seeds)        -k "culprit and 200" (one seed)
 BISECT_REPORT=FILE appends one JSON line a seed (the README's figures are counted from it).
 
 The workload: 20 cycles a run, `verify` ~19 ms (10 ms + a per-process offset uniform in 0-6 ms,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gitrepo import commit_files, per_process_offset
+from tests.support.gitrepo import commit_files, per_process_offset
 
 WORK = """\
 import os, random, time
@@ -125,12 +125,8 @@ def report(kind: str, seed: int, rc: int, res: dict, out: Path, **more: object) 
         f.write(json.dumps(line) + "\n")
 
 
-SEEDS = int(os.environ.get("BISECT_LOAD_SEEDS", "0") or 0)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not SEEDS, reason="opt-in sweep: BISECT_LOAD_SEEDS=K")
-@pytest.mark.parametrize("seed", range(200, 200 + max(SEEDS, 1)))
+@pytest.mark.parametrize("seed", range(200, 200 + 20))
 def test_under_load_the_culprit_is_named(
     tmp_path: Path, nsys: str, load: list[int], seed: int
 ) -> None:
@@ -145,12 +141,8 @@ def test_under_load_the_culprit_is_named(
     assert res["captures"]["bound"] == 2 * n + math.ceil(math.log2(commits)) * n
 
 
-EQUAL_SEEDS = int(os.environ.get("BISECT_LOAD_EQUAL_SEEDS", "0") or 0)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not EQUAL_SEEDS, reason="opt-in sweep: BISECT_LOAD_EQUAL_SEEDS=K")
-@pytest.mark.parametrize("seed", range(300, 300 + max(EQUAL_SEEDS, 1)))
+@pytest.mark.parametrize("seed", range(300, 300 + 30))
 def test_under_load_equal_commits_name_no_culprit(
     tmp_path: Path, nsys: str, load: list[int], seed: int
 ) -> None:
@@ -162,12 +154,8 @@ def test_under_load_equal_commits_name_no_culprit(
     assert "nothing to bisect" in err or "not decided" in err
 
 
-TWO_SEEDS = int(os.environ.get("BISECT_LOAD_TWO_SEEDS", "0") or 0)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not TWO_SEEDS, reason="opt-in sweep: BISECT_LOAD_TWO_SEEDS=K")
-@pytest.mark.parametrize("seed", range(400, 400 + max(TWO_SEEDS, 1)))
+@pytest.mark.parametrize("seed", range(400, 400 + 3))
 def test_under_load_two_culprits_are_both_found(
     tmp_path: Path, nsys: str, load: list[int], seed: int
 ) -> None:
