@@ -13,6 +13,7 @@ and how often a shifted one is (power), for
   blocked-5%    blocked.p_values (two-sided) at one look, p <= 5 %
   unpaired-seq  what bisect's ends did: looks at 4, 6, 8 runs a side, p <= 1 % / 3 at each
   blocked-seq   blocked.sequential: looks at 4, 6, 8 rounds, 1 % over all looks (exact)
+  blocked-seq-1s  the same, one-sided (B slower), as bisect's ends use it
 
     .venv/bin/python bench/blocked.py [--seeds 400]
 """
@@ -64,6 +65,8 @@ def calls(a: np.ndarray, b: np.ndarray) -> dict[str, bool]:
         hit |= bool(t.p_value[0] <= 0.01 / 3)
     out["unpaired-seq"] = hit
     out["blocked-seq"] = bk.sequential(a, b, [4, 6, 8], 8, 0.01).rejected_at is not None
+    one = bk.sequential(a, b, [4, 6, 8], 8, 0.01, two_sided=False)
+    out["blocked-seq-1s"] = one.rejected_at is not None
     return out
 
 
@@ -75,7 +78,7 @@ def main() -> None:
         f"interleaved A B B A captures, 8 rounds; jitter N(0,{JITTER}) ms x {CYCLES} cycles; "
         f"{args.seeds} seeds a cell; shifts in ms"
     )
-    methods = ("unpaired-5%", "blocked-5%", "unpaired-seq", "blocked-seq")
+    methods = ("unpaired-5%", "blocked-5%", "unpaired-seq", "blocked-seq", "blocked-seq-1s")
     head = " ".join(f"{m:>13}" for m in methods)
     print(f"{'scenario':<22} {'shift':>5} {head}")
     t0 = time.perf_counter()

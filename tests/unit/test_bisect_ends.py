@@ -139,3 +139,42 @@ def test_under_no_change_the_rule_passes_far_fewer_than_significance(n: int) -> 
     if n == 6:
         moved = rs.across_runs(base[:500], head[:500] + 8.0, iters=30)
         assert np.mean(passes(moved)) > 0.95
+
+
+class Ends:
+    """What nothing_error reads of a Bisection and its spec."""
+
+    commits = ["a" * 40, "b" * 40]
+    contributor = None
+
+
+def test_compare_significant_is_never_nothing_to_bisect() -> None:
+    """Issue 31: +22 ms, p 0.005 across runs (what `compare` calls significant) came out "nothing
+    to bisect". At the same runs bisect now says "not decided", why, and what would decide."""
+    from tracediff.bisect.search import ends_verdict, nothing_error
+
+    a, b = drifting_ends(0.6, seed=4)  # blocked p 0.034 at one look: not moved at 1 %
+    paired = be.paired_look((a, b), [4, 6, 8], 8)
+    assert paired is not None and not paired.moved
+    c = Cmp(0.6, (0.1, 1.1), 0.005, True)  # significant across runs, not precise
+    assert not be.cycle_time_moved(c, None, paired)
+    assert ends_verdict(c, paired) == "not decided"
+    plan = be.plan_rounds(paired, 8)
+    err = nothing_error(Ends(), Ends(), c, paired, be.Ends(None, [], None), [8, 8], False, plan)
+    assert err.message.startswith("not decided: ") and "nothing to bisect" not in err.message
+    assert "`compare` calls it significant at 5 %" in err.message
+    assert err.plan_max_runs == plan and f"--max-runs {plan}" in (err.hint or "")
+    quiet = Cmp(0.1, (-2.0, 2.2), 0.9, False)
+    flat = be.paired_look(([20.0, 21.0, 20.5, 21.5], [21.0, 20.0, 21.5, 20.5]), [4], 8)
+    assert ends_verdict(quiet, flat) == "nothing to bisect"
+
+
+def test_the_printed_command_is_the_same_one_with_max_runs() -> None:
+    from tracediff.commands.bisect import with_max_runs
+
+    argv = ["bisect", "--good", "G", "--max-runs", "8", "-o", "out", "--", "python", "b.py", "20"]
+    assert with_max_runs(argv, 14) == [
+        "tracediff", "bisect", "--good", "G", "-o", "out", "--max-runs", "14",
+        "--", "python", "b.py", "20",
+    ]  # fmt: skip
+    assert with_max_runs(["bisect", "--max-runs=6", "--pool", "p"], 10)[-2:] == ["--max-runs", "10"]

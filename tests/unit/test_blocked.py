@@ -54,6 +54,11 @@ def test_sequential_error_is_at_most_alpha_over_all_looks() -> None:
     assert 0 < rate <= alpha + 1e-12, rate
     early = [bk.sequential(x[:4], y[:4], [2, 4], 8, alpha).rejected_at for x, y in worlds]
     assert all((h == e) or (e is None and h == 2) for h, e in zip(hits, early, strict=True))
+    # one-sided (B above A, as bisect's ends ask): exact too, and only ever in that direction
+    one = [bk.sequential(x, y, [2, 4, 6], 8, alpha, two_sided=False) for x, y in worlds]
+    called = [(x, y) for (x, y), r in zip(worlds, one, strict=True) if r.rejected_at is not None]
+    assert 0 < len(called) / len(worlds) <= alpha + 1e-12
+    assert all(y.mean() > x.mean() for x, y in called)
 
 
 def test_drift_between_blocks_cancels_where_the_unpaired_test_drowns() -> None:

@@ -25,8 +25,9 @@ The rule. A quantity is followed when, at this look:
    The cycle time may instead be found changed by the round-blocked test (engine/blocked.py):
    GOOD and BAD are captured interleaved (A B B A ...), so each pair of rounds is a block
    whose labels alone are exchanged, and load drift slower than a block cancels; its
-   group-sequential form keeps the chance of a false "changed" over every look up to
-   --max-runs at ALPHA_P (1 %) exactly, without splitting it by the number of looks (issue
+   group-sequential form keeps the chance of a false "slower" over every look up to
+   --max-runs at ALPHA_P (1 %, one-sided: bisect asks whether BAD is slower) exactly, without
+   splitting it by the number of looks (issue
    31: the former route, the unpaired p <= 1 % / 3 at each look, gave "nothing to bisect" at
    +22 ms, p 0.005, where head was slower in 11 of 12 rounds). bench/blocked.py: under a
    random-walk drift of 1.5 ms a capture and 0-6 ms per-process offsets, a +4 ms change found
@@ -101,7 +102,8 @@ def cycle_time_moved(c: Any, level: float | None, paired: Paired | None = None) 
 @dataclass
 class Paired:
     """The ends' cycle time tested with the capture round as the block (engine/blocked.py) over
-    every look so far, at ALPHA_P in all (exact: no split by the number of looks)."""
+    every look so far, at ALPHA_P in all (exact: no split by the number of looks), one-sided:
+    is BAD slower than GOOD."""
 
     moved: bool
     delta: float  # mean of B's runs - mean of A's, over the paired rounds
@@ -140,7 +142,9 @@ def paired_look(
     if n < 2 or not looks:
         return None
     a, b = a[:n], b[:n]
-    seq = bk.sequential(a, b, looks, planned, ALPHA_P)
+    # one-sided: BAD slower than GOOD is the question bisect asks (--bad: a later commit that
+    # is slow); the same 1 % then buys twice the resolution
+    seq = bk.sequential(a, b, looks, planned, ALPHA_P, two_sided=False)
     t = bk.blocked_test(bk.blocks_of(a, b, looks))
     diffs = [y - x for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
     return Paired(
@@ -158,10 +162,11 @@ def paired_look(
 
 def plan_rounds(paired: Paired | None, have: int) -> int | None:
     """About how many rounds a side would decide the ends (blocked.rounds_needed at ALPHA_P,
-    two-sided, 80 % power), even and above `have`; None when the rounds show no change."""
+    one-sided as the test, 80 % power), even and above `have`; None when the rounds show no
+    change."""
     if paired is None:
         return None
-    need = bk.rounds_needed(paired.diffs, ALPHA_P / 2)
+    need = bk.rounds_needed(paired.diffs, ALPHA_P)
     if need is None:
         return None
     need = max(need, have + 2)

@@ -113,7 +113,7 @@ def _ends(
     b.log(
         {
             **b.entry(bad, good, pool=True),  # step 0: the log was just emptied
-            "decision": "regression" if follow else _verdict(c0, paired),
+            "decision": "regression" if follow else ends_verdict(c0, paired),
             "p_value": c0.p_value,
             "delta_ms_per_cycle": c0.delta_ms_per_cycle,
             "significant": bool(c0.significant),
@@ -128,11 +128,11 @@ def _ends(
         }
     )
     if follow is None:
-        raise _nothing(b, spec, c0, paired, seen, got, exhausted, plan)
+        raise nothing_error(b, spec, c0, paired, seen, got, exhausted, plan)
     return c0, follow
 
 
-def _verdict(c0: Any, paired: be.Paired | None) -> str:
+def ends_verdict(c0: Any, paired: be.Paired | None) -> str:
     """The ends' decision when nothing is followed: "not decided" where a test at one look
     (compare's across runs, or the blocked one) calls the change significant at 5 %."""
     if bool(c0.significant) or (paired is not None and paired.p_two <= 0.05):
@@ -140,7 +140,7 @@ def _verdict(c0: Any, paired: be.Paired | None) -> str:
     return "nothing to bisect"
 
 
-def _nothing(
+def nothing_error(
     b: Bisection,
     spec: BisectSpec,
     c0: Any,
@@ -150,8 +150,10 @@ def _nothing(
     exhausted: bool,
     plan: int | None,
 ) -> NothingToBisect:
+    """The ends' error at the cap: "nothing to bisect" or "not decided" (`ends_verdict`), what
+    was measured, why compare may disagree, and the runs a side that would decide (`plan`)."""
     good, bad = b.commits[0], b.commits[-1]
-    verdict = _verdict(c0, paired)
+    verdict = ends_verdict(c0, paired)
     p = "n/a" if c0.p_value is None else f"{c0.p_value:.3f}"
     blocked = (
         ""
