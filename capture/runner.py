@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from capture import manifest as mf
+from capture import nvtxcheck
 from capture import stacks as capture_stacks
 from capture import worktree as wt
 from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
@@ -340,6 +341,8 @@ def capture(
                 spec.extra_nsys_args,
             )  # fmt: skip
             m["stacks"] = sp.manifest
+            # which files import nvtx: checked against the trace once it is parsed (_finish)
+            nvtx_files = nvtxcheck.importers(tree, list(spec.command))
             cmd = nsys_command(nsys, spec, trace, report_base, sp.nsys_args)
             m["nsys_command"] = cmd
             say(f"profiling {sha[:12]} ({spec.ref}) under nsys -t {trace} → {outdir}")
@@ -353,7 +356,7 @@ def capture(
             m["gpus_end"], why = mf.gpu_info() if m["gpus"] is not None else (None, {})
             m["reasons"].update({k.replace("gpus", "gpus_end", 1): v for k, v in why.items()})
         say("importing and parsing the report")
-        result = _finish(spec, m, staging, outdir, nsys, rc, interrupted)
+        result = _finish(spec, m, staging, outdir, nsys, rc, interrupted, (nvtx_files, trace))
         result.warnings[:0] = warnings
         return result
     except BaseException:
@@ -371,7 +374,10 @@ def _finish(
     nsys: str,
     rc: int,
     interrupted: bool,
+    nvtx: tuple[list[str], str] = ([], ""),
 ) -> CaptureResult:
+    """The report parsed into run.arrow, the manifest completed (`nvtx`: the files importing
+    nvtx and the nsys -t value, for nvtxcheck), the staging folder published as OUTDIR."""
     rep, qd = staging / "report.nsys-rep", staging / "report.qdstrm"
     m["nsys_exit_code"] = rc
     m["interrupted"] = interrupted
@@ -411,6 +417,7 @@ def _finish(
             )
             run.metadata.update(spec.metadata)
             warnings += [w for w in [capture_stacks.recorded(m, run)] if w]
+            warnings += [w for w in [nvtxcheck.check(m, run, *nvtx)] if w]
             run.metadata["source"] = str((outdir / rep.name).resolve())  # not the staging path
             # the parser named the staging folder, which is renamed to OUTDIR below
             run.warnings = [w.replace(str(staging), str(outdir.resolve())) for w in run.warnings]

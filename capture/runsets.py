@@ -398,6 +398,8 @@ def _one_run(
     else:
         code, problem = result.exit_code, result.problem
         status = {0: "ok", 130: "interrupted"}.get(code, "failed")
+        for w in result.warnings:  # once per distinct warning (capture_runsets' `step`)
+            say(f"warning: {w}")
         entry.update(
             run_file=None if result.run_file is None else f"{name}/run.arrow",
             report=None if result.report is None else f"{name}/{result.report.name}",

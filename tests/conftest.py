@@ -39,6 +39,16 @@ def nsys() -> str:
 
 
 @pytest.fixture(scope="session")
+def nvtx_dropped() -> Path:
+    """A folder holding the Python nvtx package 0.2.17, whose ranges nsys 2024.2.3 drops (put it
+    first on a workload's PYTHONPATH); `make setup` installs it beside the venv."""
+    path = Path(sys.prefix) / "nvtx-0.2.17"
+    if not (path / "nvtx").is_dir():
+        pytest.fail(f"no nvtx 0.2.17 in {path}: run `make setup` (the Makefile installs it)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def minispec_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """The minispec repository the H200 suspects captures ran at (tests/data/h200-suspects),
     rebuilt once a session by tools/device/suspects_repo.py (fixed dates: the same hashes, checked

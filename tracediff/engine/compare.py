@@ -29,6 +29,7 @@ from tracediff.engine.env import env_diffs
 from tracediff.engine.host import compare_host
 from tracediff.engine.join import join
 from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.ranges import NO_OWN_RANGES
 from tracediff.engine.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.segmentation import CycleRule
@@ -86,6 +87,9 @@ def compare(
     for p in done:
         _refused(p)
     fallback = None
+    # why no range cut them holds whatever they are cut by next (whole runs, a redo below)
+    notes = {(p.side, p.index): [w for w in p.seg_warnings if w.startswith(NO_OWN_RANGES)]
+             for p in done}  # fmt: skip
     mismatch = next((p for p in done if p.mismatch is not None), None)
     others = [(_run_name(p.side, p.index, len(bases if p.side == "base" else heads)), p.per_cycle)
               for p in done[1:]]  # fmt: skip
@@ -113,6 +117,8 @@ def compare(
                  for p in done if p.side == "base"]  # fmt: skip
         redone = {p.index: p for p in run_ex.map(again, say)}
         done = [redone[p.index] if p.side == "base" else p for p in done]
+    for p in done:
+        p.seg_warnings += [w for w in notes[(p.side, p.index)] if w not in p.seg_warnings]
     parts_b = [p for p in done if p.side == "base"]
     parts_h = [p for p in done if p.side == "head"]
     ops = _kept_ops(parts_b, parts_h) if one else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.engine.period import by_kernel_period
-from tracediff.engine.ranges import by_ranges
+from tracediff.engine.ranges import by_ranges, markerless_note, read_ranges
 from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
@@ -70,6 +70,8 @@ def find(run: Run, ops: pl.DataFrame, cycle: str | None) -> Segmentation:
             seg.warnings.append(
                 "no cycle markers and no repeating kernel sequence: compared the whole run as one cycle"
             )
+        # cut without its ranges: say so where all of them were the tooling's
+        seg.warnings += [w for w in [markerless_note(read_ranges(run))] if w]
     return seg
 
 

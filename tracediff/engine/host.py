@@ -76,7 +76,9 @@ def compare_host(
         launch_stacks=stacks,
         cycles=_cycles(seg_b, seg_h),
         host=schema.conform_diff("host", host),
-        warnings=[WARNING] + vd.run_set_warnings(runs),
+        warnings=[WARNING]
+        + [f"{side}: {w}" for side, seg in (("base", seg_b), ("head", seg_h)) for w in seg.warnings]
+        + vd.run_set_warnings(runs),
         noise_unit=v.noise_unit,
         p_value=v.p_value,
     )

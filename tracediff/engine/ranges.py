@@ -16,7 +16,7 @@ from tracediff.engine import align as al
 from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
 from tracediff.errors import AnalysisError
 from tracediff.runfile import Run
-from tracediff.stackdomain import FUNCTION_DOMAIN
+from tracediff.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
 
 MIN_COVERAGE = 0.3
 """An automatically found cycle range must have launched at least this share of the GPU ops."""
@@ -42,9 +42,53 @@ def read_ranges(run: Run) -> pl.DataFrame:
     )
 
 
+TOOL = pl.any_horizontal(
+    pl.col("domain").fill_null("").str.starts_with(p) for p in TOOL_DOMAIN_PREFIXES
+)
+"""Ranges the tooling added (function-trace frames, stackdomain.TOOL_DOMAIN_PREFIXES)."""
+
+
+def own(ranges: pl.DataFrame) -> pl.DataFrame:
+    """The workload's own ranges: never cycles from ranges the tooling added."""
+    return ranges.filter(~TOOL)
+
+
+NO_OWN_RANGES = "no NVTX range of the workload's own"
+"""How `markerless_note` begins (compare keeps it where the cut falls back to whole runs)."""
+
+
+def markerless_note(ranges: pl.DataFrame) -> str | None:
+    """Why a run with host ranges is cut without them: every one was added by the tooling
+    (nvtx ranges the trace dropped, stackdomain.NVTX_DROPPED); None where that is not so."""
+    if ranges.height == 0 or own(ranges).height:
+        return None
+    domains = sorted(ranges["domain"].unique().to_list())
+    shown = ", ".join(domains[:3]) + (f" and {len(domains) - 3} more" if len(domains) > 3 else "")
+    return (
+        f"{NO_OWN_RANGES}, only function-trace ranges that tracediff "
+        f"capture adds ({shown}): call frames, never cycles, so cycles were cut without markers. "
+        f"If the workload "
+        f"marks its loop with the nvtx package, its ranges were dropped: {NVTX_DROPPED}; "
+        f"{NVTX_FIX}"
+    )
+
+
+def tool_cut_note(cyc: pl.DataFrame, spec: str) -> str | None:
+    """The warning of cycles cut, as `--cycle` asked, at ranges the tooling added."""
+    if cyc.height == 0 or cyc.filter(~TOOL).height:
+        return None
+    return (
+        f"--cycle {spec}: a function-trace range that tracediff capture adds, not one of the "
+        "workload's own: a cycle is one call of that function and holds only what it launched"
+    )
+
+
 def match(ranges: pl.DataFrame, spec: str) -> pl.DataFrame:
-    """Ranges named `spec` (in any domain), else DOMAIN:NAME ("aten::mm" is a name first)."""
-    sel = ranges.filter(pl.col("key") == spec)
+    """Ranges named `spec` (in any domain; the workload's own first), else DOMAIN:NAME
+    ("aten::mm" is a name first)."""
+    sel = own(ranges).filter(pl.col("key") == spec)
+    if sel.height == 0:
+        sel = ranges.filter(pl.col("key") == spec)
     if sel.height or ":" not in spec:
         return sel
     domain, _, name = spec.rpartition(":")
@@ -172,8 +216,7 @@ def phases_in(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     sat at the cycle's depth + 1 beside the user's own `verify` and was a second phase (its time
     counted twice, "(outside phases)" negative)."""
     depth = cyc.select("process_id", "thread_id", (pl.col("depth") + 1).alias("depth")).unique()
-    own = ~pl.col("domain").fill_null("").str.starts_with(FUNCTION_DOMAIN)
-    inner = ranges.filter(own).join(depth, on=["process_id", "thread_id", "depth"])
+    inner = own(ranges).join(depth, on=["process_id", "thread_id", "depth"])
     if inner.height == 0:
         return pl.DataFrame(
             schema={
@@ -261,7 +304,7 @@ def _named(
     sel = match(ranges, spec) if rule.key is None else exact(ranges, rule.key)
     moved = None
     if sel.height == 0 and rule.key is not None and moved_ok:
-        sel = ranges.filter(pl.col("key") == rule.key[1])
+        sel = own(ranges).filter(pl.col("key") == rule.key[1])
         moved = sorted({d or "the default domain" for d in sel["domain"].unique().to_list()})
     if sel.height == 0:
         raise AnalysisError(f"{src}: no range named {spec!r}", _present(ranges))
@@ -289,10 +332,13 @@ Candidate = tuple[RangeKey, int, pl.DataFrame]
 
 
 def candidates(ranges: pl.DataFrame) -> list[Candidate]:
-    """The ranges repeating 3+ times, each numbered as cycles (`number`), in name order: of two
-    ranges with equal scores the first wins, the same one every run."""
-    cands = ranges.group_by("domain", "key").agg(
-        pl.len().alias("n"), pl.col("depth").min().alias("depth")
+    """The workload's own ranges (never the tooling's: `own`) repeating 3+ times, each numbered
+    as cycles (`number`), in name order: of two ranges with equal scores the first wins, the
+    same one every run."""
+    cands = (
+        own(ranges)
+        .group_by("domain", "key")
+        .agg(pl.len().alias("n"), pl.col("depth").min().alias("depth"))
     )
     cands = cands.filter(pl.col("n") >= 3).sort("domain", "key", nulls_last=False)
     out = []
@@ -402,15 +448,27 @@ def by_ranges(run: Run, ops: pl.DataFrame, rule: CycleRule | None) -> Segmentati
     phases = phases_in(ranges, cyc)
     tagged, n_other = tag(ops, cyc, phases)
     warnings = cut_warnings(rule, moved, n_other, tagged.height, ops.height, run.path)
+    warnings += [w for w in [tool_cut_note(cyc, rule.label[len("nvtx:") :])] if w]
     rng, ph = _host_ranges(cyc, phases)
     return Segmentation(ops=tagged, ranges=rng, phases=ph, rule=rule, warnings=warnings)
 
 
 def _best_by_name(ranges: pl.DataFrame, src: str) -> RangeKey:
-    """Host-only runs: the range repeating 3+ times with the most preferred name, outermost,
-    most frequent (ties by domain and name)."""
-    cands = ranges.group_by("domain", "key").agg(
-        pl.len().alias("n"), pl.col("depth").min().alias("depth")
+    """Host-only runs: the workload's own range repeating 3+ times with the most preferred name,
+    outermost, most frequent (ties by domain and name). With none but the tooling's, there is
+    no markerless rule without GPU work: refused, saying why (`markerless_note`)."""
+    note = markerless_note(ranges)
+    if note is not None:
+        raise AnalysisError(
+            f"{src}: no GPU operations and no NVTX range of the workload's own (only "
+            "function-trace ranges that capture adds, which are never cycles)",
+            f"{NVTX_DROPPED}: {NVTX_FIX}; or pass --cycle python:MODULE:FUNCTION to cut at "
+            "the calls of a function called once a cycle",
+        )
+    cands = (
+        own(ranges)
+        .group_by("domain", "key")
+        .agg(pl.len().alias("n"), pl.col("depth").min().alias("depth"))
     )
     cands = cands.filter(pl.col("n") >= 3)
     if cands.height == 0:
@@ -447,4 +505,5 @@ def host_only(run: Run, rule: CycleRule | None) -> Segmentation:
     sel, _ = _named(ranges, rule, run.path, moved_ok=False)
     cyc = number(outermost(sel))
     rng, ph = _host_ranges(cyc, phases_in(ranges, cyc))
-    return Segmentation(ops=pl.DataFrame(), ranges=rng, phases=ph, rule=rule)
+    warnings = [w for w in [tool_cut_note(cyc, rule.label[len("nvtx:") :])] if w]
+    return Segmentation(ops=pl.DataFrame(), ranges=rng, phases=ph, rule=rule, warnings=warnings)

@@ -48,6 +48,7 @@ class Ctx:
     moved: list[str] | None = None
     ranges: pl.DataFrame = field(default_factory=no_ranges)
     phases: pl.DataFrame = field(default_factory=no_phases)
+    notes: list[str] = field(default_factory=list)  # the cut's own warnings (ranges.py's notes)
 
 
 def _first(lead: pl.DataFrame) -> pl.DataFrame:
@@ -177,6 +178,7 @@ def merge(
             return out
     else:
         out.seg_warnings = [w for p in live for w in p.seg_warnings]
+    out.seg_warnings += ctx.notes
     out.ranges, out.phases = ctx.ranges, ctx.phases
     top = int(ctx.ranges["cycle"].max()) if ctx.ranges.height else -1  # type: ignore[arg-type]
     out.n_cycles = max([p.n_cycles for p in live] + [top + 1])

@@ -311,7 +311,9 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], rm.Ctx]:
         if rule is None:
             rule = _found_range(task, rr, run_map)
             if rule is None:
-                return [Sub(_slim(task, i), i, "find") for i in range(n)], rm.Ctx("find")
+                notes = [w for w in [rg.markerless_note(rr.ranges)] if w]
+                subs = [Sub(_slim(task, i), i, "find") for i in range(n)]
+                return subs, rm.Ctx("find", notes=notes)
             cyc, moved = rg.cut_at(rr.ranges, rule, rr.path)
         else:
             if rr.ranges.height == 0:
@@ -334,7 +336,8 @@ def _subs(task: FileTask, run_map: Map) -> Reduced | tuple[list[Sub], rm.Ctx]:
         subs.append(
             Sub(_slim(task, i), i, "range", cyc.filter(mine), phases.filter(mine), rule=rule)
         )
-    return subs, rm.Ctx("range", rule, moved, rng, ph)
+    notes = [w for w in [rg.tool_cut_note(cyc, rule.label[len("nvtx:") :])] if w]
+    return subs, rm.Ctx("range", rule, moved, rng, ph, notes=notes)
 
 
 def _pids(rr: RankRun, i: int) -> list[int]:
