@@ -32,7 +32,10 @@ The rule. A quantity is followed when, at this look:
    +22 ms, p 0.005, where head was slower in 11 of 12 rounds). bench/blocked.py: under a
    random-walk drift of 1.5 ms a capture and 0-6 ms per-process offsets, a +4 ms change found
    by 59.5 % of 3-look bisections against 24.0 % for the former route, at 1.0 % and 0.0 %
-   false positives (200 seeds a cell). Runs that cannot be placed in rounds (a pool of
+   false positives (200 seeds a cell). A resume with a larger --max-runs is a new plan of
+   looks with its own 1 % (the looks already made are recomputed under it, so their regions
+   shrink): following the printed advice once can at most double the level, to 2 %. Runs that
+   cannot be placed in rounds (a pool of
    reports captured by hand, a run with no cycle) have only the precision route;
 3. a row only: it carries at least MATERIAL (10 %) of the candidate rows' summed |change| (the
    weight it would have in bisect/step.vote): a small row that came out significant beside a

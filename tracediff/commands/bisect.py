@@ -17,7 +17,8 @@ Pool (tracediff/bisect/pool.py): `--pool DIR` takes each commit's runs from DIR,
 that can only write .qdstrm files: they are imported here), instead of capturing.
 
 Exit codes: 0 culprit(s) found; 1 error (an end does not run, bad input, a tool failed);
-2 usage; 5 nothing to bisect (GOOD and BAD not told apart across runs);
+2 usage; 5 nothing to bisect, or not decided (GOOD and BAD not told apart across runs; the
+message says which, and what would decide);
 130 interrupted (the same command again resumes).
 """
 
@@ -39,6 +40,15 @@ imported here, as tracediff parse does. Pool runs are copied into OUTDIR/<sha12>
 step log's from_pool counts them. With no workload command, a commit whose pool runs cannot decide
 is "undecided: pool exhausted" and the search goes around it (as a skipped commit); with the
 pool's command given too, the missing runs are captured here.
+Reports captured by hand: DIR/<commit>/ per commit, named by its hash (a unique prefix of >= 7
+digits) or a ref in --repo, holding plain reports of repeated runs (.nsys-rep, .sqlite, .qdstrm,
+Kineto; each file one run) or capture folders; copied into OUTDIR/<sha12>/hand-NN/. Their
+capture order is unknown: not paired in rounds; no workload command can be mixed in.
+
+not decided: at --max-runs the ends may be "not decided" (compare's one-look test calls the change
+significant; bisect asks 1 % over all its looks): stderr prints the same command with the
+--max-runs that would decide it; a larger --repeat or --max-runs on the same -o reuses every
+capture.
 """
 
 
