@@ -10,10 +10,13 @@ Exit codes: 0 ok, 1 runtime error (bad input, failed tool), 2 usage; `compare --
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tracediff import __version__, settings
 from tracediff.errors import TracediffError
@@ -78,12 +81,43 @@ def _check_address_space() -> None:
         )
 
 
+def did_you_mean(word: str, options: Sequence[str]) -> str:
+    """`did you mean X? ` for the option or subcommand closest to a misspelt `word`, or ''."""
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}? " if close else ""
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        guess = ""
+        bad = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
+        if bad:
+            guess = did_you_mean(bad.group(1), list(self.subcommands))
+        self.exit(2, f"{self.prog}: error: {message} ({guess}see {self.prog} --help)\n")
+
+    def options(self) -> list[str]:
+        """Every option string this parser takes (--format, -o, ...)."""
+        return [o for a in self._actions for o in a.option_strings]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Exit 2 for arguments the (sub)command does not take, suggesting the closest option
+    of that subcommand and pointing at its own --help."""
+    flags = [x.split("=", 1)[0] for x in extra if x.startswith("-")]
+    own = parser.options() if isinstance(parser, _Parser) else []
+    guess = next((g for g in (did_you_mean(f, own) for f in flags) if g), "")
+    parser.exit(
+        2,
+        f"{parser.prog}: error: unrecognized arguments: {' '.join(extra)} "
+        f"({guess}see {parser.prog} --help)\n",
+    )
+
+
+def build_parser() -> _Parser:
     parser = _Parser(prog="tracediff", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"tracediff {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -95,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # subcommand not built in this version
             raise
         p = sub.add_parser(name, help=help_text, description=help_text)
+        parser.subcommands[name] = p
         mod.add_parser(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -102,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        unrecognized(parser.subcommands.get(getattr(args, "command", None) or "", parser), extra)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

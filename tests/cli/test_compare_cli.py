@@ -85,19 +85,20 @@ def test_markdown_and_table_agree_with_json(reports: dict[str, str]) -> None:
     rows = [
         ln
         for ln in reports["markdown"].splitlines()
-        if ln.startswith("| ") and not ln.startswith("| kind")
+        if ln.startswith("| ") and not ln.startswith("| id")
     ]
     top = d["attribution"][:10]
     assert len(rows) == len(top)
+    # each row leads with its id, the one `whatif --take ID` takes (JSON's "id")
     for ln, a in zip(rows, top, strict=True):
         cells = [c.strip() for c in ln.strip("|").split(" | ")]
-        assert cells[0] == a["kind"]
-        assert float(cells[5]) == pytest.approx(a["delta_ms_per_cycle"], abs=0.0005)
-        assert cells[7] == ("yes" if a["significant"] else "no")
+        assert cells[:2] == [a["id"], a["kind"]]
+        assert float(cells[6]) == pytest.approx(a["delta_ms_per_cycle"], abs=0.0005)
+        assert cells[8] == ("yes" if a["significant"] else "no")
     lines = reports["table"].splitlines()
-    head = next(i for i, ln in enumerate(lines) if ln.startswith("kind "))
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["id", "kind"])
     for ln, a in zip(lines[head + 1 : head + 1 + len(top)], top, strict=True):
-        assert ln.split()[0] == a["kind"]
+        assert ln.split()[:2] == [a["id"], a["kind"]]
         assert f"{a['delta_ms_per_cycle']:+9.3f}{'*' if a['significant'] else ' '}" in ln
 
 

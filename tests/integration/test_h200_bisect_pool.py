@@ -95,6 +95,7 @@ def test_the_bundled_pool_is_the_captured_commits_x4() -> None:
         ]
 
 
+@pytest.mark.browser  # its --html page is opened in Chromium
 def test_following_the_copy_names_the_culprit_and_the_copy(
     repo: Path, pool: Path, tmp_path: Path
 ) -> None:

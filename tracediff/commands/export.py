@@ -1,7 +1,8 @@
 """`tracediff export RUN... --parquet DIR [--force]`: every table of the runs as a Parquet dataset.
 
 Inputs are run files, any report `tracediff parse` reads, or run-set folders (parse/sides.py),
-each of which stands for its runs: `run=<set>-<run>` partitions, e.g. `run=good-run-01`.
+each of which stands for its runs: `run=<set>-<run>` partitions, e.g. `run=good-run-01`; a
+several-commit capture folder (DIR/runsets.json) stands for every run of each of its run sets.
 stdout: rows written per table;
 stderr: progress (on a terminal). docs/parquet-schema.md describes the folder.
 """
@@ -35,14 +36,16 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracediff.export.parquet import export_runs
     from tracediff.outputs import refuse_inputs
-    from tracediff.parse.sides import resolve
+    from tracediff.parse.sides import capture_group, resolve
 
     paths: list[Path] = []
     labels: list[str | None] = []
     for given in args.runs:
-        side = resolve(given)
-        paths += side.runs
-        labels += [member_label(side.path, r) if side.is_run_set else None for r in side.runs]
+        group = capture_group(given)  # a several-commit capture folder: each of its run sets
+        for folder in [f for _, f in group] if group is not None else [given]:
+            side = resolve(folder)
+            paths += side.runs
+            labels += [member_label(side.path, r) if side.is_run_set else None for r in side.runs]
     # the folders given and every run in them: replacing DIR would delete them
     refuse_inputs(args.parquet, [*args.runs, *paths], "--parquet folder")
 

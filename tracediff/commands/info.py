@@ -3,6 +3,8 @@ each run of a set) holds; a folder of files is read as compare reads it (parse/s
 
 The summary: tracediff/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
 A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/runsetinfo.py.
+A several-commit capture folder (`capture --commit A --commit B ... -o DIR`, DIR/runsets.json)
+lists each of its run sets so; JSON: {"run_sets": [{"name", "commit", "ref", ...run set info}]}.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.parse import load
-    from tracediff.parse.sides import resolve
+    from tracediff.parse.sides import capture_group, resolve
     from tracediff.report.info import render
     from tracediff.report.text import safe
     from tracediff.runinfo import summarize
 
+    group = capture_group(args.path)
+    if group is not None:  # a several-commit capture folder: each of its run sets
+        return _group(group, args.format)
     side = resolve(args.path, args.layout)
     if side.is_run_set:
         from tracediff import runsetinfo
@@ -52,4 +57,35 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     sys.stdout.write(render(info, args.format))
+    return 0
+
+
+def _group(group: list[tuple[str, Path]], fmt: str) -> int:
+    """Each run set of a several-commit capture folder, in its index's order."""
+    from tracediff import runsetinfo
+    from tracediff.parse.sides import resolve
+    from tracediff.report.jsonout import dumps
+    from tracediff.report.text import safe
+    from tracediff.runset import read_group_index
+
+    sets = read_group_index(group[0][1].parent).get("sets", {})
+    infos = []
+    for name, folder in group:
+        info = runsetinfo.summarize_set(resolve(folder, "runs"))
+        meta = sets.get(name) or {}
+        infos.append({"name": name, "commit": meta.get("commit"), "ref": meta.get("ref"), **info})
+    if fmt == "json":
+        sys.stdout.write(dumps({"run_sets": infos}))
+        return 0
+    for w in dict.fromkeys(w for info in infos for w in info["warnings"]):
+        print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+    parts = [
+        f"{len(infos)} run sets (a several-commit capture; compare two of them: "
+        f"tracediff compare {group[0][1]} {group[-1][1]})\n"
+    ]
+    for info in infos:
+        commit = (info["commit"] or "-")[:12]
+        parts.append(f"\n[{safe(info['name'])}] commit {commit} (ref {safe(str(info['ref']))})\n")
+        parts.append(runsetinfo.render(info, "table"))
+    sys.stdout.write("".join(parts))
     return 0

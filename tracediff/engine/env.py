@@ -38,6 +38,9 @@ _IDLE_READINGS = re.compile(r"^manifest\.gpus\.\d+\.clock_(sm|mem)_mhz$")
 # The code under test is what two captures are compared for: the commit, the ref and the state of
 # the user's checkout (manifest.git.*) differ on purpose and are not an environment difference.
 _CODE = "manifest.git."
+# What the launch-stack trace recorded (manifest.stacks.*: functions and modules traced, ranges,
+# stacks) follows the code too: a commit that adds two functions traces two more; not environment.
+_STACKS = "manifest.stacks."
 _WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
@@ -77,7 +80,7 @@ def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
         leaf = k.rsplit(".", 1)[-1].lower()
         if any(v in leaf for v in _VOLATILE) or _IDLE_READINGS.match(k) or ".reasons." in k:
             continue
-        if k.startswith(_CODE):
+        if k.startswith((_CODE, _STACKS)):
             continue
         if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
             diffs.append(EnvDiff(k, b.get(k), h.get(k)))

@@ -100,10 +100,11 @@ class Comparison:
     base_ms_per_cycle, head_ms_per_cycle, delta_ms_per_cycle, ci95_low, ci95_high (f64, NaN with
     fewer than 2 cycles a side), significant (bool), share (f64, delta / sum of every row's abs(delta)),
     base_count_per_cycle, head_count_per_cycle (f64), status (str: matched | added | removed | mixed
-    | renamed for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases),
+    | renamed (the same op under a new name in the same place) | replaced (another op in the same
+    place) for ops; host-side for host-bound idle; "-" for other gaps, overlap and host phases),
     base_runs, head_runs (u32: runs of each side in which it occurs), consistent (bool: it moved
     the same way in every run, every head run's mean beyond every base run's; null with one run
-    a side), base_name, head_name (str: a renamed op's name in base and in head; null
+    a side), base_name, head_name (str: a renamed or replaced op's name in base and in head; null
     otherwise)."""
 
     cycles: pl.DataFrame

@@ -20,6 +20,22 @@ KEYS = ["kind", "name", "phase", "device_id"]
 """A contributor of the GPU attribution."""
 
 
+def op_key(name: pl.Expr) -> pl.Expr:
+    """An op's name with what a re-tune or new template arguments change made alike: every
+    number `#` (tile shapes, vector widths, block sizes: `gemm_128x64_16x6` and `gemm_256x128_32x3`
+    agree), lower case."""
+    return name.str.replace_all(r"\d+", "#").str.to_lowercase()
+
+
+def same_op() -> pl.Expr:
+    """An op of head in the place of base's op is the same op under a new name (`renamed`: the
+    names agree but for numbers, `op_key`, or one extends the other: a re-tuned variant's
+    suffix) or another op (`replaced`: another kernel family or functor, the cuDNN attention
+    kernel where an elementwise kernel now runs, `neg_kernel` where `exp_kernel` ran)."""
+    b, h = op_key(pl.col("base_name")), op_key(pl.col("head_name"))
+    return (b == h) | h.str.starts_with(b) | b.str.starts_with(h)
+
+
 def attribution(
     long: pl.DataFrame,
     cb: list[int],
@@ -30,8 +46,9 @@ def attribution(
 ) -> pl.DataFrame:
     """One row per contributor (`long`: at.contributions), largest |change| first, with ids
     c0, c1..., counts per cycle, a share (stats.share) and a status. `cb`/`ch`: the cycles
-    of each side; `renamed`: align.renames (those rows get status "renamed" and their two names
-    as base_name / head_name, null elsewhere); `runs`: which run
+    of each side; `renamed`: align.renames (those rows get status "renamed", or "replaced"
+    where head's op is another op than base's (`same_op`), and their two names as base_name /
+    head_name, null elsewhere); `runs`: which run
     each cycle came from (run sets: engine/runsets.py)."""
     stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs)
     counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
@@ -62,8 +79,10 @@ def attribution(
             .then(pl.lit("host-side"))
             .when(pl.col("kind").is_in(["gap", "overlap"]))
             .then(pl.lit("-"))
-            .when(pl.col("base_name").is_not_null())
+            .when(pl.col("base_name").is_not_null() & same_op())
             .then(pl.lit("renamed"))
+            .when(pl.col("base_name").is_not_null())
+            .then(pl.lit("replaced"))
             .when(pl.col("base_count_per_cycle") == 0)
             .then(pl.lit("added"))
             .when(pl.col("head_count_per_cycle") == 0)

@@ -8,7 +8,8 @@ under cycle i of base and a regression shows as a slice that ends later. Within 
 sits at its offset from the cycle's GPU span start on its device (`events.rel_start_ns`).
 
 Tracks (threads): per side, per GPU, one "GPU n · cycles" track (one slice per cycle, with its
-span/busy/idle) and one track per stream. Every GPU operation carries in `args`: contributor_id,
+span/busy/idle) and one track per stream. Host-only runs (NVTX ranges, no GPU operation) have one
+"host · cycles" track a side: each cycle's range, its wall time. Every GPU operation carries in `args`: contributor_id,
 kind, status, slot, cycle, and its contributor's delta_ms_per_cycle and significance from the
 attribution, so a query or a click on a slice tells which contributor it belongs to.
 """
@@ -86,13 +87,15 @@ def _metadata_events(result: Comparison, tracks: pl.DataFrame) -> list[bytes]:
         )
     for t in tracks.iter_rows(named=True):
         what = "cycles" if t["stream_id"] is None else f"stream {t['stream_id']}"
+        # host-only runs: the cycles are host NVTX ranges on no GPU (engine/host.py)
+        where = "host" if t["device_id"] is None else f"GPU {t['device_id']}"
         out.append(
             {
                 "ph": "M",
                 "name": "thread_name",
                 "pid": t["pid"],
                 "tid": t["tid"],
-                "args": {"name": f"GPU {t['device_id']} · {what}"},
+                "args": {"name": f"{where} · {what}"},
             }
         )
         out.append(
@@ -115,6 +118,7 @@ def _cycle_slices(cycles: pl.DataFrame, tracks: pl.DataFrame, period: int) -> pl
     cy = cycles.join(
         tracks.filter(pl.col("stream_id").is_null()).select("side", "device_id", "pid", "tid"),
         on=["side", "device_id"],
+        nulls_equal=True,  # host-only cycles: no device
     )
     return cy.select(
         pl.struct(

@@ -135,6 +135,7 @@ def resolve(path: Path, layout: Layout = "auto") -> Side:
     path = Path(path)
     if not path.is_dir() or _is_one_run_folder(path, ranks=layout == "auto"):
         return Side(path, (run_of_capture_folder(path) if path.is_dir() else path,))
+    refuse_group(path)
     indexed = _index_runs(path)
     if indexed is not None:
         if not indexed:
@@ -173,14 +174,32 @@ def _suffix(p: Path) -> str:
     return next(s for s in _REPORT_SUFFIXES[::-1] if name.endswith(s)) if name else ""
 
 
+def capture_group(folder: Path) -> list[tuple[str, Path]] | None:
+    """The run sets of a several-commit capture folder (`capture --commit A --commit B ... -o
+    DIR`: DIR/runsets.json, one run-set folder per commit or variant): each set's name and
+    folder, in the index's order; None for any other path."""
+    folder = Path(folder)
+    if not (folder / rs.GROUP_INDEX).is_file():
+        return None
+    names = list(rs.read_group_index(folder).get("sets", {}))
+    return [(name, folder / name) for name in names]
+
+
+def refuse_group(folder: Path) -> None:
+    """InputError for a several-commit capture folder where one side is wanted, naming its
+    run sets (compare, whatif and bisect compare one run set a side)."""
+    group = capture_group(folder)
+    if group is not None:
+        names = [n for n, _ in group]
+        raise InputError(
+            f"{folder}: holds several run sets ({', '.join(names)})",
+            f"give one of them, e.g. {group[0][1]}" if group else None,
+        )
+
+
 def list_runs(folder: Path) -> list[Path]:
     """The file to read for each run of the run set at `folder` (indexed or not), in order;
     what `bisect` compares. A several-commit capture folder is refused, naming its run sets."""
     folder = Path(folder)
-    if (folder / rs.GROUP_INDEX).is_file():
-        names = sorted(rs.read_group_index(folder).get("sets", {}))
-        raise InputError(
-            f"{folder}: holds several run sets ({', '.join(names)})",
-            f"give one of them, e.g. {folder / names[0]}" if names else None,
-        )
+    refuse_group(folder)
     return list(resolve(folder, layout="runs").runs)

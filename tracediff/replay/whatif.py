@@ -61,10 +61,10 @@ def select(c: Comparison, selectors: list[str]) -> pl.DataFrame:
                 )
         else:
             pattern = s[len("name:") :] if s.startswith("name:") else s
-            if re.fullmatch(r"c\d+", s):
-                raise UsageError(
-                    f"no contributor {s}", f"ids run c0..c{att.height - 1}; see `tracediff compare`"
-                )
+            if re.fullmatch(r"[ch]\d+", s):  # an id: c (GPU) or h (host-only) and a number
+                known = att["contributor_id"].to_list()
+                span = f"ids run {known[0]}..{known[-1]}" if known else "there are no ids"
+                raise UsageError(f"no contributor {s}", f"{span}; see `tracediff compare`")
             try:
                 re.compile(pattern)
             except re.error as e:

@@ -27,8 +27,10 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "attribution": [{"id", "kind", "name", "phase", "device", "base_ms_per_cycle", "head_ms_per_cycle",
                     "delta_ms_per_cycle", "ci95": [lo, hi], "significant",
                     "share",            # delta over the sum of every row's |delta|
-                    "status",           # matched | mixed | added | removed | renamed | host-side | -
-                    "base_name", "head_name",   # renamed only (else null): the op in base, in head
+                    "status",           # matched | mixed | added | removed | renamed | replaced |
+                                        # host-side | -
+                    "base_name", "head_name",   # renamed / replaced only (else null): the op in
+                                                # base, in head
                     "base_count_per_cycle", "head_count_per_cycle",
                     "base_runs", "head_runs",  # runs of each side it occurs in
                     "consistent",       # moved the same way in every run (null: one run a side)
@@ -118,11 +120,13 @@ def _sources(c: Comparison) -> dict[str, list[dict[str, Any]]]:
 
 
 def phase_rollup(c: Comparison) -> pl.DataFrame:
-    """GPU attribution summed per host phase, by |change| then phase (the same every run)."""
-    if c.attribution.height == 0:
+    """GPU attribution summed per host phase, by |change| then phase (the same every run);
+    no rows for a host-only comparison (its rows are the phases' wall time, not GPU time)."""
+    gpu = c.attribution.filter(pl.col("kind") != "host")
+    if gpu.height == 0:
         return pl.DataFrame(schema={"phase": pl.String, "delta_ms_per_cycle": pl.Float64})
     return (
-        c.attribution.group_by("phase", maintain_order=True)  # sums in row order: every run alike
+        gpu.group_by("phase", maintain_order=True)  # sums in row order: every run alike
         .agg(pl.col("delta_ms_per_cycle").sum())
         .sort(pl.col("delta_ms_per_cycle").abs(), "phase", descending=[True, False])
     )

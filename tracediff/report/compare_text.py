@@ -35,7 +35,8 @@ STATUSES = {
     "mixed": "in both, a different number of times per cycle",
     "added": "in head only",
     "removed": "in base only",
-    "renamed": "another op in the same place of the cycle (base → head)",
+    "renamed": "the same op under a new name in the same place of the cycle (a re-tune: new tile shapes or widths; base → head)",
+    "replaced": "another op in the same place of the cycle (base → head)",
     "host-side": "GPU idle because the CPU launched late",
     "-": "other idle time, stream overlap",
 }
@@ -44,6 +45,11 @@ NOISE_FLOOR = (
     "noise floor: how much the cycle time varies from cycle to cycle within one run (pooled std);"
     " a change far below it is hard to tell from chance"
 )
+NOISE_FLOOR_RUNS = (
+    "noise floor: how much the mean cycle time varies from run to run (the between-run std of"
+    " base's run means); a change far below it is hard to tell from chance"
+)
+ID = "id: the contributor's id, as `tracediff whatif BASE HEAD --take ID` takes it"
 PARTS = (
     "GPU work = kernels, copies, memsets, collectives, stream overlap and idle waiting on a"
     " dependency; host-bound idle = GPU idle because the CPU launched late (host-bound and"
@@ -56,11 +62,13 @@ SHARE = (
 LEGEND_WIDTH = 100
 
 
-def legend(mark: str = "* significant") -> list[str]:
+def legend(mark: str = "* significant", noise_unit: str = "cycle") -> list[str]:
     """The words of the report, one definition per item (the table wraps them); `mark`: how
-    the report marks a significant row."""
+    the report marks a significant row; `noise_unit`: the comparison's (Comparison.noise_unit:
+    the noise floor of run sets is between runs, of one run a side within it)."""
     status = "status: " + "; ".join(f"{k} = {v}" for k, v in STATUSES.items())
-    return [f"{mark}: {SIGNIFICANT}", PARTS, SHARE, status, NOISE_FLOOR]
+    floor = NOISE_FLOOR_RUNS if noise_unit == "run" else NOISE_FLOOR
+    return [f"{mark}: {SIGNIFICANT}", ID, PARTS, SHARE, status, floor]
 
 
 def _wrapped(items: list[str]) -> list[str]:
@@ -74,14 +82,17 @@ def _wrapped(items: list[str]) -> list[str]:
 
 
 def renamed_names(c: Comparison) -> dict[str, dict[str, str]]:
-    """label -> {base_name, head_name} of the renamed contributors (for the summed-over-GPU
+    """label -> {base_name, head_name, status} of the renamed or replaced contributors (for the summed-over-GPU
     rows, which carry the label only)."""
     if "base_name" not in c.attribution.columns:
         return {}
     r = c.attribution.filter(pl.col("base_name").is_not_null())
+    cols = ("name", "base_name", "head_name", "status")
     return {
-        row["name"]: {"base_name": row["base_name"], "head_name": row["head_name"]}
-        for row in r.select("name", "base_name", "head_name").unique("name").iter_rows(named=True)
+        row["name"]: {k: row[k] for k in cols[1:]}
+        for row in r.select(cols)
+        .unique("name", keep="first", maintain_order=True)
+        .iter_rows(named=True)
     }
 
 
@@ -163,7 +174,7 @@ def render_table(
     src = launched_from(c, FROM_WIDTH)
     col = f"{'launched from':<{FROM_WIDTH}}  " if src else ""
     out.append(
-        f"{'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  {col}name"
+        f"{'id':>4} {'kind':<10} {'GPU':>3} {'phase':<12} {'base ms':>9} {'head ms':>9} {'change':>9} {'95% CI':>19} {'share':>6}  {col}name"
     )
     for r in c.attribution.head(top).iter_rows(named=True):
         mark = "*" if r["significant"] else " "
@@ -171,7 +182,7 @@ def render_table(
         ci = ci_cell(r["ci95_low"], r["ci95_high"])
         dev = "-" if r["device_id"] is None else str(r["device_id"])
         out.append(
-            f"{r['kind']:<10} {dev:>3} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
+            f"{r['contributor_id']:>4} {r['kind']:<10} {dev:>3} {short(r['phase'], 12):<12} {r['base_ms_per_cycle']:9.3f} {r['head_ms_per_cycle']:9.3f} "
             f"{r['delta_ms_per_cycle']:+9.3f}{mark}{ci:>19} {share}  "
             + (f"{src.get(r['contributor_id'], '-'):<{FROM_WIDTH}}  " if src else "")
             + op_label(r, 70)
@@ -183,7 +194,7 @@ def render_table(
         )
     if suspects is not None:
         out += suspects_lines(suspects) + [""]
-    out += _wrapped(legend())
+    out += _wrapped(legend(noise_unit=c.noise_unit))
     if any(
         s == "host-side" and sig
         for s, sig in zip(c.attribution["status"], c.attribution["significant"], strict=True)
@@ -274,10 +285,10 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
         out += ["", "Per GPU:", ""]
     src = launched_from(c, 60)
     out += [
-        "| kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | "
+        "| id | kind | GPU | phase | base ms | head ms | change ms | 95% CI | sig | share | status | "
         + ("launched from | " if src else "")
         + "name |",
-        "|---|---|---|---:|---:|---:|---|---|---:|---|" + ("---|" if src else "") + "---|",
+        "|---|---|---|---|---:|---:|---:|---|---|---:|---|" + ("---|" if src else "") + "---|",
     ]
     for r in c.attribution.head(top).iter_rows(named=True):
         share = f"{100 * r['share']:.0f}%" if r["share"] is not None else "-"
@@ -288,13 +299,13 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
         else:
             name = f"`{name}"
         out.append(
-            f"| {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
+            f"| {r['contributor_id']} | {r['kind']} | {r['device_id'] if r['device_id'] is not None else '-'} | {r['phase']} | {r['base_ms_per_cycle']:.3f} | "
             f"{r['head_ms_per_cycle']:.3f} | {r['delta_ms_per_cycle']:+.3f} | [{r['ci95_low']:+.3f}, {r['ci95_high']:+.3f}] | "
             f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | {name}` |"
         )
     if suspects is not None:
         out += suspects_markdown(suspects)
-    out += [""] + [f"- {item}" for item in legend("sig yes")] + [""]
+    out += [""] + [f"- {item}" for item in legend("sig yes", c.noise_unit)] + [""]
     out += [f"> {line}" for line in device_map_lines(c) + clock_lines(c.clocks)]
     out += [f"> warning: {w}" for w in c.warnings]
     return safe_lines(out)

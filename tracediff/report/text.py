@@ -33,18 +33,19 @@ def plural(n: int | float, word: str) -> str:
 
 
 RENAMED_FROM = " (renamed from {})"
+REPLACED = " (in place of {})"
 
 
-def renamed(base: str, head: str, width: int) -> str:
-    """A renamed op as `head (renamed from base)` in `width` characters: the head name first
-    (what runs now), each name shortened only as far as both need, the head name keeping at
-    least two thirds of the room."""
-    room = width - len(RENAMED_FROM.format(""))
+def renamed(base: str, head: str, width: int, template: str = RENAMED_FROM) -> str:
+    """A renamed op as `head (renamed from base)` (`template`: REPLACED for another op in its
+    place) in `width` characters: the head name first (what runs now), each name shortened only
+    as far as both need, the head name keeping at least two thirds of the room."""
+    room = width - len(template.format(""))
     if len(head) + len(base) > room:
         head_w = max(room - len(base), (2 * room) // 3)
         head = short(head, head_w)
         base = short(base, room - len(head))
-    return head + RENAMED_FROM.format(base)
+    return head + template.format(base)
 
 
 def op_label(row: dict[str, object], width: int, *, status: bool = True) -> str:
@@ -52,7 +53,9 @@ def op_label(row: dict[str, object], width: int, *, status: bool = True) -> str:
     others by their name, followed by " (status)" for added / removed / mixed when `status`."""
     base, head = row.get("base_name"), row.get("head_name")
     if isinstance(base, str) and isinstance(head, str):
-        return renamed(base, head, width)
+        return renamed(
+            base, head, width, REPLACED if row.get("status") == "replaced" else RENAMED_FROM
+        )
     name = str(row["name"])
     if status and row.get("status") not in (None, "matched", "-", "host-side"):
         name = f"{name} ({row['status']})"

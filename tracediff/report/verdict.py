@@ -14,6 +14,7 @@ from typing import Literal
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.split import ChangeSplit, change_split
 from tracediff.report.numbers import DECIMALS, settled
+from tracediff.report.replacements import replacement_lines
 from tracediff.report.text import op_label, plural
 
 State = Literal["significant", "noise", "undecided"]
@@ -164,7 +165,7 @@ def verdict_lines(c: Comparison) -> list[str]:
     sig = v.significance
     if split is not None and split.moved is not None and v.state == "significant":
         sig += f", {MOVED[split.moved]}"
-    lines = [] if split is None else split_lines(c, split)
+    lines = [] if split is None else split_lines(c, split) + replacement_lines(c)
     if c.cycle_fallback:  # first: every number below is of whole runs, not of cycles
         lines.insert(0, fallback_line(c.cycle_fallback))
     lines += [

@@ -13,6 +13,7 @@ from typing import Any
 from tracediff.engine.result import Comparison
 from tracediff.errors import UsageError
 from tracediff.suspects import gitlog
+from tracediff.suspects.nostacks import NO_STACKS, why_no_stacks
 from tracediff.suspects.rank import Suspects, rank
 
 __all__ = ["Suspects", "manifest_commit", "suspects_for"]
@@ -67,4 +68,5 @@ def suspects_for(
         base = gitlog.resolve(top, mb, "base's capture commit")
         head = gitlog.resolve(top, mh, "head's capture commit")
         origin = "capture manifests"
-    return rank(c.launch_stacks, c.attribution, top, base, head, origin)
+    why = why_no_stacks([*bases, *heads]) if not c.launch_stacks.height else NO_STACKS
+    return rank(c.launch_stacks, c.attribution, top, base, head, origin, why)

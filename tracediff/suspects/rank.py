@@ -41,6 +41,7 @@ import polars as pl
 from tracediff.engine.sources import is_library
 from tracediff.suspects import gitlog, linemap, pysource
 from tracediff.suspects.linemap import Span
+from tracediff.suspects.nostacks import NO_STACKS
 
 KIND_WEIGHT = {"line": 1.0, "function": 0.5, "branch": 0.25, "file": 0.1}
 DEPTH_DECAY = 0.3
@@ -195,15 +196,17 @@ def rank(
     base: str,
     head: str,
     range_from: str,
+    no_stacks: str = NO_STACKS,
 ) -> Suspects:
-    """The suspects of base..head (full shas of `repo`) for this comparison."""
+    """The suspects of base..head (full shas of `repo`) for this comparison; `no_stacks`: what
+    to say when the runs have no launch stacks (nostacks.why_no_stacks)."""
     commits = gitlog.log(repo, base, head)
     out = Suspects(base, head, range_from, len(commits))
     if not commits:
         out.notes.append(f"no commits between {base[:12]} and {head[:12]}")
         return out
     if not launch_stacks.height:
-        out.notes.append("the runs have no launch stacks (Kineto with_stack traces carry them)")
+        out.notes.append(no_stacks)
         return out
     att = attribution.select("contributor_id", "delta_ms_per_cycle", "significant")
     with_stacks = att.filter(

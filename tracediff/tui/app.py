@@ -19,6 +19,7 @@ from textual.worker import Worker, WorkerState
 from tracediff.engine.result import Comparison
 from tracediff.report.numbers import settled_comparison
 from tracediff.suspects import Suspects
+from tracediff.tui import reasons as why_not
 from tracediff.tui.main import MainScreen
 from tracediff.tui.screens import ErrorModal, HelpScreen, LoadingScreen
 from tracediff.tui.timeline import CELLS, LEGEND
@@ -72,10 +73,9 @@ class TracediffApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         w = event.worker
         if event.state == WorkerState.ERROR:
-            err = w.error
-            msg = str(err) if err is not None else "unknown error"
+            title, text = why_not.error_modal(w.name or "", w.error)
             self.push_screen(
-                ErrorModal(f"{w.name} failed", f"{type(err).__name__}: {msg}"),
+                ErrorModal(title, text),
                 callback=(lambda _: self.exit()) if w.name == "load" else None,
             )
             return

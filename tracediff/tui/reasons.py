@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.engine.result import Comparison
+from tracediff.errors import TracediffError
 from tracediff.tui.timelinemodel import TimelineModel
 
 HOST_ONLY = (
@@ -96,3 +97,20 @@ def event_api_calls(c: Comparison) -> str:
         if n:
             said.append(f"{call} {n} time{'' if n == 1 else 's'}")
     return " and ".join(said)
+
+
+REFUSED = {
+    "whatif": "what-if cannot replay that",
+    "load": "cannot compare these runs",
+}
+"""A worker's modal title when it refused (a TracediffError: the tool cannot answer, and says
+why), by the worker's name."""
+
+
+def error_modal(worker: str, err: BaseException | None) -> tuple[str, str]:
+    """The title and text of the modal for a worker that raised: a refusal is titled as one and
+    shows its message and hint; anything else is a failure, with the exception's type."""
+    if isinstance(err, TracediffError):
+        return REFUSED.get(worker, f"{worker}: cannot do that"), str(err)
+    msg = str(err) if err is not None else "unknown error"
+    return f"{worker} failed", f"{type(err).__name__}: {msg}"

@@ -16,6 +16,7 @@ from tracediff.engine.result import Comparison
 from tracediff.engine.sources import is_library
 from tracediff.report.text import frame_label, safe, short
 from tracediff.suspects import Suspects
+from tracediff.suspects.nostacks import NO_STACKS
 
 STACKS_SHOWN = 4
 FRAMES_SHOWN = 14
@@ -30,10 +31,7 @@ def why_none(c: Comparison, kind: str) -> str:
             "(the ops around the gap have theirs)"
         )
     if not c.launch_stacks.height:
-        return (
-            "these runs carry no launch stacks: PyTorch-profiler traces recorded with "
-            "with_stack=True have them (nsys reports not yet)"
-        )
+        return NO_STACKS
     return "none of this contributor's launches resolved to a Python stack in these runs"
 
 

@@ -15,7 +15,7 @@ import polars as pl
 
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.skew import clock_lines
-from tracediff.report.compare_text import NOISE_FLOOR, device_map_lines
+from tracediff.report.compare_text import NOISE_FLOOR, NOISE_FLOOR_RUNS, device_map_lines
 from tracediff.report.html import figures as fg
 from tracediff.report.html import gpus
 from tracediff.report.html.page import document, figure_block
@@ -30,11 +30,6 @@ from tracediff.report.html.tables import (
 from tracediff.report.html.timeline import timeline
 from tracediff.report.verdict import verdict_lines, verdict_words
 from tracediff.suspects import Suspects
-
-NOISE_FLOOR_RUNS = (
-    "noise floor: how much the mean cycle time varies from run to run (the between-run std of "
-    "base's run means); a change far below it is hard to tell from chance"
-)
 
 
 def noise_floor_words(c: Comparison) -> str:

@@ -40,7 +40,8 @@ def _ci(lo: Any, hi: Any) -> str:
 def _name(r: dict[str, Any]) -> str:
     base, head = r.get("base_name"), r.get("head_name")
     if isinstance(base, str) and isinstance(head, str):
-        return f"{h(head)} <span class=dim>(renamed from {h(base)})</span>"
+        how = "in place of" if r.get("status") == "replaced" else "renamed from"
+        return f"{h(head)} <span class=dim>({how} {h(base)})</span>"
     return h(r["name"])
 
 
