@@ -124,6 +124,21 @@ def test_perfetto_of_host_only_runs_draws_their_cycles(tmp_path: Path) -> None:
     assert all(e["dur"] > 1000 for e in cycles)  # each a range of several ms
 
 
+def test_perfetto_cycles_of_a_run_set_carry_their_run(tmp_path: Path) -> None:
+    out = tmp_path / "rs.json"
+    code, _, err = cli(
+        "compare", f"{S}/runs/good", f"{S}/runs/bad", "--perfetto", str(out), "--format", "json"
+    )
+    assert code == 0, err
+    cycles = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "cycle"]
+    per_run: dict[tuple[int, int], int] = {}
+    for e in cycles:
+        assert e["name"] == f"cycle {e['args']['cycle']} · run {e['args']['run']}"
+        key = (e["pid"], e["args"]["run"])
+        per_run[key] = per_run.get(key, 0) + 1
+    assert per_run == {(pid, run): 20 for pid in (1, 2) for run in (1, 2, 3, 4)}  # 20 a run
+
+
 def test_host_only_words() -> None:
     code, table, _ = cli("compare", *HOST, "--format", "table")
     assert code == 0 and "GPU change by phase" not in table

@@ -81,6 +81,7 @@ def compare_host(
         + vd.run_set_warnings(runs),
         noise_unit=v.noise_unit,
         p_value=v.p_value,
+        cycle_runs=runs.cycle_runs(),
     )
 
 

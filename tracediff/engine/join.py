@@ -327,5 +327,6 @@ def join(
         noise_unit=v.noise_unit,
         p_value=v.p_value,
         cycle_fallback=fallback,
+        cycle_runs=runs.cycle_runs(),
         clocks=clocks,
     )

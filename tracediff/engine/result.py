@@ -193,6 +193,10 @@ class Comparison:
     sample, engine/runstats.py)."""
     p_value: float | None = None
     """Run sets: the across-run permutation test's p-value for the cycle time; else None."""
+    cycle_runs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """{"base": ..., "head": ...}: the run (0-based, the side's run order: SideSummary.run_labels)
+    each cycle id of `cycles` came from, at position `cycle`; {} where the engine did not say
+    (a run set's cycles are numbered across its runs, engine/runsets.py)."""
 
     replay_inputs: ReplayInputs = field(default_factory=ReplayInputs, repr=False)
     """What the replay reads beyond the tables (the replay graph is kept beside the result, in

@@ -43,6 +43,13 @@ class RunIndex:
     def runs(self, side: str) -> int:
         return self.runs_base if side == "base" else self.runs_head
 
+    def cycle_runs(self) -> dict[str, tuple[int, ...]]:
+        """`Comparison.cycle_runs`: each side's run of each cycle id."""
+        return {
+            "base": tuple(int(r) for r in self.base),
+            "head": tuple(int(r) for r in self.head),
+        }
+
 
 def _dense_pid(frame: pl.DataFrame) -> pl.DataFrame:
     """process_id renumbered 0, 1, ... in id order: each run is its own process, and the host

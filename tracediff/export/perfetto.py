@@ -9,7 +9,8 @@ sits at its offset from the cycle's GPU span start on its device (`events.rel_st
 
 Tracks (threads): per side, per GPU, one "GPU n · cycles" track (one slice per cycle, with its
 span/busy/idle) and one track per stream. Host-only runs (NVTX ranges, no GPU operation) have one
-"host · cycles" track a side: each cycle's range, its wall time. Every GPU operation carries in `args`: contributor_id,
+"host · cycles" track a side: each cycle's range, its wall time. A run set's cycles carry their
+run (1-based, the set's run order) in their name and args. Every GPU operation carries in `args`: contributor_id,
 kind, status, slot, cycle, and its contributor's delta_ms_per_cycle and significance from the
 attribution, so a query or a click on a slice tells which contributor it belongs to.
 """
@@ -114,6 +115,23 @@ def _us(expr: pl.Expr) -> pl.Expr:
     return (expr.cast(pl.Float64) / 1000.0).round(3)
 
 
+def _with_runs(result: Comparison) -> pl.DataFrame:
+    """`cycles` with `run` (1-based) on the sides of several runs (null elsewhere): a run set's
+    cycles are numbered across its runs (Comparison.cycle_runs)."""
+    parts = [
+        pl.DataFrame(
+            {"side": side, "cycle": range(len(of)), "run": [r + 1 for r in of]},
+            schema={"side": pl.String, "cycle": pl.Int64, "run": pl.Int64},
+        )
+        for side, of in result.cycle_runs.items()
+        if getattr(result, side).runs > 1
+    ]
+    if not parts:
+        return result.cycles.with_columns(pl.lit(None, pl.Int64).alias("run"))
+    runs = pl.concat(parts)
+    return result.cycles.join(runs, on=["side", "cycle"], how="left")
+
+
 def _cycle_slices(cycles: pl.DataFrame, tracks: pl.DataFrame, period: int) -> pl.DataFrame:
     cy = cycles.join(
         tracks.filter(pl.col("stream_id").is_null()).select("side", "device_id", "pid", "tid"),
@@ -122,7 +140,9 @@ def _cycle_slices(cycles: pl.DataFrame, tracks: pl.DataFrame, period: int) -> pl
     )
     return cy.select(
         pl.struct(
-            name=pl.format("cycle {}", pl.col("cycle")),
+            name=pl.when(pl.col("run").is_null())
+            .then(pl.format("cycle {}", pl.col("cycle")))
+            .otherwise(pl.format("cycle {} · run {}", pl.col("cycle"), pl.col("run"))),
             cat=pl.lit("cycle"),
             ph=pl.lit("X"),
             pid="pid",
@@ -131,6 +151,7 @@ def _cycle_slices(cycles: pl.DataFrame, tracks: pl.DataFrame, period: int) -> pl
             dur=_us(pl.col("span_ns")),
             args=pl.struct(
                 cycle="cycle",
+                run="run",
                 device_id="device_id",
                 span_ns="span_ns",
                 busy_ns="busy_ns",
@@ -221,7 +242,7 @@ def _write(result: Comparison, f: IO[str]) -> int:
     n = 0
     # A generator: each chunk of ops is encoded only when the previous one has been written.
     parts = itertools.chain(
-        [_cycle_slices(result.cycles, tracks, period)],
+        [_cycle_slices(_with_runs(result), tracks, period)],
         (_op_slices(ev, contrib, tracks, period) for ev in result.events.iter_slices(CHUNK)),
     )
     for part in parts:

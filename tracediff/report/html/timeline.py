@@ -64,6 +64,13 @@ def _hover(r: dict[str, Any]) -> str:
     )
 
 
+def _run_of(c: Comparison, side: str, cycle: int) -> str:
+    """` of run 2 of 4` for a cycle of a side of several runs, else ''."""
+    runs = c.cycle_runs.get(side, ())
+    n = getattr(c, side).runs
+    return f" of run {runs[cycle] + 1} of {n}" if n > 1 and cycle < len(runs) else ""
+
+
 def timeline(c: Comparison) -> Figure | None:
     """Base's and head's representative cycles, aligned at their starts; None without GPU ops."""
     picked = {side: representative(c, side) for side in ("base", "head")}
@@ -119,7 +126,7 @@ def timeline(c: Comparison) -> Figure | None:
         dragmode="zoom",
     )
     words = [
-        f"{side} cycle {p[0]} ({p[1]:.3f} ms, nearest the side's median)"
+        f"{side} cycle {p[0]}{_run_of(c, side, p[0])} ({p[1]:.3f} ms, nearest the side's median)"
         for side, p in picked.items()
         if p is not None
     ]
