@@ -59,10 +59,11 @@ def num(x: Any) -> float | None:
 def plot_layout(title: str, **more: Any) -> dict[str, Any]:
     return {
         "title": {"text": esc(title), "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 90},
         "font": {"family": "system-ui, sans-serif", "size": 12},
         "hovermode": "closest",
-        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
+        # below the plot: above it, the legend would sit under plotly's tool bar
+        "legend": {"orientation": "h", "x": 0, "y": -0.28, "yanchor": "top"},
         **more,
     }
 
@@ -278,9 +279,8 @@ def by_phase(c: Comparison) -> Figure | None:
         data.append(bar)
     if not data:
         return None
-    title = (
-        "Change by phase" if len(data) > 1 else f"{data[0]['name'].capitalize()} change by phase"
-    )
+    first = str(data[0]["name"])  # "GPU time" / "host wall time"
+    title = "Change by phase" if len(data) > 1 else f"{first[0].upper()}{first[1:]} change by phase"
     layout = plot_layout(
         f"{title} (ms per cycle)",
         barmode="group",

@@ -116,8 +116,7 @@ def heatmap(c: Comparison) -> Figure | None:
             "y": [f"{esc(n, 40)} · {esc(p, 16)}" for _, n, p in keys],
             "z": z,
             "zmid": 0,
-            "colorscale": "RdBu",
-            "reversescale": True,
+            "colorscale": "RdBu",  # plotly.js's runs blue (low) to red (high): red is slower
             "hovertext": hover,
             "hoverinfo": "text",
             "colorbar": {"title": {"text": "ms/cycle"}},

@@ -122,7 +122,7 @@ def timeline(c: Comparison) -> Figure | None:
             "fixedrange": True,
             "automargin": True,
         },
-        margin={"l": 20, "r": 20, "t": 40, "b": 50},
+        margin={"l": 20, "r": 20, "t": 40, "b": 90},
         dragmode="zoom",
     )
     words = [
