@@ -50,13 +50,19 @@ class Connection:
                     f"--scheduler {address}: give local:N with N >= 1 worker processes",
                     "e.g. --scheduler local:2, or tcp://HOST:8786 for a running scheduler",
                 )
+            limit = memory_bytes(memory_limit)
             # a task whose worker died once more than this is given up (KilledWorker)
-            with dask.config.set({"distributed.scheduler.allowed-failures": RETRIES}):
+            # a worker paused for memory takes no task, and waits for ever when what it holds
+            # stays: past the limit it is restarted instead (memory_bytes, RETRIES)
+            never_paused = {"distributed.worker.memory.pause": False}
+            with dask.config.set(
+                {"distributed.scheduler.allowed-failures": RETRIES, **never_paused}
+            ):
                 self._cluster = LocalCluster(  # type: ignore[no-untyped-call]
                     n_workers=int(n),
                     threads_per_worker=1,
                     processes=True,
-                    memory_limit=memory_limit or "auto",
+                    memory_limit=limit,
                     dashboard_address=None,
                     # its HTTP server (no dashboard) on a free port, not 8787: another cluster
                     # on this machine would make Dask warn on stderr
@@ -66,6 +72,7 @@ class Connection:
                 )
             self.client = Client(self._cluster)  # type: ignore[no-untyped-call]
         else:
+            check_address(address)
             try:
                 self.client = Client(address, timeout="20s")  # type: ignore[no-untyped-call]
             except (OSError, TimeoutError) as e:
@@ -80,6 +87,62 @@ class Connection:
         if self._cluster is not None:
             with contextlib.suppress(Exception):
                 self._cluster.close()
+
+
+ADDRESS_HINT = "give tcp://HOST:PORT of a running scheduler (e.g. tcp://10.0.0.5:8786) or local:N"
+
+
+def check_address(address: str) -> None:
+    """Refuse, before anything is read, a scheduler address Dask cannot connect to: an unknown
+    scheme, a host without a port (Dask raised ValueError from inside Client, a traceback)."""
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, where = parse_address(address)
+        registry.get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            host, _ = parse_host_port(where)
+            if not host:
+                raise ValueError("no host")
+    except ValueError as e:
+        raise UsageError(
+            f"--scheduler {address}: not a scheduler address ({e})", ADDRESS_HINT
+        ) from None
+
+
+def memory_bytes(text: str | None) -> int | str:
+    """`--memory-limit` as bytes ("auto" when not given), refused when Dask cannot read it or
+    when it is below what one worker holds before it reads a file: such a worker is restarted
+    without end and nothing is ever read (compare hung with nothing printed). That floor is
+    this process's own memory once the readers' libraries are loaded, as a worker loads them."""
+    if text is None or text.strip().lower() == "auto":
+        return "auto"
+    import dask
+    import psutil
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(text)
+    except (ValueError, TypeError):
+        raise UsageError(
+            f"--memory-limit {text}: not a size", "e.g. --memory-limit 4GiB, 4000MB or auto"
+        ) from None
+    import numpy  # noqa: F401  (what a worker loads to read any file)
+    import polars  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    floor = psutil.Process().memory_info().rss
+    kill = float(dask.config.get("distributed.worker.memory.terminate") or 1.0)
+    if n * kill < floor:
+        mib = -(-floor // kill // 2**20 // 256) * 256  # rounded up to 256 MiB
+        raise UsageError(
+            f"--memory-limit {text}: below what one worker holds before it reads a file "
+            f"(about {floor / 2**20:.0f} MiB: Python, Dask, polars and pyarrow), so no file "
+            "could be read",
+            f"give at least {mib:.0f}MiB, or leave --memory-limit out (the machine's memory / N)",
+        )
+    return int(n)
 
 
 def on_worker(fn: Callable[[Any], Any], item: Any) -> tuple[str, Any]:

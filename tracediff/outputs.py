@@ -62,15 +62,23 @@ def overlaps(out: Path, other: Path) -> bool:
 
 
 def refuse_inputs(out: Path, inputs: Iterable[Path], what: str = "output") -> None:
-    """Raise OutputError if `out` is one of `inputs` or a folder that holds one (a folder output
-    replaces its content): the user's data is never an output."""
+    """Raise OutputError if `out` is one of `inputs`, a folder that holds one (a folder output
+    replaces its content), or inside an input folder (a run set's runset.json, a run's file; a
+    new file changes what the folder holds: a rank folder no longer reads as one run): the user's
+    data is never an output."""
     out = Path(out)
+    target = Path(os.path.abspath(out)).resolve()
     for inp in inputs:
         inp = Path(inp)
         if inp.exists() and overlaps(out, inp):
             raise OutputError(
                 f"{out}: the {what} would overwrite the input {inp}",
                 "give the output another name",
+            )
+        if inp.is_dir() and Path(os.path.abspath(inp)).resolve() in target.parents:
+            raise OutputError(
+                f"{out}: the {what} would be written inside the input folder {inp}",
+                "write it outside the folders being read",
             )
 
 

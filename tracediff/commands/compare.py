@@ -16,6 +16,24 @@ from typing import Any
 FAIL_EXIT = 3
 UNDECIDED_EXIT = 4
 """`--fail-above`: the gate cannot decide (no CI, too few runs, nothing finite to judge)."""
+MAX_COUNT = 1_000_000
+"""The largest --top, --whatif or --bootstrap taken (far past any table's rows; a number past
+64 bits overflowed in polars with a traceback)."""
+
+
+def count(lo: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `lo` to MAX_COUNT (argparse's one-line error else)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not lo <= n <= MAX_COUNT:
+            raise argparse.ArgumentTypeError(f"{text}: give a number from {lo} to {MAX_COUNT}")
+        return n
+
+    return parse
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -34,7 +52,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="print a report (default: the TUI on a terminal, a table otherwise)",
     )
     p.add_argument(
-        "--top", type=int, default=15, help="contributors shown in table/markdown (default 15)"
+        "--top", type=count(1), default=15, help="contributors shown in table/markdown (default 15)"
     )
     p.add_argument(
         "--fail-above",
@@ -45,12 +63,15 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         "when it cannot decide (README: CI gate)",
     )
     p.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples for the CIs (default 1000)"
+        "--bootstrap",
+        type=count(10),
+        default=1000,
+        help="bootstrap resamples for the CIs (default 1000)",
     )
     p.add_argument("--no-tui", action="store_true", help="print the report even on a terminal")
     p.add_argument(
         "--whatif",
-        type=int,
+        type=count(1),
         nargs="?",
         const=5,
         default=None,
@@ -249,14 +270,10 @@ def _ranked(
 def run(args: argparse.Namespace) -> int:
     from tracediff.errors import UsageError
 
-    if args.top < 1 or args.bootstrap < 10:
-        raise UsageError("--top must be >= 1 and --bootstrap >= 10")
     if args.fail_above is not None and not (
         math.isfinite(args.fail_above) and args.fail_above >= 0
     ):
         raise UsageError(f"--fail-above {args.fail_above}: give a percentage >= 0")
-    if args.whatif is not None and args.whatif < 1:
-        raise UsageError(f"--whatif {args.whatif}: give a number of contributors >= 1 (or none: 5)")
     tty = sys.stdout.isatty() and sys.stdin.isatty()
     use_tui = tty and args.format is None and not args.no_tui
 
@@ -283,6 +300,11 @@ def run(args: argparse.Namespace) -> int:
     if args.perfetto:
         from tracediff.export.perfetto import check_output_file
 
+        if str(args.perfetto) == "-":  # stdout carries the report: two documents on one stream
+            raise UsageError(
+                "--perfetto -: the trace is not written to stdout, which carries the report",
+                "give a file name such as diff.json.gz",
+            )
         refuse_inputs(args.perfetto, [args.base, args.head], "--perfetto trace")
         check_output_file(args.perfetto, force=args.force)
     if args.html:

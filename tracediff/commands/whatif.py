@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracediff.commands.compare import count
+
 
 def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -31,7 +33,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="NVTX range that delimits a cycle (as for compare); default: found automatically",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("--top", type=int, default=10, help="critical-path rows shown (default 10)")
+    p.add_argument("--top", type=count(1), default=10, help="critical-path rows shown (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,9 +43,6 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.parse.sanity import check_pair
     from tracediff.replay import predict
     from tracediff.report.whatif import render
-
-    if args.top < 1:
-        raise UsageError("--top must be >= 1")
 
     def say(msg: str) -> None:
         if sys.stderr.isatty():
