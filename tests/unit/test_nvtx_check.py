@@ -69,6 +69,23 @@ def test_a_trace_without_nvtx_is_not_checked(nccl_only: Run) -> None:
     assert m["nvtx"]["problem"].startswith("not checked")
 
 
+def test_what_the_check_counted_is_no_environment_difference(full: Run) -> None:
+    """manifest.nvtx follows the code (its NVTX events, which files import nvtx), like
+    manifest.stacks; the version stays an environment difference (workload_python)."""
+    from tracediff.engine.env import env_diffs
+
+    runs = []
+    for own, version in ((36, "0.2.10"), (48, "0.2.17")):
+        run = read_run(SAMPLE)
+        m = {"workload_python": {"nvtx_version": version}}
+        nvtxcheck.check(m, full, ["bench.py"], "cuda,nvtx")
+        m["nvtx"]["own_events"] = own
+        run.metadata["manifest"] = m
+        runs.append(run)
+    keys = [d.key for d in env_diffs(*runs)]
+    assert keys == ["manifest.workload_python.nvtx_version"], keys
+
+
 @pytest.mark.git
 def test_importers_are_found_in_the_worktree_and_the_command(tmp_path: Path) -> None:
     tree = tmp_path / "tree"

@@ -41,6 +41,9 @@ _CODE = "manifest.git."
 # What the launch-stack trace recorded (manifest.stacks.*: functions and modules traced, ranges,
 # stacks) follows the code too: a commit that adds two functions traces two more; not environment.
 _STACKS = "manifest.stacks."
+# So does what capture's NVTX check counted (manifest.nvtx.*: the files importing nvtx, the
+# workload's own NVTX events, capture/nvtxcheck.py); the nvtx version is workload_python's.
+_NVTX = "manifest.nvtx."
 _WORKTREE = re.compile(r"/tmp/tracediff-wt-[^/:]+(/[0-9a-f]{6,40})?")
 
 
@@ -80,7 +83,7 @@ def env_diffs(base: Run, head: Run) -> list[EnvDiff]:
         leaf = k.rsplit(".", 1)[-1].lower()
         if any(v in leaf for v in _VOLATILE) or _IDLE_READINGS.match(k) or ".reasons." in k:
             continue
-        if k.startswith((_CODE, _STACKS)):
+        if k.startswith((_CODE, _STACKS, _NVTX)):
             continue
         if b.get(k) != h.get(k) and b.get(k) is not None and h.get(k) is not None:
             diffs.append(EnvDiff(k, b.get(k), h.get(k)))
