@@ -51,10 +51,14 @@ def summarize(run: Run) -> dict[str, Any]:
     m = run.metadata
     from dataclasses import asdict
 
+    from tracediff.parse import identity as idn
+    from tracediff.parse.decided import compact, describe
     from tracediff.parse.gpus import gpus_of
 
     gpus = [asdict(g) for g in gpus_of(run)]
     return {
+        "decided": describe("input", [run], False)["line"],
+        "identity": compact(idn.of(run)),
         "source": m.get("source"),
         "source_format": m.get("source_format"),
         "tool_versions": {

@@ -54,20 +54,33 @@ def mean_cycle_ms(seg: Any) -> float | None:
     return float(critical["span_ns"].mean()) / 1e6 if critical.height else None
 
 
-def summarize_set(side: Side, cycle: str | None = None) -> dict[str, Any]:
-    """Per run of `side`: cycles (cut by the first run's rule), kernels, kernel time, span."""
+def summarize_set(
+    side: Side,
+    cycle: str | None = None,
+    *,
+    allow_missing_ranks: bool = False,
+    layout: str = "auto",
+) -> dict[str, Any]:
+    """Per run of `side`: cycles (cut by the first run's rule), kernels, kernel time, span;
+    the runs checked to be one workload's (parse/grouping.py) and what was decided."""
     from tracediff.engine import cycles
     from tracediff.engine.ops import gpu_ops_counted
     from tracediff.engine.ranges import host_only
     from tracediff.engine.segmentation import CycleRule
+    from tracediff.parse import identity as idn
     from tracediff.parse import load
+    from tracediff.parse.decided import describe_metadata
+    from tracediff.parse.grouping import check_run_set, run_name
 
     rule = None
     host = None  # decided on the first run, as compare decides on base's first run
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
+    metas: list[dict[str, Any]] = []
     for path in side.runs:
-        run = load(path)
+        run = load(path, allow_missing_ranks=allow_missing_ranks)
+        idn.of(run)
+        metas.append({k: run.metadata.get(k) for k in ("identity", "clock_offsets")})
         warnings += run.warnings
         k = pl.from_arrow(run.table("kernels"))
         assert isinstance(k, pl.DataFrame)
@@ -104,7 +117,16 @@ def summarize_set(side: Side, cycle: str | None = None) -> dict[str, Any]:
             row["cycle_error"] = e.message
         rows.append(row)
         del run, k, ops
+    names = [run_name(side.path, p) for p in side.runs]
+    warnings += check_run_set(
+        [m["identity"] for m in metas],
+        names,
+        side.path,
+        indexed=side.indexed,
+        forced=layout == "runs",
+    )
     return {
+        "decided": describe_metadata("input", metas, True)["line"],
         "run_set": str(side.path),
         "cycle_rule": rule.label if rule is not None else None,
         "runs": rows,
@@ -117,6 +139,7 @@ def render_table(info: dict[str, Any]) -> str:
 
     runs = info["runs"]
     lines = [
+        info["decided"],
         f"run set         {info['run_set']} ({len(runs)} runs)",
         f"cycles cut by   {info['cycle_rule'] or '-'} (the first run's rule, as compare cuts)",
     ]

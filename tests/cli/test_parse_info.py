@@ -187,7 +187,7 @@ def test_bad_output_after_failed_parse_leaves_old_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.sqlite", "g.arrow"]
 
 
-INFO_KEYS = {"source", "source_format", "tool_versions", "time_origin_utc_ns", "tables", "span_ns",
+INFO_KEYS = {"decided", "identity", "source", "source_format", "tool_versions", "time_origin_utc_ns", "tables", "span_ns",
              "devices", "gpus", "files", "clock", "kernels", "run_file_checksums",
              "warnings"}  # fmt: skip
 
@@ -205,6 +205,8 @@ def test_info_json_matches_its_documented_schema(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stderr == ""
     info = orjson.loads(r.stdout)
     assert set(info) == INFO_KEYS
+    assert info["decided"].startswith("input: 1 run (process 2168 on GPU-e50c424c…, 2026-11-29 ")
+    assert info["identity"]["tracer"] == "nsys" and info["identity"]["read_from"] == "trace"
     assert set(info["tool_versions"]) == {"nsys", "nsys_schema", "tracediff_format"}
     assert info["tool_versions"]["nsys"] == "2024.2.3.38"
     assert info["tool_versions"]["nsys_schema"] == "3.11.1"

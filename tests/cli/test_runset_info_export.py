@@ -13,9 +13,10 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
+from tracediff import schema
 from tracediff.parse import load
 from tracediff.parse.sides import resolve
-from tracediff.runfile import write_run
+from tracediff.runfile import Run, write_run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOOD = ROOT / "samples" / "runs" / "good"
@@ -60,7 +61,8 @@ def test_info_lists_each_run_with_its_cycles_and_kernels() -> None:
     table = td("info", GOOD)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].startswith("run set") and "(4 runs)" in lines[0]
+    assert lines[0].startswith("input: 4 runs of one workload (4 processes on GPU-83132acf…")
+    assert lines[1].startswith("run set") and "(4 runs)" in lines[1]
     for row in info["runs"]:
         line = next(ln for ln in lines if row["path"] in ln)
         assert line.split()[1:5] == [
@@ -74,17 +76,22 @@ def test_info_lists_each_run_with_its_cycles_and_kernels() -> None:
 def test_info_on_one_capture_folder_is_one_run() -> None:
     r = td("info", GOOD / "run-01")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("source ") and "run set" not in r.stdout
+    assert r.stdout.startswith("input: 1 run (process 545 on GPU-83132acf…")
+    assert r.stdout.splitlines()[1].startswith("source ") and "run set" not in r.stdout
 
 
 def test_info_says_which_run_the_rule_cannot_cut(tmp_path: Path) -> None:
-    # a run set of a marked run and a run without that marker: the second is named, not recut
+    # a run set of a marked run and a run of the same workload whose NVTX ranges were lost (as
+    # an nvtx package nsys drops records none): the second is named, not recut. (A run of
+    # another workload is refused outright: tests/cli/test_decided_inputs.py.)
     rs = tmp_path / "mixed"
     rs.mkdir()
     shutil.copy(GOOD / "run-01" / "run.arrow", rs / "a.arrow")
-    write_run(
-        load(ROOT / "tests" / "data" / "kineto" / "sglang_Qwen3-8B_decode.json.gz"), rs / "b.arrow"
-    )
+    other = load(GOOD / "run-02" / "run.arrow")
+    tables = {n: other.table(n) for n in schema.TABLES}
+    tables["nvtx_ranges"] = schema.empty("nvtx_ranges")
+    meta = {k: v for k, v in other.metadata.items() if k not in ("identity", "run_file")}
+    write_run(Run(tables=tables, metadata=meta), rs / "b.arrow")
     r = td("info", rs, "--format", "json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["runs"]

@@ -151,6 +151,11 @@ def test_run_sets_compared_whole_judge_nothing(tmp_path: Path) -> None:
         shutil.copyfile(ROOT / src, base / f"k{i}.json.gz")
     for i, src in enumerate(["eager_trace", "graph_execution"] * 2):
         shutil.copyfile(ROOT / KIN / f"{src}.json.gz", head / f"e{i}.json.gz")
+    # B200 eager and vLLM graph runs are two workloads: not one run set (issue 30)
+    rc, _, err = cli("compare", str(base), str(head), "--format", "json")
+    assert rc == 1 and "runs of different workloads: e0.json.gz and e1.json.gz" in err
+    for i in (1, 3):  # the head set: the B200 eager trace's copies (said in a warning)
+        shutil.copyfile(ROOT / KIN / "eager_trace.json.gz", head / f"e{i}.json.gz")
     rc, out, _ = cli("compare", str(base), str(head), "--format", "json", "--bootstrap", "50")
     assert rc == 0
     d = json.loads(out)

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tracediff.engine.compare import compare
-from tracediff.errors import UsageError
+from tracediff.errors import InputError, UsageError
 from tracediff.parse import gpus, load
 from tracediff.parse.load import load_files
 from tracediff.runfile import Run, read_run
@@ -40,7 +40,7 @@ def ranks(tmp_path: Path) -> Path:
 
 def test_a_folder_of_rank_traces_is_one_run_with_both_gpus(ranks: Path) -> None:
     one, two = load(R0), load(R1)
-    run = load(ranks)
+    run = load(ranks, allow_missing_ranks=True)
     k = run.table("kernels")
     assert k.num_rows == one.table("kernels").num_rows + two.table("kernels").num_rows
     assert sorted(set(k.column("device_id").to_pylist())) == [0, 1]
@@ -57,7 +57,10 @@ def test_a_folder_of_rank_traces_is_one_run_with_both_gpus(ranks: Path) -> None:
 
 
 def test_the_same_files_given_one_by_one_are_the_same_run(ranks: Path) -> None:
-    a, b = load(ranks), load_files([R1, R0])  # given in another order
+    a, b = (
+        load(ranks, allow_missing_ranks=True),
+        load_files([R1, R0], allow_missing_ranks=True),
+    )  # given in another order
 
     def ids(run: object) -> list[dict[str, object]]:
         gs = [{k: v for k, v in g.items() if k != "file"} for g in run.metadata["gpus"]]  # type: ignore[attr-defined]
@@ -71,7 +74,8 @@ def test_the_same_files_given_one_by_one_are_the_same_run(ranks: Path) -> None:
 def test_parse_writes_one_run_file_from_the_files(ranks: Path, tmp_path: Path) -> None:
     out = tmp_path / "job.arrow"
     r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "parse", str(R0), str(R1), "-o", str(out)],
+        [sys.executable, "-m", "tracediff", "parse", str(R0), str(R1), "-o", str(out)]
+        + ["--allow-missing-ranks"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -80,7 +84,10 @@ def test_parse_writes_one_run_file_from_the_files(ranks: Path, tmp_path: Path) -
     assert "read 2/2" in r.stderr  # per-file progress
     run = read_run(out)
     assert [g["rank"] for g in run.metadata["gpus"]] == [0, 1]
-    assert run.table("kernels").num_rows == load(ranks).table("kernels").num_rows
+    assert (
+        run.table("kernels").num_rows
+        == load(ranks, allow_missing_ranks=True).table("kernels").num_rows
+    )
 
 
 def _compare(base: Path, head: Path, *extra: str) -> dict:  # type: ignore[type-arg]
@@ -126,8 +133,8 @@ def test_device_map_naming_a_gpu_the_run_lacks_is_a_usage_error() -> None:
 
 def test_joined_runs_match_by_rank(ranks: Path) -> None:
     """Two-rank runs (the same job folder twice) match rank to rank, not guessed."""
-    run = load(ranks)
-    m = gpus.match(gpus.gpus_of(run), gpus.gpus_of(load(ranks)))
+    run = load(ranks, allow_missing_ranks=True)
+    m = gpus.match(gpus.gpus_of(run), gpus.gpus_of(load(ranks, allow_missing_ranks=True)))
     assert m.by == "rank" and not m.guessed and m.mapping == {0: 0, 1: 1}
     # head's GPUs in the other order of ids: still matched by rank
     swapped = gpus.relabel(run, gpus.match(gpus.gpus_of(run), gpus.gpus_of(run), {1: 0, 0: 1}))
@@ -153,20 +160,16 @@ def test_public_single_rank_traces_read_with_their_rank_and_gpu(
     assert pid is None or g.process_id == pid
 
 
-def test_sglang_names_and_a_rank_the_trace_contradicts(tmp_path: Path) -> None:
+def test_two_copies_of_one_trace_named_as_ranks_are_refused(tmp_path: Path) -> None:
     """Two copies of TraceLens' SGLang trace under SGLang's per-rank names (TP-0, TP-1): the
-    names say ranks 0 and 1, both traces say rank 0: the trace wins, the conflict is said, and
-    the two GPUs (both ordinal 0) stay two GPUs of the joined run."""
+    names say ranks 0 and 1, both traces say rank 0 over the same window: not one job's ranks
+    (issue 30: joined before as two GPUs), refused whether the names or the user say ranks."""
     src = KINETO / "sglang_Qwen3-8B_decode.json.gz"
     for tp in (0, 1):
         shutil.copy(src, tmp_path / f"1764000000.25-TP-{tp}.trace.json.gz")
-    run = load(tmp_path)
-    assert [g["rank"] for g in run.metadata["gpus"]] == [0, 0]
-    assert sorted({g["device_id"] for g in run.metadata["gpus"]}) == [0, 1]
-    assert any("name says rank 1" in w for w in run.warnings)
-    assert run.table("kernels").num_rows == 2 * load(src).table("kernels").num_rows
-    # the same pid in both files: offset, so each file stays its own process
-    assert len({g["process_id"] for g in run.metadata["gpus"]}) == 2
+    for layout in ("auto", "ranks"):
+        with pytest.raises(InputError, match="cannot be one run: .*2 files say rank 0"):
+            load(tmp_path, layout=layout)  # type: ignore[arg-type]
 
 
 def _without(run: Run, pid: int, name: str) -> Run:
@@ -184,7 +187,7 @@ def test_cycles_of_ranks_are_matched_by_step_number(ranks: Path) -> None:
     """Both ranks ran ProfilerStep#551 and #552. Rank 1 without #551 (it began a step later):
     by order its #552 would be cycle 0 beside rank 0's #551; by step number the one cycle
     both ranks have is #552, on both GPUs."""
-    run = load(ranks)
+    run = load(ranks, allow_missing_ranks=True)
     whole = compare(run, run)
     assert whole.base.cycles == 2
     late = _without(run, 4045, "ProfilerStep#551")

@@ -42,7 +42,10 @@ def _node(path: Path, seed: int, host: str, env: str) -> Path:
 def test_identity_reads_rank_and_host() -> None:
     env = "PATH=/bin;LOCAL_RANK=1;RANK=9;SLURM_PROCID=3;X=a=b"
     frame = pl.DataFrame({"name": ["Hostname", "DeviceEnvironment"], "value": ["n1", env]})
-    assert identity(frame) == {"host": "n1", "rank": 9, "rank_from": "env RANK", "local_rank": 1}
+    got = {"host": "n1", "rank": 9, "rank_from": "env RANK", "local_rank": 1, "world_size": None}
+    assert identity(frame) == got
+    world = pl.DataFrame({"name": ["DeviceEnvironment"], "value": ["RANK=2;WORLD_SIZE=16"]})
+    assert identity(world)["world_size"] == 16  # torchrun's; the job's rank count (issue 30)
     mpi = pl.DataFrame({"name": ["DeviceEnvironment"], "value": ["OMPI_COMM_WORLD_RANK=4"]})
     assert identity(mpi)["rank"] == 4 and identity(mpi)["host"] is None
     assert (

@@ -13,7 +13,8 @@ from tracediff import runset as rs
 from tracediff.errors import InputError, UnsupportedVersionError
 from tracediff.parse import sides
 
-G = Path(__file__).parents[2] / "samples" / "g_good.arrow"
+ROOT = Path(__file__).parents[2]
+G = ROOT / "samples" / "g_good.arrow"
 
 
 def test_two_sets_are_abba() -> None:
@@ -53,7 +54,8 @@ def _runs(folder: Path, statuses: list[str]) -> None:
     for i, st in enumerate(statuses, 1):
         d = folder / f"run-{i:02d}"
         d.mkdir()
-        shutil.copy(G, d / "run.arrow")
+        # a real run each (an index that lists one capture twice is refused: issue 30)
+        shutil.copy(ROOT / "samples" / "runs" / "good" / f"run-0{i}" / "run.arrow", d)
         (d / "manifest.json").write_text('{"manifest_version": 1}')
         # written out of order: the index is sorted by start time
         start = f"2026-01-01T00:00:{60 - i:02d}.000Z"

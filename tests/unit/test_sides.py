@@ -31,10 +31,10 @@ def test_a_folder_of_reports_is_a_run_set_in_name_order(tmp_path: Path) -> None:
 
 
 def test_capture_folders_and_the_index_order(tmp_path: Path) -> None:
-    for name in ("b", "a", "c"):
+    for k, name in enumerate(("b", "a", "c")):  # three real runs (an index refuses a copy)
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(G, d / "run.arrow")
+        shutil.copy(ROOT / "samples" / "runs" / "good" / f"run-0{k + 1}" / "run.arrow", d)
         (d / "manifest.json").write_text('{"manifest_version": 1}')
     assert [p.parent.name for p in resolve(tmp_path).runs] == ["a", "b", "c"]
     # an index wins: its order (the capture order), and unfinished runs left out

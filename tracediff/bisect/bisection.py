@@ -357,14 +357,23 @@ class Bisection:
     def runs_of(self, folder: Path) -> list[Any]:
         """The loaded runs of a run set (kept while it does not grow: ends are compared at
         every step)."""
-        from tracediff.parse import load
+        from tracediff.parse import identity, load
+        from tracediff.parse.grouping import check_run_set, run_name
 
         paths = sides.list_runs(folder)
         if str(folder) in self.limits:  # an undecided share's runs, as many as its look had
             paths = paths[: self.limits[str(folder)]]
         have = self.loaded.get(str(folder))
         if have is None or have[0] != paths:
-            have = (paths, [load(p) for p in paths])
+            runs = [load(p) for p in paths]
+            # one workload's runs, none counted twice (parse/grouping.py; issue 30)
+            check_run_set(
+                [identity.of(r) for r in runs],
+                [run_name(folder, p) for p in paths],
+                folder,
+                indexed=(folder / "runset.json").is_file(),
+            )
+            have = (paths, runs)
             self.loaded[str(folder)] = have
         return have[1]
 

@@ -229,12 +229,16 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
     for c in result["culprits"]:
         parent, culprit = (Path(result["outdir"]) / s[:12] for s in (c["parent"], c["commit"]))
         try:
-            bases, heads, labels, dmatch = load_sides(parent, culprit, "auto", lambda _m: None)
+            bases, heads, labels, dmatch, inputs = load_sides(
+                parent, culprit, "auto", lambda _m: None
+            )
             comp = compare(bases, heads, cycle=args.cycle, labels=labels)
         except TracediffError as e:
             _say(f"--html: {c['commit'][:12]} drawn without its comparison: {e}")
             continue
         comp.device_map = dmatch.rows()
+        comp.inputs = inputs
+        comp.warnings[:0] = inputs["warnings"]
         comparisons[c["commit"]] = comp
     _say(f"writing {args.html}")
     write_html(render_bisect(result, comparisons), args.html, force=args.force)

@@ -131,8 +131,18 @@ def add_layout(p: argparse.ArgumentParser) -> None:
         choices=["auto", "runs", "ranks"],
         default="auto",
         help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
-        "files (ranks: e.g. nsys reports named by host); default: told apart by the file names "
-        "(README: run sets)",
+        "files (ranks: e.g. nsys reports named by host); default: told apart by their data, the "
+        "names a hint (README: What tracediff decided your inputs are)",
+    )
+    add_allow_missing(p)
+
+
+def add_allow_missing(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-missing-ranks",
+        action="store_true",
+        help="read a job whose traces name a world size larger than the rank files present "
+        "(default: refused, naming the missing ranks)",
     )
 
 
@@ -195,23 +205,41 @@ def load_sides(
     say: Callable[[str], None],
     device_map: str | None = None,
     cluster: Any = None,
-) -> tuple[list[Any], list[Any], tuple[str | None, str | None], Any]:
-    """Each side's runs (one, or a run set's: parse/sides.py), read and checked, their GPUs
-    matched to base's first run's (parse/gpus.py); the sides' labels where a side is a run set
-    (its folder's name, told apart from the other's); the GPU match of head's first run.
+    allow_missing_ranks: bool = False,
+) -> tuple[list[Any], list[Any], tuple[str | None, str | None], Any, dict[str, Any]]:
+    """Each side's runs (one, or a run set's: parse/sides.py), read and checked against their
+    data (parse/grouping.py: ranks or runs, one workload), their GPUs matched to base's first
+    run's (parse/gpus.py); the sides' labels where a side is a run set (its folder's name, told
+    apart from the other's); the GPU match of head's first run; what was decided (`inputs`:
+    parse/decided.py, each side's line and identities, and the warnings the decisions gave).
     `cluster` (engine/cluster.py): a run of several rank files is not read here but scanned on
     its workers (engine/rankunit.py), file by file, and reduced there later."""
-    from tracediff.parse import gpus, load
+    from tracediff.parse import gpus, grouping, load
+    from tracediff.parse import identity as idn
+    from tracediff.parse.decided import Decided, decide, describe
     from tracediff.parse.sanity import check_pair
     from tracediff.parse.sides import resolve
 
     given = gpus.parse_device_map(device_map) if device_map is not None else None
-    sb, sh = resolve(base, layout), resolve(head, layout)  # type: ignore[arg-type]
-    ranked = _ranked(cluster, {"base": sb.runs, "head": sh.runs}, layout, say)
+    decided: dict[str, Decided] = {}
+    for name, path in (("base", base), ("head", head)):
+        if cluster is None:
+            decided[name] = decide(
+                path,
+                layout,  # type: ignore[arg-type]
+                say=say,
+                allow_missing_ranks=allow_missing_ranks,
+            )
+        else:
+            decided[name] = Decided(resolve(path, layout), None, [])  # type: ignore[arg-type]
+    ranked = _ranked(cluster, decided, layout, say, allow_missing_ranks)
     runs: dict[str, list[Any]] = {}
-    for name, side in (("base", sb), ("head", sh)):
-        runs[name] = []
-        for i, path in enumerate(side.runs):
+    notes: list[str] = []
+    for name, d in decided.items():
+        side = d.side
+        notes += [f"{name}: {w}" for w in d.warnings]
+        runs[name] = list(d.runs or [])
+        for i, path in enumerate(side.runs[len(runs[name]) :], start=len(runs[name])):
             if (name, i) in ranked:
                 runs[name].append(ranked[name, i])
                 continue
@@ -219,33 +247,60 @@ def load_sides(
                 f"reading {path}"
                 + (f" ({name} run {i + 1}/{len(side.runs)})" if side.is_run_set else "")
             )
-            runs[name].append(load(path, layout=layout, say=say))  # type: ignore[arg-type]
+            runs[name].append(
+                load(path, layout=layout, say=say, allow_missing_ranks=allow_missing_ranks)  # type: ignore[arg-type]
+            )
+        if side.is_run_set:
+            notes += [
+                f"{name}: {w}"
+                for w in grouping.check_run_set(
+                    [idn.of(r) for r in runs[name]],
+                    [grouping.run_name(side.path, p) for p in side.runs],
+                    side.path,
+                    indexed=side.indexed,
+                    forced=layout == "runs",
+                )
+            ]
     bases, heads, dmatch = gpus.align_sides(runs["base"], runs["head"], given)
     for b in bases:
         for h in heads:
             check_pair(b, h)
+    sb, sh = decided["base"].side, decided["head"].side
+    inputs = {
+        "base": describe("base", bases, sb.is_run_set),
+        "head": describe("head", heads, sh.is_run_set),
+        "allow_missing_ranks": allow_missing_ranks,
+        "warnings": notes,
+    }
     if not sb.is_run_set and not sh.is_run_set:
         bases[0].metadata["label"], heads[0].metadata["label"] = distinct_labels(
             base, head, bases[0].label, heads[0].label
         )
-        return bases, heads, (None, None), dmatch
+        return bases, heads, (None, None), dmatch, inputs
     name_b, name_h = (p.resolve().name if p.is_dir() else bases[0].label for p in (base, head))
-    return bases, heads, distinct_labels(base, head, name_b, name_h), dmatch
+    return bases, heads, distinct_labels(base, head, name_b, name_h), dmatch, inputs
 
 
 def _ranked(
-    cluster: Any, sides: dict[str, tuple[Path, ...]], layout: str, say: Callable[[str], None]
+    cluster: Any,
+    decided: dict[str, Any],
+    layout: str,
+    say: Callable[[str], None],
+    allow_missing_ranks: bool = False,
 ) -> dict[tuple[str, int], Any]:
     """The runs of several rank files, scanned on the cluster's workers (engine/rankunit.py),
-    by (side, run index); {} without a cluster."""
+    by (side, run index); {} without a cluster. A side that is one folder whose files turn out
+    to be separate runs (parse/grouping.py) becomes the run set of them (`decided` is updated)."""
     if cluster is None:
         return {}
     from tracediff.engine import rankunit
-    from tracediff.parse.sides import rank_files
+    from tracediff.parse import grouping
+    from tracediff.parse.decided import Decided
+    from tracediff.parse.sides import Side, rank_files
 
     found: dict[tuple[str, int], list[Path]] = {}
-    for name, paths in sides.items():
-        for i, path in enumerate(paths):
+    for name, d in decided.items():
+        for i, path in enumerate(d.side.runs):
             if path.is_dir() and layout != "runs" and not any(path.glob("*.parquet")):
                 files = rank_files(path, layout)  # type: ignore[arg-type]
                 if files is not None and len(files) > 1:
@@ -261,7 +316,24 @@ def _ranked(
     for k, fs in found.items():
         got = scans[at : at + len(fs)]
         at += len(fs)
-        rr = rankunit.plan_run([str(f) for f in fs], got, sides[k[0]][k[1]])
+        side = decided[k[0]].side
+        try:
+            rr = rankunit.plan_run(
+                [str(f) for f in fs],
+                got,
+                side.runs[k[1]],
+                forced=layout == "ranks",
+                allow_missing_ranks=allow_missing_ranks,
+            )
+        except grouping.NotOneRun as e:
+            if side.is_run_set:
+                raise
+            decided[k[0]] = Decided(
+                Side(side.path, tuple(e.paths), True),
+                None,
+                [f"{e.message}: read as a run set of {len(fs)} runs (--layout runs says so)"],
+            )
+            continue
         if rr.metadata.get("gpus"):  # else (no GPU work): read here as before
             out[k] = rr
     return out
@@ -354,8 +426,14 @@ def _compare(
 
     # --whatif replays and --repo ranks a run's own ops: those read the runs here
     ranks_on = executor if not (args.whatif or args.repo is not None) else None
-    bases, heads, labels, dmatch = load_sides(
-        args.base, args.head, args.layout, say, args.device_map, ranks_on
+    bases, heads, labels, dmatch, inputs = load_sides(
+        args.base,
+        args.head,
+        args.layout,
+        say,
+        args.device_map,
+        ranks_on,
+        allow_missing_ranks=args.allow_missing_ranks,
     )
     if args.whatif and (len(bases) > 1 or len(heads) > 1):
         raise UsageError(
@@ -372,6 +450,8 @@ def _compare(
         executor=executor,
     )
     result.device_map = dmatch.rows()
+    result.inputs = inputs
+    result.warnings[:0] = inputs["warnings"]
     suspects = None
     if args.repo is not None:
         from tracediff.suspects import suspects_for

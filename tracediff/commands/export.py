@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracediff.commands.compare import add_allow_missing
+
 
 def add_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -31,19 +33,29 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="folder to write: DIR/<table>/run=<label>/[device_id=<N>/]part-0.parquet",
     )
     p.add_argument("--force", action="store_true", help="replace DIR if it is an earlier export")
+    add_allow_missing(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.export.parquet import export_runs
     from tracediff.outputs import refuse_inputs
-    from tracediff.parse.sides import capture_group, resolve
+    from tracediff.parse.decided import decide
+    from tracediff.parse.sides import capture_group
+    from tracediff.report.text import safe
 
     paths: list[Path] = []
     labels: list[str | None] = []
+    sets: list[tuple[Path, list[int], bool]] = []
     for given in args.runs:
         group = capture_group(given)  # a several-commit capture folder: each of its run sets
         for folder in [f for _, f in group] if group is not None else [given]:
-            side = resolve(folder)
+            decided = decide(folder, allow_missing_ranks=args.allow_missing_ranks)
+            side = decided.side
+            for w in decided.warnings:
+                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+            if side.is_run_set:
+                at = len(paths)
+                sets.append((side.path, list(range(at, at + len(side.runs))), side.indexed))
             paths += side.runs
             labels += [member_label(side.path, r) if side.is_run_set else None for r in side.runs]
     # the folders given and every run in them: replacing DIR would delete them
@@ -53,7 +65,15 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
-    info = export_runs(paths, args.parquet, force=args.force, progress=say, labels=labels)
+    info = export_runs(
+        paths,
+        args.parquet,
+        force=args.force,
+        progress=say,
+        labels=labels,
+        sets=sets,
+        allow_missing_ranks=args.allow_missing_ranks,
+    )
     tables = info["tables"]
     width = max(len(t) for t in tables)
     lines = [f"{'table':<{width}}  {'rows':>12}"]

@@ -28,7 +28,8 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.parse import load
-    from tracediff.parse.sides import capture_group, resolve
+    from tracediff.parse.decided import decide
+    from tracediff.parse.sides import capture_group
     from tracediff.report.info import render
     from tracediff.report.text import safe
     from tracediff.runinfo import summarize
@@ -36,17 +37,26 @@ def run(args: argparse.Namespace) -> int:
     group = capture_group(args.path)
     if group is not None:  # a several-commit capture folder: each of its run sets
         return _group(group, args.format)
-    side = resolve(args.path, args.layout)
+    decided = decide(args.path, args.layout, allow_missing_ranks=args.allow_missing_ranks)
+    side = decided.side
     if side.is_run_set:
         from tracediff import runsetinfo
 
-        info = runsetinfo.summarize_set(side)
+        info = runsetinfo.summarize_set(
+            side, allow_missing_ranks=args.allow_missing_ranks, layout=args.layout
+        )
+        info["warnings"][:0] = decided.warnings
         if args.format == "table":
             for w in dict.fromkeys(info["warnings"]):  # each once: runs of a set repeat them
                 print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
         sys.stdout.write(runsetinfo.render(info, args.format))
         return 0
-    info = summarize(load(side.runs[0], layout=args.layout))
+    run = (
+        decided.runs[0]
+        if decided.runs
+        else load(side.runs[0], layout=args.layout, allow_missing_ranks=args.allow_missing_ranks)
+    )
+    info = summarize(run)
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
             print(f"tracediff: warning: {safe(w)}", file=sys.stderr)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracediff.commands.compare import add_scheduler, open_scheduler
+from tracediff.commands.compare import add_allow_missing, add_scheduler, open_scheduler
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -29,6 +29,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         help="a folder's files are one run's ranks when their names say so (auto), or always "
         "(ranks: e.g. nsys reports named by host)",
     )
+    add_allow_missing(p)
     p.add_argument("--jobs", type=int, help="files read at once (default: the cores)")
     add_scheduler(p, "read each file on a Dask distributed cluster")
     p.add_argument("-o", "--output", type=Path, required=True, help="run file to write (RUN.arrow)")
@@ -67,10 +68,21 @@ def run(args: argparse.Namespace) -> int:
 
             executor = OnDask(conn)
         if len(args.report) > 1:
-            run_ = load_files(args.report, say=say, workers=args.jobs, executor=executor)
+            run_ = load_files(
+                args.report,
+                say=say,
+                workers=args.jobs,
+                executor=executor,
+                allow_missing_ranks=args.allow_missing_ranks,
+            )
         else:
             run_ = load(
-                args.report[0], layout=args.layout, say=say, workers=args.jobs, executor=executor
+                args.report[0],
+                layout=args.layout,
+                say=say,
+                workers=args.jobs,
+                executor=executor,
+                allow_missing_ranks=args.allow_missing_ranks,
             )
     finally:
         if conn is not None:

@@ -34,6 +34,9 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--top", type=count(1), default=10, help="critical-path rows shown (default 10)")
+    from tracediff.commands.compare import add_allow_missing
+
+    add_allow_missing(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,9 +61,10 @@ def run(args: argparse.Namespace) -> int:
                 f"timeline: give one of its runs, e.g. {side.runs[0]}"
             )
     say(f"reading {args.base}")
-    base = load(resolve(args.base).runs[0])
+    allow = args.allow_missing_ranks
+    base = load(resolve(args.base).runs[0], allow_missing_ranks=allow)
     say(f"reading {args.head}")
-    head = load(resolve(args.head).runs[0])
+    head = load(resolve(args.head).runs[0], allow_missing_ranks=allow)
     check_pair(base, head)
     from tracediff.parse.gpus import align_sides
 

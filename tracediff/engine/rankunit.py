@@ -122,13 +122,34 @@ def covered(run: Run, rng: pl.DataFrame) -> tuple[dict[tuple[str | None, str], i
     }, ops.height
 
 
-def plan_run(files: list[str], scans: list[Scanned], source: Path) -> RankRun:
+def plan_run(
+    files: list[str],
+    scans: list[Scanned],
+    source: Path,
+    *,
+    forced: bool = False,
+    allow_missing_ranks: bool = False,
+) -> RankRun:
     """The driver's join of one run's scanned files (parse/join.py `plan`, parse/load.py
-    `load_files`' checks), without their tables."""
+    `load_files`' checks, parse/grouping.py's: NotOneRun where the files are separate runs),
+    without their tables."""
+    from tracediff.parse import grouping
+    from tracediff.parse import identity as idn
     from tracediff.parse.load import files_of_run
 
     paths, ranks, _ = files_of_run([Path(f) for f in files], source)
+    ids = [idn.of_metadata(s.facts.metadata) for s in scans]
+    notes, missing = grouping.check_ranks(
+        [i for i in ids if i is not None],
+        paths,
+        source,
+        forced=forced,
+        allow_missing_ranks=allow_missing_ranks,
+    )
     p = jn.plan([s.facts for s in scans], ranks, source)
+    p.warnings[:0] = notes
+    if missing and p.metadata.get("identity"):
+        p.metadata["identity"]["missing_ranks"] = missing
     counts: dict[str, sanity.Counts] = {}
     for s in scans:
         for t, c in s.counts.items():

@@ -182,6 +182,10 @@ class Comparison:
     read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
     rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",
     "rank", "device", "order") and `guessed` (true: matched by order, nothing said more)."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """What tracediff decided each side is (parse/decided.py, set by the caller that read the
+    runs): `base` / `head` each {line, runs, run_set, identities}, `allow_missing_ranks`, and
+    the warnings the decisions gave. {} where no caller set it (a library compare)."""
     clocks: dict[str, Any] = field(default_factory=dict)
     """Runs joined across hosts (engine/skew.py): {"base": [...], "head": [...]} each run's host
     offsets and residual skew, "split": whether the collective wait/transfer split was made,

@@ -326,14 +326,19 @@ def export_runs(
     force: bool = False,
     progress: Progress | None = None,
     labels: Sequence[str | None] | None = None,
+    sets: Sequence[tuple[Path, Sequence[int], bool]] = (),
+    allow_missing_ranks: bool = False,
 ) -> dict[str, Any]:
     """Export every table of each input (run file or report) to the Parquet dataset `out`.
 
     Inputs are loaded one at a time. `labels` (one per input, None: the run's own label) name
-    the `run=` partitions, e.g. a run set's runs by set and run. Returns what
+    the `run=` partitions, e.g. a run set's runs by set and run. `sets`: the run sets given, as
+    (folder, the indices of their runs among `inputs`, whether indexed), checked to hold one
+    workload's runs (parse/grouping.py) before the folder is published. Returns what
     `_tracediff.json` records.
     """
-    from tracediff.parse import load
+    from tracediff.parse import grouping, load
+    from tracediff.parse import identity as idn
 
     if not inputs:
         raise UsageError("give at least one run file or report to export")
@@ -345,10 +350,12 @@ def export_runs(
         rows: list[dict[str, Any]] = []
         totals = dict.fromkeys(schema.TABLES, 0)
         per_run: dict[str, dict[str, int]] = {}
+        idents: list[dict[str, Any]] = []
         for i, path in enumerate(inputs):
             if progress:
                 progress(f"reading {path}")
-            run = load(Path(path))
+            run = load(Path(path), allow_missing_ranks=allow_missing_ranks)
+            idents.append(idn.of(run))
             given = given_labels[i] if given_labels is not None else None
             label = unique_label(given or run.label, taken)
             taken.append(label)
@@ -357,6 +364,12 @@ def export_runs(
                 totals[k] += v
             rows.append(_run_row(run, label, str(path)))
             del run
+        for folder, members, indexed in sets:
+            grouping.check_run_set(
+                [idents[k] for k in members],
+                [grouping.run_name(folder, Path(inputs[k])) for k in members], folder,
+                indexed=indexed,
+            )  # fmt: skip
         _write_file(pa.Table.from_pylist(rows, schema=RUNS), tmp / "runs" / "part-0.parquet")
         info = _write_marker(tmp, "runs", {"runs": len(rows), **totals}, runs=per_run)
     return info

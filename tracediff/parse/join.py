@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracediff import schema
-from tracediff.parse import clocks
+from tracediff.parse import clocks, identity
 from tracediff.parse import gpus as gp
 from tracediff.runfile import Run
 
@@ -255,7 +255,9 @@ def _metadata(
     formats = {r.metadata.get("source_format") for r in runs}
     origins = [r.metadata.get("time_origin_utc_ns") for r in runs]
     keep = {k: v for k, v in first.items() if k not in ("source", "rank", "device_id_map", "label")}
+    idents = [identity.of_metadata(r.metadata) for r in runs]
     return keep | {
+        "identity": identity.combine([i for i in idents if i], shifts) if all(idents) else None,
         "source": str(source),
         "source_format": formats.pop() if len(formats) == 1 else "mixed",
         "label": source.stem if source.is_file() else source.name,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from tracediff.errors import InputError
+from tracediff.parse import identity
 from tracediff.parse.sanity import check_run
 from tracediff.runfile import MAGIC as RUN_MAGIC
 from tracediff.runfile import Run, read_run
@@ -112,6 +113,7 @@ def load(
     say: Callable[[str], None] | None = None,
     workers: int | None = None,
     executor: Executor | None = None,
+    allow_missing_ranks: bool = False,
 ) -> Run:
     """Read any supported input into a Run.
 
@@ -120,6 +122,9 @@ def load(
     manifest attached, so importing later loses nothing. A folder of one run's per-rank files
     (sides.rank_files; `layout="ranks"`: every report in the folder) is read as one run; `say`
     gets a progress line per file; `executor` (pool.py) reads its files instead of the local pool.
+    Whether such files are one run is decided from their data (grouping.py): files named as ranks
+    that are separate runs raise grouping.NotOneRun (with the runs read), unless `layout="ranks"`,
+    which then refuses; `allow_missing_ranks` reads a job with some ranks' files missing.
     """
     path = Path(path)
     if path.is_dir() and layout != "runs" and not any(path.glob("*.parquet")):
@@ -127,11 +132,20 @@ def load(
 
         files = rank_files(path, layout)
         if files is not None:
-            return load_files(files, source=path, say=say, workers=workers, executor=executor)
+            return load_files(
+                files,
+                source=path,
+                say=say,
+                workers=workers,
+                executor=executor,
+                forced=layout == "ranks",
+                allow_missing_ranks=allow_missing_ranks,
+            )
     kind = detect(path)
     if kind == "run":
         run = read_run(path)
         check_run(run, str(path))
+        identity.of(run)  # a run file from before identities: derived from its tables
         return run
     run = _read_report(path, kind)
     check_run(run, str(path))
@@ -140,6 +154,7 @@ def load(
         if manifest is not None:
             run.metadata["manifest"] = manifest
             run.metadata.setdefault("label", manifest.get("label"))
+    run.metadata["identity"] = identity.identify(run)  # the tables just read: the same pass
     return run
 
 
@@ -150,13 +165,16 @@ def load_files(
     say: Callable[[str], None] | None = None,
     workers: int | None = None,
     executor: Executor | None = None,
+    forced: bool = True,
+    allow_missing_ranks: bool = False,
 ) -> Run:
     """One run from several files of it (one per rank, process or node; join.py), read in
     parallel (pool.py). `source`: the folder they came from (names the run). The files are
     joined in the order given; ranks come from the traces, else from the names (ranknames.py).
     `executor`: a pool.Executor to read them with (pool.OnDask for `--scheduler`); default: a
-    local pool sized by the files (pool.executor_for)."""
-    from tracediff.parse import join, pool
+    local pool sized by the files (pool.executor_for). Their data must say one job
+    (grouping.check_ranks; `forced`: the user named them one run, only contrary data refuses)."""
+    from tracediff.parse import grouping, join, pool
 
     paths, ranks, kinds = files_of_run(paths, source)
     sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
@@ -164,7 +182,18 @@ def load_files(
         executor = pool.executor_for(sizes, workers)
     runs = pool.read_all(paths, load, executor, say)
     src = source if source is not None else common_folder(paths)
+    notes, missing = grouping.check_ranks(
+        [identity.of(r) for r in runs],
+        paths,
+        src,
+        forced=forced,
+        allow_missing_ranks=allow_missing_ranks,
+        runs=runs,
+    )
     run = join.join(runs, ranks, src)
+    run.warnings[:0] = notes
+    if missing and run.metadata.get("identity"):
+        run.metadata["identity"]["missing_ranks"] = missing
     check_run(run, str(src))
     return run
 

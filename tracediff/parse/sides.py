@@ -48,6 +48,7 @@ class Side:
     path: Path
     runs: tuple[Path, ...]
     run_set: bool = False
+    indexed: bool = False  # its runs are listed by a run-set index (runset.json)
 
     @property
     def is_run_set(self) -> bool:
@@ -115,18 +116,63 @@ def _index_runs(folder: Path) -> tuple[Path, ...] | None:
         return None
     index = rs.read_index(folder)
     out = []
+    where = folder / rs.INDEX
     for r in index["runs"]:
         if r["status"] != "ok":
             continue  # an unfinished or failed run of an interrupted capture
+        _inside(folder, str(r["path"]), where)
         p = folder / r["path"]
         if p.is_dir() and _is_one_run_folder(p):
             p = run_of_capture_folder(p)
         if not p.exists():
-            raise InputError(
-                f"{folder / rs.INDEX}: lists {p.name}, which is missing", "re-run the capture"
-            )
+            raise InputError(f"{where}: lists {p.name}, which is missing", "re-run the capture")
         out.append(p)
+    _distinct_runs(out, where)
     return tuple(out)
+
+
+def _inside(folder: Path, entry: str, where: Path) -> None:
+    """A run of an index lies in the index's folder: no absolute path, no `..`, no link out."""
+    rel = Path(entry)
+    inside = folder.resolve()
+    if (
+        rel.is_absolute()
+        or ".." in rel.parts
+        or not (folder / rel).resolve().is_relative_to(inside)
+    ):
+        raise InputError(
+            f"{where}: lists {entry!r}, outside the run set's folder",
+            "a run set's index names runs inside its folder; move the run there, or remove the entry",
+        )
+
+
+def _distinct_runs(paths: list[Path], where: Path) -> None:
+    """No run listed twice: by path, or by content (files of equal size are hashed)."""
+    import hashlib
+
+    seen: dict[Path, Path] = {}
+    by_size: dict[int, list[Path]] = {}
+    for p in paths:
+        key = p.resolve()
+        if key in seen:
+            raise InputError(f"{where}: lists {p} twice", "list each run once in the index")
+        seen[key] = p
+        if p.is_file():
+            by_size.setdefault(p.stat().st_size, []).append(p)
+    for same in (g for g in by_size.values() if len(g) > 1):
+        digests: dict[str, Path] = {}
+        for p in same:
+            h = hashlib.blake2b(digest_size=16)
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            d = h.hexdigest()
+            if d in digests:
+                raise InputError(
+                    f"{where}: lists {digests[d]} and {p}, which are the same file (same content)",
+                    "list each run once in the index; a copied run is not a repeat",
+                )
+            digests[d] = p
 
 
 def resolve(path: Path, layout: Layout = "auto") -> Side:
@@ -142,7 +188,7 @@ def resolve(path: Path, layout: Layout = "auto") -> Side:
             raise InputError(
                 f"{path}: the run set has no finished run", "run the capture (again) to finish it"
             )
-        return Side(path, indexed, True)
+        return Side(path, indexed, True, True)
     entries = sorted(path.iterdir())
     files = [p for p in entries if _is_report_file(p)]
     folders = [p for p in entries if p.is_dir() and _is_one_run_folder(p)]

@@ -5,6 +5,11 @@ Stage: output. Input: a Comparison and optionally the `recover_top` table; outpu
 
 JSON schema (stable; `format_version` bumps on incompatible change):
   {"format_version": 1,
+   "inputs": {"base": SIDE, "head": SIDE,          # what tracediff decided each side is
+              "allow_missing_ranks": bool,         # (parse/decided.py); SIDE: {"line": str,
+              "warnings": [str]},                  # "runs", "run_set", "identities": [IDENTITY]}
+                                                   # IDENTITY: parse/identity.py, without the
+                                                   # fingerprint's sketches; {} from a library call
    "runs": {"base": N, "head": M},                 # runs per side (run sets: several)
    "noise_unit": "run" | "cycle",                  # what the CIs and decisions are over: runs
                                                    # (>= 2 runs a side) or cycles of one run
@@ -141,6 +146,7 @@ def to_dict(
     across = c.across_gpus if top is None else c.across_gpus.head(top)
     return {
         "format_version": 1,
+        "inputs": c.inputs,
         "runs": {"base": c.base.runs, "head": c.head.runs},
         "noise_unit": c.noise_unit,
         "cycle_fallback": c.cycle_fallback,

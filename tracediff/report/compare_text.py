@@ -156,6 +156,12 @@ def launched_from(c: Comparison, width: int) -> dict[str, str]:
     return out
 
 
+def decided_lines(c: Comparison) -> list[str]:
+    """What tracediff decided each side is (parse/decided.py): one line a side; none where the
+    caller set no `inputs` (a library compare)."""
+    return [str(c.inputs[s]["line"]) for s in ("base", "head") if s in c.inputs]
+
+
 def render_table(
     c: Comparison,
     top: int = 15,
@@ -163,7 +169,7 @@ def render_table(
     whatif: pl.DataFrame | None = None,
     suspects: Suspects | None = None,
 ) -> str:
-    out = []
+    out = decided_lines(c)
     if c.env_diffs:
         out.append("ENVIRONMENT DIFFERS (check before trusting the diff):")
         out += [f"  {d.key}: {d.base!r} -> {d.head!r}" for d in c.env_diffs]
@@ -257,6 +263,7 @@ def device_map_lines(c: Comparison) -> list[str]:
 
 def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None = None) -> str:
     out = ["## tracediff", ""]
+    out += [f"- {safe(line)}" for line in decided_lines(c)] + ([""] if c.inputs else [])
     if c.env_diffs:
         out += (
             ["**Environment differs:**", ""]

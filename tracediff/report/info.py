@@ -4,7 +4,9 @@ Stage: output. Input: the summary dict; output: a string for stdout (the warning
 the command's to print on stderr).
 
 JSON schema (stable, for scripts):
-  {"source": str, "source_format": str, "tool_versions": {"nsys": str|null, "nsys_schema": str|null,
+  {"decided": str (what tracediff decided the input is, in one line: parse/decided.py),
+   "identity": {...} (the run's identity, parse/identity.py, without the fingerprint's sketches),
+   "source": str, "source_format": str, "tool_versions": {"nsys": str|null, "nsys_schema": str|null,
    "tracediff_format": int}, "time_origin_utc_ns": int|null,
    "tables": {table: row_count}, "span_ns": {"start": int|null, "end": int|null},
    "devices": [{"device_id", "name", "sm_count", "memory_bytes", "kernels", "kernel_time_ns"}],
@@ -32,6 +34,7 @@ FORMATS = ("table", "json")
 def render_table(info: dict[str, Any]) -> str:
     tv = info["tool_versions"]
     lines = [
+        info["decided"],
         f"source          {info['source']} ({info['source_format']})",
         f"nsys            {tv['nsys'] or '-'} (schema {tv['nsys_schema'] or '-'}); "
         f"run format {tv['tracediff_format']}",

@@ -1,4 +1,4 @@
-"""Verdict panel: what moved, the change with its CI, mean cycle time base → head.
+"""Verdict panel: what each side was decided to be (one line a side), what moved, the change with its CI, mean cycle time base → head.
 
 Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text, in the text
 report's order and words (tracediff.report.verdict): where the runs were compared whole because
@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
+from tracediff.report.compare_text import decided_lines
 from tracediff.report.numbers import settled
 from tracediff.report.text import safe
 from tracediff.report.verdict import MOVED, fallback_line, split_lines, verdict_words
@@ -27,6 +28,8 @@ MAX_WARNING_LINES = 2
 def verdict_text(c: Comparison) -> Text:
     b, h = c.base, c.head
     t = Text(no_wrap=True, overflow="ellipsis")
+    for line in decided_lines(c):  # what tracediff decided each side is (parse/decided.py)
+        t.append(safe(line) + "\n", "#8a8a8a")
     if c.cycle_fallback:  # every number below is of the whole runs: said before them
         t.append(safe(fallback_line(c.cycle_fallback)) + "\n", "bold #ffaf00")
     split = settled(change_split(c.attribution))

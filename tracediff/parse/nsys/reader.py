@@ -199,12 +199,15 @@ SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 """Environment variables that name a process's global rank, in the order they are trusted:
 torchrun's, Open MPI's, PMI's (MPICH, Intel MPI), Slurm's task id."""
+WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+"""The same launchers' world size (the job's number of ranks)."""
 
 
 def identity(sysenv: pl.DataFrame) -> dict[str, object]:
-    """host, rank, local_rank, rank_from from the session's system environment: `Hostname`, and
-    RANK / LOCAL_RANK (or an MPI launcher's) in `DeviceEnvironment`, the environment nsys was
-    started in (a per-rank `nsys profile` under torchrun or srun has the rank's). Absent: None."""
+    """host, rank, local_rank, rank_from, world_size from the session's system environment:
+    `Hostname`, and RANK / LOCAL_RANK / WORLD_SIZE (or an MPI launcher's) in `DeviceEnvironment`,
+    the environment nsys was started in (a per-rank `nsys profile` under torchrun or srun has
+    the rank's). Absent: None."""
     d = dict(zip(sysenv["name"].to_list(), sysenv["value"].to_list(), strict=True))
     env: dict[str, str] = {}
     for item in str(d.get("DeviceEnvironment") or "").split(";"):
@@ -213,11 +216,13 @@ def identity(sysenv: pl.DataFrame) -> dict[str, object]:
             env.setdefault(k, v)
     rank = next(((k, env[k]) for k in RANK_VARS if env.get(k, "").isdigit()), None)
     local = env.get("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", ""))
+    world = next((int(env[k]) for k in WORLD_VARS if env.get(k, "").isdigit()), None)
     return {
         "host": d.get("Hostname") or None,
         "rank": int(rank[1]) if rank else None,
         "rank_from": f"env {rank[0]}" if rank else None,
         "local_rank": int(local) if local.isdigit() else None,
+        "world_size": world,
     }
 
 

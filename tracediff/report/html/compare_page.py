@@ -15,7 +15,12 @@ import polars as pl
 
 from tracediff.engine.result import Comparison, SideSummary
 from tracediff.engine.skew import clock_lines
-from tracediff.report.compare_text import NOISE_FLOOR, NOISE_FLOOR_RUNS, device_map_lines
+from tracediff.report.compare_text import (
+    NOISE_FLOOR,
+    NOISE_FLOOR_RUNS,
+    decided_lines,
+    device_map_lines,
+)
 from tracediff.report.html import figures as fg
 from tracediff.report.html import gpus
 from tracediff.report.html.page import document, figure_block
@@ -97,8 +102,9 @@ def gate_banner(g: Any) -> str:
 def _verdict(c: Comparison, prefix: str = "") -> str:
     v = verdict_words(c)
     lines = "".join(f"<li>{h(line)}</li>" for line in verdict_lines(c))
+    decided = "".join(f'<p class="decided">{h(line)}</p>' for line in decided_lines(c))
     return (
-        f'<section id="{prefix}verdict" class="verdict {v.state}"><h2>Verdict</h2>'
+        f'<section id="{prefix}verdict" class="verdict {v.state}">{decided}<h2>Verdict</h2>'
         f'<p class="headline">change <b>{h(v.change)} ms/cycle</b> ({h(v.pct)}), 95% CI '
         f"{h(v.ci)}: {h(v.significance)}</p><ul>{lines}</ul></section>"
     )
