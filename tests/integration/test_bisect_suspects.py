@@ -119,10 +119,19 @@ def check_captures(res: dict, counter: Path, steps: int) -> None:
     beside the culprit looked moved: tracediff/bisect/rest.py); within the issue-18 bound."""
     cap = res["captures"]
     assert cap["used"] == len(counted(counter))
-    assert cap["used"] - cap["extra_runs"] - cap["confirm_runs"] == 2 * N + steps * N
+    # each step's commit captured with as many fresh runs of its like-good end (fresh_runs)
+    assert cap["fresh_runs"] >= steps * N
+    assert cap["used"] - cap["extra_runs"] - cap["confirm_runs"] - cap["fresh_runs"] == (
+        2 * N + steps * N
+    )
     assert cap["bound"] == 2 * N + math.ceil(math.log2(7)) * N
     assert (
-        cap["used"] <= cap["bound"] + cap["extra_runs"] + cap["failed_runs"] + cap["confirm_runs"]
+        cap["used"]
+        <= cap["bound"]
+        + cap["extra_runs"]
+        + cap["failed_runs"]
+        + cap["confirm_runs"]
+        + cap["fresh_runs"]
     )
 
 

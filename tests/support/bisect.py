@@ -105,16 +105,21 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
 
     Every finished run ran the workload once; a failed attempt may have (the workload exited
     non-zero, nsys wrote no report after it) or not (nsys failed before starting it: retried
-    once, tracediff/bisect/bisection.py; seed 114 at load 3, session 9): per commit the workload ran at
-    least its finished runs and at most those plus its failed attempts."""
+    once, tracediff/bisect/bisection.py; seed 114 at load 3, session 9): per commit the workload
+    ran at least its finished runs and at most those plus its failed attempts."""
     cap = res["captures"]
     by = cap["by_commit"]
-    done = {s: k["runs"] + k["share_runs"] + k["confirm_runs"] for s, k in by.items()}
+    # (fresh_runs: a step's like-good end, captured interleaved with the step's commit)
+    done = {
+        s: k["runs"] + k["share_runs"] + k["confirm_runs"] + k.get("fresh_runs", 0)
+        for s, k in by.items()
+    }
     for s in set(ran) | set(by):
         assert done.get(s, 0) <= ran.count(s) <= done.get(s, 0) + by.get(s, {}).get("failed", 0)
     assert cap["finished_runs"] <= len(ran) <= cap["used"]
     assert cap["used"] == cap["finished_runs"] + cap["failed_runs"]
     assert cap["confirm_runs"] == sum(k["confirm_runs"] for k in by.values())
+    assert cap.get("fresh_runs", 0) == sum(k.get("fresh_runs", 0) for k in by.values())
     last = {s: k for s, k in last_runs(res["steps"]).items() if s not in skipped}
     assert last == {s: by[s]["runs"] for s in last}
     # an undecided share's extra runs (the last count logged) are extra runs, as a step's are

@@ -22,8 +22,11 @@ Algorithm (after Chromium Pinpoint):
    in the CLI, which prints that command).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
    where the ends' runs carry launch stacks, within the same bound: tracediff/bisect/order.py).
-   At a commit X: capture N runs,
-   compare GOOD->X and X->BAD. Per followed quantity, with D the GOOD->BAD change:
+   At a commit X: capture N runs, interleaved with N fresh runs of the range's like-good end
+   (A X X A ..., OUTDIR/step-<X12>/; without a pool), and compare GOOD->X on those fresh runs
+   (no drift between capture times: a culprit measured against GOOD's run set captured minutes
+   before had shown 36 % of the change at a load of 17 and come out like good) and X->BAD
+   on BAD's run set. Per followed quantity, with D the GOOD->BAD change:
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
    - differs from BAD and not from GOOD: like good;
    - differs from both (X sits between the ends: two culprits): like bad when X has moved at
@@ -48,8 +51,9 @@ Algorithm (after Chromium Pinpoint):
    fresh runs did not see its change again and a later culprit's did (bisect/result.first_bad).
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
-plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs and the
-confirmation runs; every run in OUTDIR's run sets is counted, by commit (tracediff/bisect/result.py).
+plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs, the
+confirmation runs and the fresh runs of each step's like-good end; every run in OUTDIR's run
+sets is counted, by commit (tracediff/bisect/result.py).
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
 recomputed from the captures (the run-level test is exact, so the same runs give the same
@@ -227,7 +231,20 @@ class Bisection:
     # ---- captures and comparisons ----------------------------------------------------------
 
     def folder(self, sha: str) -> Path:
-        return self.outdir / sha[:12]
+        """sha's own run set: OUTDIR/<sha12>, or, for a step's commit captured interleaved with
+        fresh runs of the end it is compared against, OUTDIR/step-<sha12>/<sha12>."""
+        paired = self.step_dir(sha) / sha[:12]
+        return paired if (paired / rs.INDEX).is_file() else self.outdir / sha[:12]
+
+    def step_dir(self, sha: str) -> Path:
+        """Where a step at sha captures it interleaved with fresh runs of its like-good end."""
+        return self.outdir / f"step-{sha[:12]}"
+
+    def fresh(self, sha: str, against: str) -> Path | None:
+        """The fresh runs of `against` captured interleaved with sha's (None: there are none:
+        a pool's runs, or sha captured alone by an earlier version)."""
+        f = self.step_dir(sha) / against[:12]
+        return f if self.folder(sha).parent == self.step_dir(sha) and runs_in(f) else None
 
     def _count(self, r: Any) -> None:
         self.captured += r.captured
@@ -318,10 +335,13 @@ class Bisection:
                 )
         return got
 
-    def runs_at(self, sha: str, n: int) -> str:
+    def runs_at(self, sha: str, n: int, against: str | None = None) -> str:
         """Up to n runs at sha: "ok"; "skipped" (recorded) when its workload fails;
         "exhausted" when the pool has fewer and no workload is given to capture the rest;
-        "short" when a run failed at a commit that has finished runs."""
+        "short" when a run failed at a commit that has finished runs. Without a pool and with
+        `against` (the end a step compares it with), sha's runs are captured interleaved with
+        as many fresh runs of `against` (A X X A ..., OUTDIR/step-<sha12>/): the comparison
+        then sees no drift between capture times (issue 31)."""
         if sha in self.state["skipped"]:
             return "skipped"
         k = self._pooled(sha, n)
@@ -329,7 +349,10 @@ class Bisection:
             return "ok"
         if not self.live:
             return "exhausted"
-        r = self._capture(self.folder(sha), [sha], n - k)
+        if self.pool is None and against is not None:
+            r = self._capture(self.step_dir(sha), [against, sha], n)
+        else:
+            r = self._capture(self.folder(sha), [sha], n - k)
         if r.exit_code and self.n_runs(sha) > 0:
             # it ran before: a failed run (an nsys error under load, seen at a culprit's 4th run)
             # is not a commit that does not run; the step decides on the runs it has, or not

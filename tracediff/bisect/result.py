@@ -88,7 +88,10 @@ def result(
 ) -> dict[str, Any]:
     n = b.spec.repeat
     by = tally(b)
-    finished = sum(k["runs"] + k["share_runs"] + k["confirm_runs"] for k in by.values())
+    finished = sum(
+        k["runs"] + k["share_runs"] + k["confirm_runs"] + k["fresh_runs"] for k in by.values()
+    )
+    fresh = sum(k["fresh_runs"] for k in by.values())
     failed = sum(k["failed"] for k in by.values())
     confirm = sum(k["confirm_runs"] for k in by.values())
     # runs beyond N at a commit (an end, an undecided step) and an undecided share's runs
@@ -133,9 +136,11 @@ def result(
             "extra_runs": extra,
             # fresh interleaved runs that confirmed (or not) a change beside a culprit
             "confirm_runs": confirm,
+            # fresh runs of each step's like-good end, interleaved with the step's commit
+            "fresh_runs": fresh,
             "bound": bound,
             "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra (beyond N at a "
-            "commit), failed and confirm runs",
+            "commit), failed, confirm and fresh runs (each step's like-good end, interleaved)",
             "captured_now": b.captured,
             "reused": b.reused,
             "from_pool": sum(b.from_pool.values()),
@@ -187,6 +192,13 @@ def tally(b: Bisection) -> dict[str, dict[str, int]]:
     full = {s[:12]: s for s in b.commits}
     by: dict[str, dict[str, int]] = {}
     sets = [(b.folder(s), s, "runs") for s in b.commits]
+    # fresh runs of a step's like-good end, captured interleaved with the step's commit (the
+    # commit's own runs there are its run set: b.folder)
+    sets += [
+        (f, full.get(f.name, f.name), "fresh_runs")
+        for f in b.outdir.glob("step-*/*")
+        if f.parent.name != f"step-{f.name}"
+    ]
     for kind in ("confirm", "share"):
         sets += [
             (f, full.get(f.name, f.name), f"{kind}_runs") for f in b.outdir.glob(f"{kind}-*/*")
@@ -194,7 +206,9 @@ def tally(b: Bisection) -> dict[str, dict[str, int]]:
     for folder, sha, kind in sets:
         if not (folder / rs.INDEX).is_file():
             continue
-        k = by.setdefault(sha, {"runs": 0, "share_runs": 0, "confirm_runs": 0, "failed": 0})
+        k = by.setdefault(
+            sha, {"runs": 0, "share_runs": 0, "confirm_runs": 0, "fresh_runs": 0, "failed": 0}
+        )
         done = len(rs.finished_runs(folder))
         k[kind] += done
         runs = rs.read_index(folder)["runs"]

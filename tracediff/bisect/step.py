@@ -15,7 +15,7 @@ from typing import Any
 
 from capture.worktree import commit_info
 from tracediff.bisect import order as bo
-from tracediff.bisect.bisection import RUNS_PER_EXTRA, Bisection
+from tracediff.bisect.bisection import RUNS_PER_EXTRA, Bisection, runs_in
 from tracediff.bisect.follow import Q
 
 
@@ -131,18 +131,25 @@ def search(
 
 
 def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | None, bool]:
-    """Capture at commits[x] (or take its runs from the pool) until decided or at the cap;
+    """Capture at commits[x], interleaved with fresh runs of commits[lo] (or take its runs
+    from the pool) until decided or at the cap;
     None: skipped (does not run) or undecided with no more runs to be had. True: X differs from
     both ends (`between`)."""
     t0 = time.monotonic()
     sha, n = b.commits[x], b.spec.repeat
     while True:
-        status = b.runs_at(sha, n)
+        status = b.runs_at(sha, n, against=b.commits[lo])
         runs = b.n_runs(sha)
         if status == "skipped" or (status in ("exhausted", "short") and runs < 2):
             not_decided(b, sha, status, runs, t0)
             return None, False
-        cg = b.compare(b.commits[lo], sha)
+        # against the fresh runs of lo captured interleaved with X's, where there are
+        fresh = b.fresh(sha, b.commits[lo])
+        cg = (
+            b.compare(b.commits[lo], sha)
+            if fresh is None
+            else b.compare_sets(fresh, b.folder(sha), (b.commits[lo][:12], sha[:12]))
+        )
         cb = b.compare(sha, b.commits[hi])
         qg, qb = b.quantities(cg, follow_of(b)), b.quantities(cb, follow_of(b))
         each = [decide(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True)]
@@ -170,6 +177,8 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
                     "p_value_vs_bad": cb.p_value,
                     "ci95_vs_good": [list(q.ci) for q in qg],
                     "fraction_of_change": frac,
+                    # fresh runs of the like-good end, interleaved with X's (vs good's test)
+                    "fresh_good_runs": 0 if fresh is None else runs_in(fresh),
                     # how far from the like-bad line, and (one quantity) its CI
                     "margin": frac - LIKE_BAD_LINE,
                     "fraction_ci95": list(share_ci(qg[0], ends[0])) if len(qg) == 1 else None,

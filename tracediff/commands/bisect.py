@@ -209,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         f"{cap['used']} captures used ({cap['captured_now']} now, {cap['reused']} reused); "
         f"bound {cap['bound']} + {cap['extra_runs']} extra + {cap['failed_runs']} failed"
         + (f" + {cap['confirm_runs']} confirm" if cap.get("confirm_runs") else "")
+        + (f" + {cap['fresh_runs']} fresh end" if cap.get("fresh_runs") else "")
         + (f"; {cap['from_pool']} from the pool" if cap.get("from_pool") else "")
         + f"; wall time {result['wall_s']:.0f} s"
     )

@@ -118,6 +118,7 @@ def captures_line(r: dict[str, Any]) -> str:
         f"captures: {cap['used']} (bound {cap['bound']} = 2N + ceil(log2(commits))*N, "
         f"+ {cap['extra_runs']} extra runs, + {cap['failed_runs']} failed runs"
         + (f", + {cap['confirm_runs']} confirm runs" if cap.get("confirm_runs") else "")
+        + (f", + {cap['fresh_runs']} fresh end runs" if cap.get("fresh_runs") else "")
         + ")"
         + (f"; {cap['from_pool']} from the pool" if cap.get("from_pool") else "")
         + f"; wall time {r['wall_s']:.0f} s"
