@@ -19,6 +19,10 @@ from tracediff.report.text import safe
 from tracediff.tui import model as m
 
 SPARK_W = 56
+EDGES_W, BAR_W, SIDE_W = 20, 12, 20
+HIST_W = EDGES_W + 2 * SIDE_W - 2
+"""A histogram row's width: its bins, then each side's bar and count (58 < 68, the text's
+width at 80x24)."""
 
 
 def _stats(v: np.ndarray) -> str:
@@ -57,15 +61,19 @@ def drill_text(d: m.Drill) -> Text:
             t.append(f"\n      {_stats(durs[s])}\n")
         edges, counts = m.histogram(durs)
         peak = max(int(c.max()) for c in counts.values()) or 1
-        t.append("histogram (shared bins)       base" + " " * 17 + "head\n", "#8a8a8a")
+        # HIST_W columns a row (the drill-down's text is 68 wide at 80x24): bins, then each
+        # side's bar and count, so a count never wraps onto the next line
+        t.append("histogram, shared bins (µs)\n" + " " * EDGES_W, "#8a8a8a")
+        t.append("base".ljust(SIDE_W) + "head\n", "#8a8a8a")
         for i in range(len(edges) - 1):
-            t.append(f"{edges[i]:>10.2f}–{edges[i + 1]:<10.2f}   ")
+            t.append(f"{edges[i]:>9.2f}–{edges[i + 1]:<9.2f} ".ljust(EDGES_W))
             for s in m.SIDES:
                 n = int(counts[s][i])
+                bar = "█" * round(BAR_W * n / peak)
+                t.append(f"{bar:<{BAR_W}}", "#5f87d7" if s == "base" else "#d7af5f")
                 t.append(
-                    f"{'█' * round(14 * n / peak):<14}", "#5f87d7" if s == "base" else "#d7af5f"
+                    f"{n:>{SIDE_W - BAR_W - 2}}  " if s == "base" else f"{n:>{SIDE_W - BAR_W - 2}}"
                 )
-                t.append(f"{n:>6}   ")
             t.append("\n")
     t.append("\nInstances per cycle\n", "bold underline")
     pc = d.per_cycle

@@ -44,6 +44,30 @@ class ErrorModal(_Dialog):
         super().__init__(title, Text(message), classes="error")
 
 
+TIMELINE_HELP = (
+    "Timeline: the selected cycle, base above head, one lane per GPU (per stream where a GPU has",
+    "several), time from the cycle's GPU start. 'a' draws head through the ops both runs share,",
+    "so matched ops line up and stretched idle time stands out. Cross-stream CUDA event edges",
+    "(cudaEventRecord → cudaStreamWaitEvent, 'e' hides them): a capital letter on the recording",
+    "lane where the recorded work ended, the same letter in lower case on the waiting lane where",
+    "the waiting stream went on; bright if it started within 20 µs (it waited on the event), dim",
+    "if other work held it longer. Letters count the edges of the window in order of the wait.",
+)
+STRIP_HELP = (
+    "Replay strip: each cycle's GPU span (critical GPU), base and head on one scale; the",
+    "selected cycle is shown reversed.",
+)
+CHANGE_HELP = (
+    "change ms: head - base per cycle; * = 95% CI excludes 0 and the change is at least 1 µs",
+    "and 1% of the base time.",
+)
+RUNS_HELP = (
+    "Run sets (several runs a side): the verdict's 'runs' line is each run's mean cycle time,",
+    "both sides on one scale; the table's runs column: ✓ = moved the same way in every run,",
+    "k/N = the head runs it occurs in (base's, for an op head lacks).",
+)
+
+
 class HelpScreen(_Dialog):
     """Every key of the main screen with what it does, and how to read the timeline."""
 
@@ -52,26 +76,12 @@ class HelpScreen(_Dialog):
         for key, desc in bindings:
             body.append(f"{key:>14}  ", "bold")
             body.append(f"{desc}\n")
-        body.append(
-            "\nTimeline: the selected cycle, base above head, one lane per GPU (per stream where\n"
-            "a GPU has several), time from the cycle's GPU start. 'a' draws head through the\n"
-            "ops both runs share, so matched ops line up and stretched idle time stands out.\n"
-            "Cross-stream CUDA event edges (cudaEventRecord → cudaStreamWaitEvent, 'e' hides\n"
-            "them): a capital letter on the recording lane where the recorded work ended, the\n"
-            "same letter in lower case on the waiting lane where the waiting stream went on;\n"
-            "bright if it started within 20 µs (it waited on the event), dim if other work held\n"
-            "it longer. Letters count the edges of the window in order of the wait.\n"
-        )
+        # paragraphs without line breaks of their own: the dialog wraps them to its width
+        # (hard breaks at 84 columns read as ragged half lines at 80x24)
+        body.append("\n" + " ".join(TIMELINE_HELP) + "\n")
         body.append_text(legend)
-        body.append(
-            "\n\nReplay strip: each cycle's GPU span (critical GPU), base and head on one scale;\n"
-            "the selected cycle is shown reversed.\n"
-            "change ms: head - base per cycle; * = 95% CI excludes 0 and the change is at least\n"
-            "1 µs and 1% of the base time.\n"
-            "Run sets (several runs a side): the verdict's 'runs' line is each run's mean cycle\n"
-            "time, both sides on one scale; the table's runs column: ✓ = moved the same way in\n"
-            "every run, k/N = the head runs it occurs in (base's, for an op head lacks)."
-        )
+        body.append("\n\n" + " ".join(STRIP_HELP) + "\n" + " ".join(CHANGE_HELP) + "\n")
+        body.append(" ".join(RUNS_HELP))
         super().__init__("tracediff keys", body)
 
 
