@@ -26,7 +26,6 @@ from tracediff.engine import eventslices as slices
 from tracediff.engine import executor as ex
 from tracediff.engine import tables as tb
 from tracediff.engine.env import env_diffs
-from tracediff.engine.host import compare_host
 from tracediff.engine.join import join
 from tracediff.engine.ops import gpu_ops_counted
 from tracediff.engine.ranges import NO_OWN_RANGES
@@ -192,6 +191,8 @@ def _host_or_refuse(
 ) -> Comparison:
     """Base's first run has no GPU operations: host-only runs (NVTX, no CUDA trace) when head's
     first has none either, else refused as base."""
+    from tracediff.engine.host import compare_host  # host-only runs: NVTX, no CUDA trace
+
     rb, rh = _open(bases[0]), _open(heads[0])
     if gpu_ops_counted(rh)[0].height:
         cycles.refuse_no_ops(rb)

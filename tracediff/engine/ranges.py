@@ -111,8 +111,8 @@ def outermost(sel: pl.DataFrame) -> pl.DataFrame:
 
 
 def _latest_started(
-    points: pl.DataFrame, at: str, intervals: pl.DataFrame, start: str, by: list[str]
-) -> pl.DataFrame:
+    points: pl.LazyFrame, at: str, intervals: pl.LazyFrame, start: str, by: list[str]
+) -> pl.LazyFrame:
     """Each row of `points` (sorted by `at`) with the interval of the same `by` keys that started
     last at or before it (null columns where none): the candidate enclosing interval. Callers
     check its end, since the intervals of one key do not overlap."""
@@ -128,17 +128,23 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     First on the range's own thread. Ops launched by another thread of the same process while a
     cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
     cycle too: they get `_other_thread` = true and are phased "(other thread)". Works on these
-    few columns only: the wide op frame is gathered once, by `_tagged`.
+    few columns only: the wide op frame is gathered once, by `_tagged`. One lazy plan, collected
+    once (it runs for every candidate range of every run file).
     """
-    r = cyc.select(
-        "process_id",
-        pl.col("thread_id").alias("launch_thread_id"),
-        pl.col("start_ns").alias("_rs"),
-        pl.col("end_ns").alias("_re"),
-        "cycle",
-    ).sort("_rs")
+    r = (
+        cyc.lazy()
+        .select(
+            "process_id",
+            pl.col("thread_id").alias("launch_thread_id"),
+            pl.col("start_ns").alias("_rs"),
+            pl.col("end_ns").alias("_re"),
+            "cycle",
+        )
+        .sort("_rs")
+    )
     o = (
-        ops.select("process_id", "launch_thread_id", "launch_start_ns")
+        ops.lazy()
+        .select("process_id", "launch_thread_id", "launch_start_ns")
         .with_row_index("_op")
         .filter(pl.col("launch_start_ns").is_not_null())
         .sort("launch_start_ns")
@@ -146,20 +152,16 @@ def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     j = _latest_started(o, "launch_start_ns", r, "_rs", ["process_id", "launch_thread_id"])
     inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
     same = j.filter(inside).drop("_rs", "_re").with_columns(pl.lit(False).alias("_other_thread"))
-    placed = np.zeros(ops.height, bool)
-    placed[same["_op"].to_numpy()] = True
-    rest = o.filter(~pl.Series(placed).gather(o["_op"]))
-    if rest.height:
-        rp = r.drop("launch_thread_id")
-        other = _latest_started(rest, "launch_start_ns", rp, "_rs", ["process_id"])
-        other = (
-            other.filter(inside)
-            .drop("_rs", "_re")
-            .with_columns(pl.lit(True).alias("_other_thread"))
-        )
-        if other.height:
-            same = pl.concat([same, other])
-    return same
+    # the rest, still in launch order, on any thread of the range's process
+    rest = o.join(same.select("_op"), on="_op", how="anti", maintain_order="left")
+    rp = r.drop("launch_thread_id")
+    other = (
+        _latest_started(rest, "launch_start_ns", rp, "_rs", ["process_id"])
+        .filter(inside)
+        .drop("_rs", "_re")
+        .with_columns(pl.lit(True).alias("_other_thread"))
+    )
+    return pl.concat([same, other]).collect()
 
 
 def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
@@ -228,18 +230,24 @@ def phases_in(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
                 "end_ns": pl.Int64,
             }
         )
-    r = cyc.select(
-        "process_id",
-        "thread_id",
-        pl.col("start_ns").alias("_rs"),
-        pl.col("end_ns").alias("_re"),
-        "cycle",
-    ).sort("_rs")
-    j = _latest_started(inner.sort("start_ns"), "start_ns", r, "_rs", ["process_id", "thread_id"])
+    r = (
+        cyc.lazy()
+        .select(
+            "process_id",
+            "thread_id",
+            pl.col("start_ns").alias("_rs"),
+            pl.col("end_ns").alias("_re"),
+            "cycle",
+        )
+        .sort("_rs")
+    )
+    j = _latest_started(
+        inner.lazy().sort("start_ns"), "start_ns", r, "_rs", ["process_id", "thread_id"]
+    )
     j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
     return j.select(
         "process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns"
-    )
+    ).collect()
 
 
 def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
@@ -252,29 +260,37 @@ def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
             .otherwise(pl.lit("(cycle)", pl.Categorical))
             .alias("phase")
         )
-    p = phases.select(
-        "process_id",
-        pl.col("thread_id").alias("launch_thread_id"),
-        pl.col("start_ns").alias("_ps"),
-        pl.col("end_ns").alias("_pe"),
-        pl.col("phase").cast(pl.Categorical).alias("_ph"),
-    ).sort("_ps")
+    p = (
+        phases.lazy()
+        .select(
+            "process_id",
+            pl.col("thread_id").alias("launch_thread_id"),
+            pl.col("start_ns").alias("_ps"),
+            pl.col("end_ns").alias("_pe"),
+            pl.col("phase").cast(pl.Categorical).alias("_ph"),
+        )
+        .sort("_ps")
+    )
     j = _latest_started(
-        tags.sort("launch_start_ns"),
+        tags.lazy().sort("launch_start_ns"),
         "launch_start_ns",
         p,
         "_ps",
         ["process_id", "launch_thread_id"],
     )
     inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
-    return j.with_columns(
-        pl.when(pl.col("_other_thread"))
-        .then(other)
-        .when(inside)
-        .then(pl.col("_ph"))
-        .otherwise(pl.lit("(between phases)", pl.Categorical))
-        .alias("phase")
-    ).drop("_ps", "_pe", "_ph")
+    return (
+        j.with_columns(
+            pl.when(pl.col("_other_thread"))
+            .then(other)
+            .when(inside)
+            .then(pl.col("_ph"))
+            .otherwise(pl.lit("(between phases)", pl.Categorical))
+            .alias("phase")
+        )
+        .drop("_ps", "_pe", "_ph")
+        .collect()
+    )
 
 
 def _present(ranges: pl.DataFrame) -> str:

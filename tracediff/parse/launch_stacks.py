@@ -53,7 +53,6 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 try:
     from tracediff.parse import _stack_walk
@@ -327,6 +326,8 @@ UNNAMED = "<unnamed>"
 
 def named(names: pa.DictionaryArray) -> pa.DictionaryArray:
     """names without nulls: each null the word UNNAMED, added to the dictionary."""
+    import pyarrow.compute as pc  # late: its import builds ~290 wrappers
+
     idx, words = names.indices, names.dictionary
     if not idx.null_count:
         return names

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from tracediff import schema
 
@@ -97,9 +96,11 @@ def _rows_where(
     """Row mask of a string column (null: False); on a dictionary column `test` runs once per
     distinct value, not per row."""
     if pa.types.is_dictionary(col.type):
+        import pyarrow.compute as pc  # late: its import builds ~290 wrappers
+
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         hit = test(pl.Series(arr.dictionary.cast(pa.string()))).to_arrow()
-        mask = pa.compute.take(hit, arr.indices)
+        mask = pc.take(hit, arr.indices)
         return pl.Series(mask).fill_null(False)
     return test(pl.Series(col).cast(pl.String)).fill_null(False)
 

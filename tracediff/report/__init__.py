@@ -9,6 +9,8 @@ No module here imports textual or runs the engine: a renderer takes a result and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from tracediff.engine.result import Comparison
@@ -16,9 +18,10 @@ from tracediff.report.compare_json import phase_rollup, to_dict
 from tracediff.report.compare_text import render_csv, render_markdown, render_table
 from tracediff.report.jsonout import dumps
 from tracediff.report.numbers import settled_comparison
-from tracediff.report.suspects import suspects_json
 from tracediff.report.verdict import verdict_lines, verdict_words
-from tracediff.suspects import Suspects
+
+if TYPE_CHECKING:  # tracediff.suspects is imported when a --repo asks for suspects
+    from tracediff.suspects import Suspects
 
 FORMATS = ("table", "markdown", "json", "csv")
 
@@ -49,7 +52,11 @@ def render(
     c = settled_comparison(c)  # the same bytes on every CPU (report/numbers.py)
     if fmt == "json":
         d = to_dict(c, whatif=whatif)
-        return dumps(d if suspects is None else {**d, **suspects_json(suspects)})
+        if suspects is None:
+            return dumps(d)
+        from tracediff.report.suspects import suspects_json
+
+        return dumps({**d, **suspects_json(suspects)})
     if fmt == "markdown":
         return render_markdown(c, top, suspects=suspects)
     if fmt == "csv":

@@ -8,7 +8,7 @@ The CSV is the attribution table as it is (its columns are documented in engine/
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -16,7 +16,6 @@ from tracediff.engine.result import Comparison
 from tracediff.engine.skew import clock_lines
 from tracediff.report.compare_json import phase_rollup
 from tracediff.report.numbers import settle, settle_frame
-from tracediff.report.suspects import suspects_lines, suspects_markdown
 from tracediff.report.text import (
     ci_cell,
     frame_label,
@@ -27,7 +26,9 @@ from tracediff.report.text import (
     short,
 )
 from tracediff.report.verdict import verdict_lines
-from tracediff.suspects import Suspects
+
+if TYPE_CHECKING:  # tracediff.suspects is imported when a --repo asks for suspects
+    from tracediff.suspects import Suspects
 
 SIGNIFICANT = "95% CI excludes 0 and the change is at least 1 µs and 1% of its base time"
 STATUSES = {
@@ -199,6 +200,8 @@ def render_table(
             f"... {plural(c.attribution.height - top, 'more contributor')}, together {rest:+.3f} ms/cycle"
         )
     if suspects is not None:
+        from tracediff.report.suspects import suspects_lines
+
         out += suspects_lines(suspects) + [""]
     out += _wrapped(legend(noise_unit=c.noise_unit))
     if any(
@@ -311,6 +314,8 @@ def render_markdown(c: Comparison, top: int = 20, *, suspects: Suspects | None =
             f"{'yes' if r['significant'] else 'no'} | {share} | {r['status']} | {name}` |"
         )
     if suspects is not None:
+        from tracediff.report.suspects import suspects_markdown
+
         out += suspects_markdown(suspects)
     out += [""] + [f"- {item}" for item in legend("sig yes", c.noise_unit)] + [""]
     out += [f"> {line}" for line in device_map_lines(c) + clock_lines(c.clocks)]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracediff import schema
 from tracediff.parse import launch_stacks
@@ -119,6 +118,8 @@ def function_ranges(nvtx_ranges: pa.Table) -> pl.DataFrame:
 def frame_tables(got: launch_stacks.Stacks) -> tuple[pa.Table, pa.Table]:
     """The `frames` and `stacks` run tables of resolved function-trace stacks: a frame's file
     is its module as a path (`pkg/mod.py`), its function the name after the module, no line."""
+    import pyarrow.compute as pc  # late: its import builds ~290 wrappers
+
     st, dp, fr = got.stack_rows
     parts = pc.split_pattern(got.frame_texts.cast(pa.string()), "\t", max_splits=1)
     mod, fn = pc.list_element(parts, 0), pc.list_element(parts, 1)
