@@ -12,8 +12,8 @@ TEST_WORKERS ?= auto
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml tracediff/parse/_sqlite_pages.c tracediff/parse/_kineto_scan.c \
-  tracediff/parse/_stack_walk.c
+$(VENV)/.installed: pyproject.toml tracediff/parse/nsys/_sqlite_pages.c \
+  tracediff/parse/kineto/_kineto_scan.c tracediff/parse/stacks/_stack_walk.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -58,23 +58,24 @@ bench: setup nsys
 	$(BIN)/python bench/ingest.py
 
 # A native module under ASan + UBSan, fed damaged real inputs by its tools/fuzz_*.py for 120 s
-# (not part of CI). $(call fuzz,MODULE,TOOL,ENV): builds /tmp/tracediff-asan/MODULE.so first.
+# (not part of CI). $(call fuzz,MODULE,TOOL,ENV): builds /tmp/tracediff-asan/MODULE.so first
+# from tracediff/parse/MODULE.c (MODULE with its folder: nsys/_sqlite_pages).
 ASAN_DIR := /tmp/tracediff-asan
 define fuzz
 	mkdir -p $(ASAN_DIR)
 	gcc -shared -fPIC -fsanitize=address,undefined -fno-omit-frame-pointer -g -O1 -std=c11 \
 	  -I$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['include'])") \
-	  tracediff/parse/$(1).c -o $(ASAN_DIR)/$(1).so
+	  tracediff/parse/$(1).c -o $(ASAN_DIR)/$(notdir $(1)).so
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  $(3) $(BIN)/python tools/$(2) $(ASAN_DIR)/$(1).so 120
+	  $(3) $(BIN)/python tools/$(2) $(ASAN_DIR)/$(notdir $(1)).so 120
 endef
 
 # The SQLite page decoder, fed damaged copies of real reports.
 fuzz-pages: setup
-	$(call fuzz,_sqlite_pages,fuzz_sqlite_pages.py,)
+	$(call fuzz,nsys/_sqlite_pages,fuzz_sqlite_pages.py,)
 
 # The Kineto JSON scanner, fed damaged pieces of real traces. PYTHONMALLOC=malloc: each piece
 # gets its own allocation, so ASan sees a read past its end.
 fuzz-kineto: setup
-	$(call fuzz,_kineto_scan,fuzz_kineto_scan.py,PYTHONMALLOC=malloc)
+	$(call fuzz,kineto/_kineto_scan,fuzz_kineto_scan.py,PYTHONMALLOC=malloc)

@@ -1,4 +1,4 @@
-"""The clock estimate's keying of collectives (parse/clocks.py), this checkout against a git
+"""The clock estimate's keying of collectives (parse/ranks/clocks.py), this checkout against a git
 revision, on the NCCL kernels of a generated many-rank job.
 
     bench/clocks.py [--work /tmp/bench-clocks] [--nodes 8] [--gpus-per-node 8] [--cycles 1000]
@@ -7,7 +7,7 @@ revision, on the NCCL kernels of a generated many-rank job.
 Built once into --work (not timed): tests/support/gen_kineto_ranks.py writes nodes x gpus-per-node rank
 traces (cycles x kernels GPU ops a rank, every 8th an all-reduce: the defaults give 64 ranks x
 16,000 = 1.02 M collective kernel rows), each is parsed (tracediff.parse.load) and its
-`collectives` table kept as Arrow IPC, with its clock shift (parse/join.py clock_shifts) and
+`collectives` table kept as Arrow IPC, with its clock shift (parse/ranks/join.py clock_shifts) and
 host.
 
 Timed, each step in its own child process (this checkout, or the package at `--before` REV
@@ -58,8 +58,8 @@ def build(work: Path, nodes: int, gpn: int, cycles: int, kernels: int) -> None:
 
     sys.path.insert(0, str(ROOT))
     from tests.support.gen_kineto_ranks import write_job
-    from tracediff.parse import join as jn
     from tracediff.parse import load
+    from tracediff.parse.ranks import join as jn
 
     done = work / "inputs.json"
     if done.exists():
@@ -105,7 +105,7 @@ def child(work: Path, step: str) -> None:
     import polars as pl
     import pyarrow as pa
 
-    from tracediff.parse import clocks
+    from tracediff.parse.ranks import clocks
 
     inp = json.loads((work / "inputs.json").read_text())
     tables = [pa.ipc.open_file(str(work / n)).read_all() for n in inp["files"]]

@@ -41,7 +41,7 @@ STRAGGLE_NS, SLOWER_NS, STRAGGLER = 30_000, 20_000, 3
 def build(work: Path, files: int, gpus: int, cycles: int, kernels: int) -> tuple[Path, Path, int]:
     from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
     from tracediff.parse import load
-    from tracediff.runfile import write_run
+    from tracediff.runs.runfile import write_run
 
     n_kernels = 0
     for side in ("base", "head"):

@@ -37,8 +37,8 @@ def replicate(src: Path, dst: Path, times: int) -> dict[str, int]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tracediff import schema
-    from tracediff.runfile import Run, read_run, write_run
+    from tracediff.runs import schema
+    from tracediff.runs.runfile import Run, read_run, write_run
 
     run = read_run(src)
     lo, hi, max_corr = None, None, 0
@@ -185,8 +185,8 @@ def main() -> int:
     if args.child:
         return _child(args)
 
-    from tracediff import schema
-    from tracediff.runfile import read_run
+    from tracediff.runs import schema
+    from tracediff.runs.runfile import read_run
 
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)

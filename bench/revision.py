@@ -23,8 +23,8 @@ def extract(rev: str, into: Path) -> None:
         t.extractall(into, filter="data")
     parse = into / "tracediff" / "parse"
     include, suffix = sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX")
-    for src in parse.glob("_*.c"):
-        so = parse / f"{src.stem}{suffix}"
+    for src in parse.rglob("_*.c"):  # beside their readers (parse/nsys/...) since issue 29
+        so = src.with_name(f"{src.stem}{suffix}")
         cc = ["gcc", "-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}", str(src), "-o", str(so)]
         done = subprocess.run([*cc, "-lpthread", "-lm"], capture_output=True, text=True)
         if done.returncode:  # this checkout's module may not fit REV's Python: no comparison

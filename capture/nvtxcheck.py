@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tracediff.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
+from tracediff.runs.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
 
 IMPORT = r"^\s*(import|from)\s+nvtx\b"
 """A line that imports the nvtx package (`import nvtx`, `from nvtx import annotate`)."""

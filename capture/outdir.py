@@ -17,8 +17,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracediff import runset as rs
-from tracediff.errors import OutputError
+from tracediff.base.errors import OutputError
+from tracediff.runs import runset as rs
 
 LOCK = ".capture.lock"
 

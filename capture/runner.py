@@ -36,8 +36,8 @@ from capture import nvtxcheck
 from capture import stacks as capture_stacks
 from capture import worktree as wt
 from capture.outdir import check_outdir, make_parents, publish, remove_if_empty
-from tracediff import nsys_tool, settings
-from tracediff.errors import ToolError, TracediffError, UsageError
+from tracediff.base import nsys_tool, settings
+from tracediff.base.errors import ToolError, TracediffError, UsageError
 
 SHIM_DIR = Path(__file__).parent / "shim"
 
@@ -421,7 +421,7 @@ def _finish(
             run.metadata["source"] = str((outdir / rep.name).resolve())  # not the staging path
             # the parser named the staging folder, which is renamed to OUTDIR below
             run.warnings = [w.replace(str(staging), str(outdir.resolve())) for w in run.warnings]
-            from tracediff.runfile import write_run
+            from tracediff.runs.runfile import write_run
 
             write_run(run, staging / "run.arrow")
             run_file = outdir / "run.arrow"

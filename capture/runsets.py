@@ -1,7 +1,7 @@
 """`tracediff capture --repeat N`: each commit (and variant) captured N times, interleaved.
 
 Stage: capture. Input: a `CaptureSpec` template, the refs, optional variants, N; output: one run
-set per (commit, variant) in the format of `tracediff/runset.py` (runset.json + run-01 ... run-N,
+set per (commit, variant) in the format of `tracediff/runs/runset.py` (runset.json + run-01 ... run-N,
 each an ordinary capture folder), written run by run so an interrupted call loses nothing.
 
 Layout: with one commit and no variants OUTDIR itself is the run set. Otherwise OUTDIR holds
@@ -49,8 +49,8 @@ from capture.runner import (
     find_nsys,
     workload_identity_env,
 )
-from tracediff import runset as rs
-from tracediff.errors import OutputError, ToolError, TracediffError, UsageError
+from tracediff.base.errors import OutputError, ToolError, TracediffError, UsageError
+from tracediff.runs import runset as rs
 
 PLACEHOLDER = "{variant}"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracediff.stackdomain import FUNCTION_DOMAIN
+from tracediff.runs.stackdomain import FUNCTION_DOMAIN
 
 MAX_FUNCTIONS = 2000
 CONFIG_NAME = "function-trace.json"

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import ToolError, UsageError
+from tracediff.base.errors import ToolError, UsageError
 
 WT_PREFIX = "tracediff-wt-"
 OWNER = "owner.pid"  # beside the worktree, in its temp parent: the capturing process

@@ -1,4 +1,4 @@
-"""Fuzz the Kineto JSON scanner (tracediff/parse/_kineto_scan.c) under ASan and UBSan.
+"""Fuzz the Kineto JSON scanner (tracediff/parse/kineto/_kineto_scan.c) under ASan and UBSan.
 
     make fuzz-kineto           # builds the sanitizer copy, runs 120 s
     python tools/fuzz_kineto_scan.py SO_PATH SECONDS [SEED]

@@ -1,4 +1,4 @@
-"""Fuzz the SQLite page decoder (tracediff/parse/_sqlite_pages.c) under ASan and UBSan.
+"""Fuzz the SQLite page decoder (tracediff/parse/nsys/_sqlite_pages.c) under ASan and UBSan.
 
     make fuzz-pages            # builds the sanitizer copy, runs 120 s
     python tools/fuzz_sqlite_pages.py SO_PATH SECONDS [SEED]

@@ -43,6 +43,32 @@ MOVES: dict[str, str] = {
     "capture.bisect_share": "tracediff.bisect.share",
     "capture.bisect_state": "tracediff.bisect.state",
     "capture.bisect_step": "tracediff.bisect.step",
+    # step 3: the package root's loose modules into base/ (leaves) and runs/ (the run contract)
+    "tracediff.errors": "tracediff.base.errors",
+    "tracediff.settings": "tracediff.base.settings",
+    "tracediff.inert": "tracediff.base.inert",
+    "tracediff.outputs": "tracediff.base.outputs",
+    "tracediff.segscan": "tracediff.base.segscan",
+    "tracediff.daskclient": "tracediff.base.daskclient",
+    # (not parse/nsys/: importing that package loads polars, and capture runs without it)
+    "tracediff.nsys_tool": "tracediff.base.nsys_tool",
+    "tracediff.schema": "tracediff.runs.schema",
+    "tracediff.stackdomain": "tracediff.runs.stackdomain",
+    "tracediff.runfile": "tracediff.runs.runfile",
+    "tracediff.runfooter": "tracediff.runs.runfooter",
+    "tracediff.runset": "tracediff.runs.runset",
+    # ... info's halves: a run's summary is computed (engine), a run set's is rendered (report)
+    "tracediff.runinfo": "tracediff.engine.runinfo",
+    "tracediff.runsetinfo": "tracediff.report.runsetinfo",
+    # ... parse/ in folders, each C module beside its reader
+    "tracediff.parse._sqlite_pages": "tracediff.parse.nsys._sqlite_pages",
+    "tracediff.parse._kineto_scan": "tracediff.parse.kineto._kineto_scan",
+    "tracediff.parse._stack_walk": "tracediff.parse.stacks._stack_walk",
+    "tracediff.parse.launch_stacks": "tracediff.parse.stacks.launch_stacks",
+    "tracediff.parse.join": "tracediff.parse.ranks.join",
+    "tracediff.parse.clocks": "tracediff.parse.ranks.clocks",
+    "tracediff.parse.gpus": "tracediff.parse.ranks.gpus",
+    "tracediff.parse.ranknames": "tracediff.parse.ranks.ranknames",
 }
 
 # Docstrings of packages the moves create (only written when the package is new).
@@ -52,6 +78,23 @@ NEW_PACKAGES: dict[str, str] = {
         " slower.\n\nIt captures through `capture/` and compares through the engine, so it lives"
         " above both.\n`bisection.py` holds the state and rules, `search.py` drives them.\n"
     ),
+    "tracediff.base": (
+        "The leaves of tracediff: errors, settings, output files, the Dask client, small column"
+        " helpers.\n\nThey import nothing of tracediff but each other.\n"
+    ),
+    "tracediff.runs": (
+        "The Run contract: the Arrow schemas of every table, the run file (format, footer,"
+        " checksums)\nand the run-set index. Imports only tracediff.base.\n"
+    ),
+    "tracediff.parse.stacks": (
+        "Launch stacks: the host call stack of each GPU launch, walked by a C module"
+        " (_stack_walk.c)\nover the nsys and Kineto readers' stack tables.\n"
+    ),
+    "tracediff.parse.ranks": (
+        "A run of several rank files made one: their rank names, GPUs and clocks, and the"
+        " join.\n\nranknames.py names each file's rank, gpus.py maps devices, clocks.py aligns"
+        " the ranks' clocks on\ntheir collectives, and join.py makes one run of them.\n"
+    ),
 }
 
 # Files of a module, by kind: a Python module, or a C extension with its type stub.
@@ -60,6 +103,9 @@ TEXT_SUFFIXES = {".py", ".pyi", ".md", ".toml", ".sh", ".c", ".cfg", ".ini", ".y
 TEXT_NAMES = {"Makefile", "run"}
 NEVER_TOUCHED = ("tests/data/", "samples/", "tests/golden/expected/", "tests/tui/__snapshots__/")
 SELF = "tools/relayout.py"
+# Old module names that are also data: the run-set index's "kind" is "tracediff.runset", in
+# every runset.json written. Quoted exactly so, they are kept.
+DATA_NAMES = {"tracediff.runset"}
 
 
 def module_path(module: str) -> str:
@@ -144,6 +190,18 @@ _PATH_ALTERNATION = "|".join(
 PATHS = re.compile(rf"(?<![\w./])({_PATH_ALTERNATION})(\.pyi|\.py|\.c|)(?![\w/])")
 
 
+# The same path written from inside the package (`parse/gpus.py`, `engine/cycles.py`), as
+# docstrings name their neighbours: only with a folder and a file suffix, so that a bare
+# `schema.py` (there are three) is never taken for one.
+SHORT = {
+    module_path(old).removeprefix("tracediff/"): old
+    for old in MOVES
+    if old.startswith("tracediff.") and old.count(".") >= 2
+}
+_SHORT_ALTERNATION = "|".join(re.escape(short) for short in sorted(SHORT, key=len, reverse=True))
+SHORT_PATHS = re.compile(rf"(?<![\w./])({_SHORT_ALTERNATION})(\.pyi|\.py|\.c)(?![\w/])")
+
+
 def renamed(module: str) -> str:
     """MODULE's new name (MODULE itself, or one under it, may have moved)."""
     if module in MOVES:
@@ -223,7 +281,18 @@ def rewrite_imports(root: Path, path: Path, text: str, was: str | None) -> str:
 
 def rewrite_text(text: str) -> str:
     text = PATHS.sub(lambda m: module_path(MOVES[m.group(1).replace("/", ".")]) + m.group(2), text)
-    return DOTTED.sub(lambda m: MOVES[m.group(1)], text)
+    if SHORT:
+        text = SHORT_PATHS.sub(
+            lambda m: module_path(MOVES[SHORT[m.group(1)]]).removeprefix("tracediff/") + m.group(2),
+            text,
+        )
+    return DOTTED.sub(lambda m: m.group(0) if is_data(m) else MOVES[m.group(1)], text)
+
+
+def is_data(m: re.Match[str]) -> bool:
+    """A match that is a data value ("tracediff.runset" in quotes), not a module name."""
+    quoted = m.string[m.start() - 1 : m.start()] == '"' == m.string[m.end() : m.end() + 1]
+    return quoted and m.group(1) in DATA_NAMES
 
 
 def rewrite_all(root: Path, moved: dict[Path, str]) -> list[Path]:
@@ -256,7 +325,8 @@ def leftovers(root: Path) -> list[str]:
     found = []
     for path in text_files(root):
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if DOTTED.search(line) or PATHS.search(line):
+            dotted = [m for m in DOTTED.finditer(line) if not is_data(m)]
+            if dotted or PATHS.search(line) or (SHORT and SHORT_PATHS.search(line)):
                 found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
     return found
 

@@ -18,8 +18,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tracediff import __version__, settings
-from tracediff.errors import TracediffError
+from tracediff import __version__
+from tracediff.base import settings
+from tracediff.base.errors import TracediffError
 
 # Set before anything imports polars or pyarrow: their allocators (polars' jemalloc, and
 # pyarrow's bundled jemalloc instead of its default mimalloc) back big buffers with transparent
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_address_space()
         return int(args._run(args) or 0)
     except TracediffError as e:
-        from tracediff.inert import safe  # a path or name in the message is printed inert
+        from tracediff.base.inert import safe  # a path or name in the message is printed inert
 
         print(f"tracediff: error: {safe(str(e))}", file=sys.stderr)
         return e.exit_code

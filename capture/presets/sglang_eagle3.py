@@ -132,7 +132,7 @@ def add_arguments(g: argparse._ArgumentGroup) -> None:
 
 def server_args(a: argparse.Namespace) -> list[str]:
     if not a.model or not a.draft_model:
-        from tracediff.errors import UsageError
+        from tracediff.base.errors import UsageError
 
         raise UsageError(
             "--preset sglang-eagle3 needs --model and --draft-model",

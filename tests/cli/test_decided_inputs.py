@@ -17,10 +17,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import load
 from tracediff.parse.load import load_files
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = DATA.parents[1]

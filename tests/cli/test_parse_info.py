@@ -288,7 +288,7 @@ def test_parse_writes_tables_built_from_parts_with_their_own_dictionaries(tmp_pa
     pyarrow traceback ("Dictionary replacement detected"; found by the determinism helper). The
     run file written must read back as the tables the parser made."""
     from tracediff.parse.load import load
-    from tracediff.runfile import read_run
+    from tracediff.runs.runfile import read_run
 
     src = DATA / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite"
     out = tmp_path / "mfu.arrow"

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracediff import schema
 from tracediff.cli import main
 from tracediff.commands.compare import distinct_labels
 from tracediff.parse import load
 from tracediff.report.compare_text import STATUSES
-from tracediff.runfile import Run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 G = (ROOT / "samples" / "g_good.arrow", ROOT / "samples" / "g_bad.arrow")

@@ -13,10 +13,10 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from tracediff import schema
 from tracediff.parse import load
 from tracediff.parse.sides import resolve
-from tracediff.runfile import Run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, write_run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GOOD = ROOT / "samples" / "runs" / "good"

@@ -19,7 +19,7 @@ import pytest
 
 from tracediff.engine.compare import compare, env_diffs
 from tracediff.parse import load
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys]
 

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 from tests.support.gen_nsys import Straggler, write_report
 from tracediff.engine.compare import compare
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 BIG = 3_000_000  # well past the 2**16 the engine's packed sort keys hold
 

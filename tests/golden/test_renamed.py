@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracediff import schema
 from tracediff.cli import main
 from tracediff.parse import load
 from tracediff.report.text import renamed
-from tracediff.runfile import Run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "samples" / "g_good.arrow"

@@ -26,12 +26,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.support import make_corpus
-from tracediff import schema
+from tracediff.base.errors import TracediffError
 from tracediff.engine.compare import compare
-from tracediff.errors import TracediffError
 from tracediff.parse.kineto import read_kineto
 from tracediff.parse.nsys.reader import read_nsys_sqlite
-from tracediff.runfile import Run, read_run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, read_run, write_run
 
 # No shrink phase: shrinking an engine failure ran 5+ minutes; the failing example is printed as
 # found, and derandomize makes it the same on every run.

@@ -25,7 +25,7 @@ import pytest
 
 from tests.support import make_corpus
 from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 GOOD_RUN = make_corpus.RUN
 GOOD_NSYS = make_corpus.NSYS  # the export the derived cases come from, read by this reader

@@ -16,8 +16,8 @@ import pytest
 
 from tests.support import make_corpus
 from tests.support.hostile import TRACEDIFF, assert_error, cli
-from tracediff.errors import OutputError
-from tracediff.outputs import Transaction
+from tracediff.base.errors import OutputError
+from tracediff.base.outputs import Transaction
 
 
 @pytest.fixture
@@ -187,7 +187,7 @@ def test_publish_without_force_never_replaces(tmp_path: Path) -> None:
 def test_write_run_does_not_replace_a_file_created_while_it_wrote(tmp_path: Path) -> None:
     """Deterministic form of the race above: another command creates the output after
     write_run's exists() check, while the tables are being written."""
-    from tracediff.runfile import Run, read_run, write_run
+    from tracediff.runs.runfile import Run, read_run, write_run
 
     out = tmp_path / "X.arrow"
     src = read_run(make_corpus.RUN)

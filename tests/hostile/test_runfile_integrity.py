@@ -15,8 +15,8 @@ import pytest
 
 from tests.support import bitflip, make_corpus
 from tests.support.hostile import assert_error, cli
-from tracediff import schema
-from tracediff.runfile import read_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import read_run
 
 # (other bits, the stride over structure bits): the default sample; the full sweep, every
 # structure bit and 2000 others (~40 s), is opt-in: `pytest -m slow`
@@ -26,7 +26,7 @@ OLDER = [(300, 8), pytest.param((2000, 1), marks=pytest.mark.slow, id="full")]
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tracediff.runfile import write_run
+    from tracediff.runs.runfile import write_run
 
     path = tmp_path_factory.mktemp("checked") / "g_good.arrow"
     write_run(read_run(make_corpus.RUN), path)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.capture import BASE_VERIFY_S, SLOW_VERIFY_S, WORK, capture, capture_args, ranges
 from tests.support.gitrepo import git, signalled
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

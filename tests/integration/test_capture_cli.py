@@ -13,9 +13,9 @@ import pytest
 
 from capture.presets import sglang_eagle3
 from tests.support.capture import capture
+from tracediff.base.errors import UsageError
 from tracediff.commands import capture as cmd
-from tracediff.errors import UsageError
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

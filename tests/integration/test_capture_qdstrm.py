@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.capture import capture
 from tests.support.gitrepo import git, target_only_nsys, tracediff
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

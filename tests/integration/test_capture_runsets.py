@@ -19,9 +19,9 @@ import pytest
 
 from tests.support.capture import ranges
 from tests.support.gitrepo import git, make_repo, signalled
-from tracediff import runset as rs
 from tracediff.parse import sides
 from tracediff.parse.sides import resolve
+from tracediff.runs import runset as rs
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

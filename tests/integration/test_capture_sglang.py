@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from tests.support.gitrepo import commit_files, git
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
@@ -197,8 +197,8 @@ def test_preset_annotates_eagle_cycles_in_the_scheduler_subprocess(
 
 
 def test_preset_with_repeat_writes_a_run_set(nsys: str, tmp_path: Path) -> None:
-    from tracediff import runset
     from tracediff.parse import sides
+    from tracediff.runs import runset
 
     repo = _stand_in(tmp_path)
     out = tmp_path / "set"

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.capture import WORK, capture, ranges
 from tests.support.gitrepo import commit_files, git
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

@@ -22,7 +22,7 @@ import pytest
 from tests.support.dask import ROOT, cli, compare_json
 from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
 from tracediff.parse import load
-from tracediff.runfile import write_run
+from tracediff.runs.runfile import write_run
 
 pytestmark = [pytest.mark.dask]
 

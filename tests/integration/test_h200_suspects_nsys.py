@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.h200_suspects import DATA, compare_json, culprit_first
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracediff import nsys_tool, schema
-from tracediff.errors import InputError, ToolError, UnsupportedVersionError
+from tracediff.base import nsys_tool
+from tracediff.base.errors import InputError, ToolError, UnsupportedVersionError
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 pytestmark = [pytest.mark.nsys]
 

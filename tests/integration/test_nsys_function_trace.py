@@ -20,9 +20,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from tracediff import schema
 from tracediff.parse import load
 from tracediff.parse.nsys.stacks import add_stacks
+from tracediff.runs import schema
 
 pytestmark = [pytest.mark.nsys]
 

@@ -10,12 +10,12 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from tracediff import schema
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import load
 from tracediff.parse.nsys.cli import ParquetSource
 from tracediff.parse.nsys.schema import KERNEL, KERNEL_COLS, NVTX, NVTX_COLS
 from tracediff.parse.nsys.source import Read
+from tracediff.runs import schema
 
 pytestmark = [pytest.mark.nsys]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tracediff import schema
-from tracediff.runfile import read_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.dask]
 
@@ -76,7 +76,7 @@ def test_a_damaged_rank_file_on_the_cluster_is_one_line_naming_it(
 
 
 def test_a_task_that_kills_its_worker_twice_is_reported_by_name() -> None:
-    from tracediff.daskclient import ClusterError, Connection
+    from tracediff.base.daskclient import ClusterError, Connection
     from tracediff.parse.pool import OnDask
 
     conn = Connection("local:2", "1GiB")

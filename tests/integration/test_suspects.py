@@ -22,7 +22,7 @@ import pytest
 from tests.support import suspects_repo as sr
 from tracediff.engine.compare import compare
 from tracediff.parse import load
-from tracediff.runfile import write_run
+from tracediff.runs.runfile import write_run
 from tracediff.suspects.rank import rank
 
 pytestmark = [pytest.mark.git]

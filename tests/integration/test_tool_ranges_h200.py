@@ -20,7 +20,7 @@ from tracediff.engine import ranges as rg
 from tracediff.engine import rankunit
 from tracediff.engine.compare import compare
 from tracediff.parse import load
-from tracediff.runfile import read_run, write_run
+from tracediff.runs.runfile import read_run, write_run
 
 pytestmark = [pytest.mark.nsys]
 

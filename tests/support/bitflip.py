@@ -28,7 +28,7 @@ def positions(data: bytes, n: int, every: int = 1, seed: int = 17) -> list[int]:
     tail), then `n` bits drawn uniformly from the rest with a fixed seed."""
     import orjson
 
-    from tracediff.runfile import footer_span
+    from tracediff.runs.runfile import footer_span
 
     start, end = footer_span(data)
     footer = orjson.loads(data[start:end])
@@ -49,8 +49,8 @@ def _snapshot(path: Path) -> tuple[dict, dict, list, list]:
     engine reads, the per-device kernel totals (through polars), metadata and warnings."""
     import polars as pl
 
-    from tracediff import schema
-    from tracediff.runfile import read_run
+    from tracediff.runs import schema
+    from tracediff.runs.runfile import read_run
 
     run = read_run(path)
     tables = {name: run.table(name) for name in schema.TABLES}
@@ -73,7 +73,7 @@ def _snapshot(path: Path) -> tuple[dict, dict, list, list]:
 def _worker(original: str, damaged: str) -> None:
     """Read bit positions from stdin; for each, flip it in a copy and report the outcome on
     stdout: `ok`, `error MESSAGE` (a TracediffError), `diff WHAT` or `raise TYPE: MESSAGE`."""
-    from tracediff.errors import TracediffError
+    from tracediff.base.errors import TracediffError
 
     data = bytearray(Path(original).read_bytes())
     ref_tables, ref_meta, ref_warn, ref_totals = _snapshot(Path(original))

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from tests.support.gitrepo import commit_files, tracediff
-from tracediff.runfile import read_run
+from tracediff.runs.runfile import read_run
 
 WORK = """\
 import os, sys, time

@@ -9,7 +9,7 @@ from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
 from tracediff.parse.sides import resolve
-from tracediff.runfile import write_run
+from tracediff.runs.runfile import write_run
 
 
 def gen_runsets(out: Path, gpus: int = 4, runs: int = 2, cycles: int = 12) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ grid, block and registers per thread, as Kineto's do), named as torch.profiler's
 (`gzip=False`: `.json`). Node n's clock is `clock_error_ns[n]` ahead of the truth (node 0 exact;
 by default the others drawn uniformly within +-5 ms from `seed`): its `baseTimeNanoseconds` is
 that much late, so its events are placed that much too late until the join's clock estimate
-corrects them (parse/clocks.py).
+corrects them (parse/ranks/clocks.py).
 
 The text is built per rank with polars string expressions (no Python loop over events) and the
 ranks are written by `jobs` threads (polars and zlib work outside the GIL; forked processes can

@@ -456,8 +456,8 @@ def _flip(data: bytes, bit: int) -> bytes:
 def silent_kernel_flip(data: bytes, tmp: Path) -> int:
     """A bit inside the kernels table's lz4 body whose flip an unchecked reader does not notice
     (the table reads, with other values): searched from the middle of the table, the first found."""
-    from tracediff.errors import TracediffError
-    from tracediff.runfile import read_run
+    from tracediff.base.errors import TracediffError
+    from tracediff.runs.runfile import read_run
 
     _, footer = _footer(data)
     off, length = footer["tables"]["kernels"]  # type: ignore[index]
@@ -482,7 +482,7 @@ def _checked_runfiles(out: Path) -> None:
     kernels body (an unchecked read changes kernel times silently), one in the footer's JSON
     (an unchecked read changes the metadata silently), and footers without tables, with a
     format_version of the wrong type."""
-    from tracediff.runfile import read_run, write_run
+    from tracediff.runs.runfile import read_run, write_run
 
     checked = out / "run_checked.arrow"
     write_run(read_run(RUN), checked)
@@ -519,7 +519,7 @@ def derived_runs(out: Path) -> None:
     tracediff's own Perfetto output of the bundled pair (gzip and plain), which is not a profile."""
     from tracediff.engine.compare import compare
     from tracediff.export.perfetto import write_perfetto
-    from tracediff.runfile import Run, read_run, write_run
+    from tracediff.runs.runfile import Run, read_run, write_run
 
     pair = compare(read_run(RUN), read_run(RUN_BAD), n_boot=10)
     for name in ("tracediff_perfetto.json.gz", "tracediff_perfetto.json"):

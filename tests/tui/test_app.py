@@ -7,8 +7,8 @@ import polars as pl
 from textual.pilot import Pilot
 
 from tests.support.tui import ready, run
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.result import Comparison
-from tracediff.errors import AnalysisError
 from tracediff.report.numbers import settle
 from tracediff.tui import model as m
 from tracediff.tui.app import MainScreen, TracediffApp

@@ -13,11 +13,11 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.support.tui import ready, run
-from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 from tracediff.tui import attribution as at
 from tracediff.tui.app import MainScreen, TracediffApp
 from tracediff.tui.screens import ErrorModal, NotesScreen

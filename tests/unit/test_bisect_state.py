@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tracediff.base.errors import OutputError
 from tracediff.bisect import state as bstate
-from tracediff.errors import OutputError
 
 
 def key(**over: object) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""How parse/clocks.py keys collective instances: a (communicator, name) pair by the two columns'
+"""How parse/ranks/clocks.py keys collective instances: a (communicator, name) pair by the two columns'
 categorical codes, not by one joined string (the review of issue 21: a string per NCCL kernel
 row), with the old rules kept (a communicator the trace does not name, null or "", is one; an
 instance only where every member GPU has as many kernels of the name)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
-from tracediff.parse import clocks
+from tracediff.parse.ranks import clocks
+from tracediff.runs import schema
 
 COLS = ["source", "device_id", "name", "comm_id", "group_size", "end_ns"]
 

@@ -1,5 +1,5 @@
 """Files of several hosts on one clock (issue 20): each host's offset estimated from collectives
-that end together (parse/clocks.py), on generated 2-node x 8-GPU nsys reports.
+that end together (parse/ranks/clocks.py), on generated 2-node x 8-GPU nsys reports.
 
 The reports are tests/support/gen_nsys.py's 16-GPU report split per node by tests/support/gen_nodes.py: node 1's
 session starts later and its clock is off by several ms, so the tracers' origins alone misplace
@@ -108,7 +108,7 @@ def test_two_reports_a_side_compare_as_one(pair: dict[str, Path]) -> None:
 def test_without_the_correction_the_straggler_is_lost(pair: dict[str, Path]) -> None:
     """The check has teeth: placed by the tracers' origins only (as before the estimate), node
     1's clock error moves its all-reduces by ms, and GPU 11 is no longer the one that waits least."""
-    from tracediff.parse import clocks
+    from tracediff.parse.ranks import clocks
 
     saved = clocks.estimate
     try:

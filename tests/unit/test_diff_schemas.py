@@ -1,4 +1,4 @@
-"""The diff tables' schemas (tracediff.schema.DIFF_TABLES) against the two other places that
+"""The diff tables' schemas (tracediff.runs.schema.DIFF_TABLES) against the two other places that
 describe those tables: the prose of engine/result.py's `Comparison` and the engine's frames.
 
 - every column of a schema is named in the docstring of the Comparison field of that name, in
@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 
 from tests.support.gen_nsys import Straggler, write_report
-from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "tracediff" / "engine" / "result.py"

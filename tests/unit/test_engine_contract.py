@@ -1,4 +1,4 @@
-"""The engine's contract: every frame of a `Comparison` is the table tracediff/schema.py declares
+"""The engine's contract: every frame of a `Comparison` is the table tracediff/runs/schema.py declares
 (columns, order, types), `events` is built on first read only, and the engine's modules import
 each other without a circle and without another module's private names.
 """
@@ -11,11 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ENGINE = ROOT / "tracediff" / "engine"

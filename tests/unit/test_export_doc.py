@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tracediff import schema
 from tracediff.export import schema_doc
+from tracediff.runs import schema
 
 
 def test_doc_matches_the_schemas() -> None:

@@ -16,11 +16,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from tracediff import schema
+from tracediff.base.errors import OutputError
 from tracediff.cli import main
-from tracediff.errors import OutputError
 from tracediff.export import parquet as px
-from tracediff.runfile import Run, read_run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, read_run, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD, BAD = ROOT / "samples/g_good.arrow", ROOT / "samples/g_bad.arrow"

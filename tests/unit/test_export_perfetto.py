@@ -12,8 +12,8 @@ import orjson
 import polars as pl
 import pytest
 
+from tracediff.base.errors import OutputError
 from tracediff.engine.result import Comparison
-from tracediff.errors import OutputError
 from tracediff.export.perfetto import write_perfetto
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,8 +104,8 @@ def _two_gpus(src: Path, dst: Path) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tracediff import schema
-    from tracediff.runfile import Run, read_run, write_run
+    from tracediff.runs import schema
+    from tracediff.runs.runfile import Run, read_run, write_run
 
     run = read_run(src)
     tables = {}
@@ -127,7 +127,7 @@ def _two_gpus(src: Path, dst: Path) -> None:
 def test_two_gpus_get_their_own_tracks_and_partitions(tmp_path: Path) -> None:
     from tracediff.engine.compare import compare
     from tracediff.export.parquet import export_comparison
-    from tracediff.runfile import read_run
+    from tracediff.runs.runfile import read_run
 
     for name in ("g_good", "g_bad"):
         _two_gpus(ROOT / f"samples/{name}.arrow", tmp_path / f"{name}.arrow")

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from tracediff import schema
 from tracediff.export.parquet import export_runs
-from tracediff.runfile import read_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "samples" / "g_good.arrow"

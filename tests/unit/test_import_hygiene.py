@@ -12,8 +12,8 @@ import sys
 
 NAMED = [
     "tracediff.cli",
-    "tracediff.schema",
-    "tracediff.runfile",
+    "tracediff.runs.schema",
+    "tracediff.runs.runfile",
     "tracediff.report",
     "tracediff.engine.compare",
     "tracediff.engine.result",

@@ -1,5 +1,5 @@
 """One run from many files (issue 20): real per-rank Kineto traces read as one run, and GPUs
-matched across runs by rank, id or order (parse/join.py, parse/gpus.py).
+matched across runs by rank, id or order (parse/ranks/join.py, parse/ranks/gpus.py).
 
 Data: HolisticTraceAnalysis `trace_filter/sampled_rank-{0,1}.json.gz` (MIT; tests/data/README.md):
 two ranks of one 128-rank job, each its own process on its own GPU (ordinal 0 and 1),
@@ -19,11 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from tracediff.base.errors import InputError, UsageError
 from tracediff.engine.compare import compare
-from tracediff.errors import InputError, UsageError
-from tracediff.parse import gpus, load
+from tracediff.parse import load
 from tracediff.parse.load import load_files
-from tracediff.runfile import Run, read_run
+from tracediff.parse.ranks import gpus
+from tracediff.runs.runfile import Run, read_run
 
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 R0, R1 = KINETO / "sampled_rank-0.json.gz", KINETO / "sampled_rank-1.json.gz"

@@ -15,7 +15,7 @@ import pytest
 
 from tracediff.parse.kineto import read_kineto, short_name
 from tracediff.parse.load import detect, load
-from tracediff.runfile import read_run, write_run
+from tracediff.runs.runfile import read_run, write_run
 
 DATA = Path(__file__).parent.parent / "data"
 KINETO = DATA / "kineto"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse.kineto import read_kineto
 
 REAL = Path(__file__).parent.parent / "data" / "h200" / "k_good.json.gz"

@@ -19,7 +19,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tracediff.parse.kineto import events, read_kineto, scan
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 DATA = Path(__file__).parent.parent / "data"
 REAL = [

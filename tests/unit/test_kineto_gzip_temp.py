@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse.kineto import read_kineto, segments, source
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 from .test_kineto_gzip_segments import _identical, _Spy
 

@@ -1,4 +1,4 @@
-"""The native Kineto scanner (tracediff/parse/_kineto_scan.c) changes nothing but the speed.
+"""The native Kineto scanner (tracediff/parse/kineto/_kineto_scan.c) changes nothing but the speed.
 
 Two properties, checked on every bundled Kineto trace, on generated traces and on damaged pieces:
 (a) same answer -- `read_kineto` gives equal tables, metadata and warnings (or the same error)
@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tracediff.errors import TracediffError
+from tracediff.base.errors import TracediffError
 from tracediff.parse.kineto import events, read_kineto, scan
 from tracediff.parse.kineto.fields import ARG_FIELDS, ARG_KEYS, CATEGORY_ROLE, ROLE_NAMES
 
@@ -792,7 +792,7 @@ def ubsan_scan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if gcc is None:
         pytest.skip("no gcc to build the UBSan copy of the scanner")
     so = tmp_path_factory.mktemp("ubsan") / "_kineto_scan.so"
-    src = Path(scan.__file__).parent.parent / "_kineto_scan.c"
+    src = Path(scan.__file__).parent / "_kineto_scan.c"
     include = sysconfig.get_paths()["include"]
     flags = ["-fsanitize=undefined", "-fno-sanitize-recover=undefined", "-g", "-O1", "-std=c11"]
     cmd = [gcc, "-shared", "-fPIC", *flags, f"-I{include}", str(src), "-o", str(so)]

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tracediff.parse import _kineto_scan  # type: ignore[attr-defined]
-from tracediff.parse.kineto import events, read_kineto, scan
+from tracediff.parse.kineto import _kineto_scan, events, read_kineto, scan
 from tracediff.parse.kineto.fields import ROLE_NAMES
 
 pytestmark = pytest.mark.skipif(not scan.ENABLED, reason="the native scanner is not built")

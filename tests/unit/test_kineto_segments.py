@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse.kineto import events, read_kineto, segments
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 DATA = Path(__file__).parent.parent / "data"
 REAL = [

@@ -22,7 +22,7 @@ from tracediff.engine import sources
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.parse.kineto import read_kineto
-from tracediff.runfile import read_run, write_run
+from tracediff.runs.runfile import read_run, write_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"

@@ -12,7 +12,7 @@ import pytest
 
 from capture import manifest as mf
 from capture import worktree as wt
-from tracediff.errors import UsageError
+from tracediff.base.errors import UsageError
 
 pytestmark = [pytest.mark.git]
 

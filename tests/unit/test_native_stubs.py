@@ -1,4 +1,4 @@
-"""The .pyi stubs of the two C modules say what the built modules are, and ship with the package.
+"""The .pyi stubs of the C modules say what the built modules are, and ship with the package.
 
 Each stub's functions are the module's public callables, with the parameters (names, order, all
 positional-only: METH_VARARGS) that the C side's own docstring lists, so a change to either side
@@ -18,11 +18,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSE = ROOT / "tracediff" / "parse"
-STUBS = sorted(PARSE.glob("_*.pyi"))
+# each C module sits beside its reader (parse/nsys/, parse/kineto/, parse/stacks/)
+STUBS = sorted(PARSE.rglob("_*.pyi"), key=lambda p: p.stem)
 
 
 def test_each_c_module_has_a_stub() -> None:
-    assert [p.stem for p in STUBS] == sorted(p.stem for p in PARSE.glob("_*.c"))
+    assert [p.with_suffix("") for p in STUBS] == sorted(
+        (p.with_suffix("") for p in PARSE.rglob("_*.c")), key=lambda p: p.stem
+    )
 
 
 def _stub_functions(path: Path) -> dict[str, ast.FunctionDef]:
@@ -32,7 +35,7 @@ def _stub_functions(path: Path) -> dict[str, ast.FunctionDef]:
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda p: p.stem)
 def test_stub_matches_the_built_module(stub: Path) -> None:
-    mod = importlib.import_module(f"tracediff.parse.{stub.stem}")
+    mod = importlib.import_module(".".join(stub.relative_to(ROOT).with_suffix("").parts))
     public = {n for n in dir(mod) if not n.startswith("_") and callable(getattr(mod, n))}
     funcs = _stub_functions(stub)
     assert set(funcs) == public

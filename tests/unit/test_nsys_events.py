@@ -15,10 +15,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracediff import schema
 from tracediff.parse import load
 from tracediff.parse.nsys.events import counts
-from tracediff.runfile import Run, read_run, write_run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run, read_run, write_run
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 TWO = DATA / "h200" / "twostream"

@@ -15,8 +15,9 @@ import polars as pl
 
 from tests.support.gen_nsys import DDL_PATH, write_report
 from tracediff.engine.compare import compare
-from tracediff.parse import gpus, load
+from tracediff.parse import load
 from tracediff.parse.nsys.reader import identity
+from tracediff.parse.ranks import gpus
 
 
 def _ddl(table: str) -> str:

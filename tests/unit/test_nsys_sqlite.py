@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import load
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.nsys.reader import read_nsys_sqlite

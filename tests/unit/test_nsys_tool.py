@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tracediff import nsys_tool
-from tracediff.errors import ToolError
+from tracediff.base import nsys_tool
+from tracediff.base.errors import ToolError
 
 pytestmark = [pytest.mark.nsys]
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from capture import nvtxcheck
-from tracediff.runfile import Run, read_run
+from tracediff.runs.runfile import Run, read_run
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "g_good.arrow"
 

@@ -19,7 +19,7 @@ from tracediff.engine.compare import compare
 from tracediff.engine.ops import gpu_ops
 from tracediff.engine.period import display_name
 from tracediff.parse import load
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 K_GOOD, K_BAD = DATA / "h200/k_good.json.gz", DATA / "h200/k_bad.json.gz"

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
+from tracediff.base.errors import UsageError
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
-from tracediff.errors import UsageError
 from tracediff.parse import load
 from tracediff.replay import predict
 from tracediff.replay.graph import build

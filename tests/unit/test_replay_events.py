@@ -20,13 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
 from tracediff.parse import load
 from tracediff.replay import predict
 from tracediff.replay.graph import build
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 TWO = Path(__file__).resolve().parent.parent / "data" / "h200" / "twostream"
 _cache: dict[tuple[str, str, bool], Comparison] = {}

@@ -13,11 +13,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tracediff import schema
 from tracediff.engine.compare import compare
 from tracediff.replay import predict
 from tracediff.replay.graph import build
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 US = 1_000
 PID = TID = 4242

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tracediff.errors import InputError
-from tracediff.runfile import read_run
+from tracediff.base.errors import InputError
+from tracediff.runs.runfile import read_run
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "g_bad.arrow"
 

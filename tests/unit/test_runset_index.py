@@ -1,4 +1,4 @@
-"""The run-set index (tracediff/runset.py) and the capture order of capture/runsets.py."""
+"""The run-set index (tracediff/runs/runset.py) and the capture order of capture/runsets.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from capture.runsets import folder_name, interleave
-from tracediff import runset as rs
-from tracediff.errors import InputError, UnsupportedVersionError
+from tracediff.base.errors import InputError, UnsupportedVersionError
 from tracediff.parse import sides
+from tracediff.runs import runset as rs
 
 ROOT = Path(__file__).parents[2]
 G = ROOT / "samples" / "g_good.arrow"

@@ -1,4 +1,4 @@
-"""tracediff.segscan: the segmented running max and sum used by the engine and the replay.
+"""tracediff.base.segscan: the segmented running max and sum used by the engine and the replay.
 
 Checked against a per-segment numpy reference on random segment layouts, including values far
 apart (the one-pass lift would leave int64: the banded and per-segment fallbacks) and the
@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracediff.base.segscan import seg_cummax, seg_cumsum, seg_starts
 from tracediff.replay.order import NEG
-from tracediff.segscan import seg_cummax, seg_cumsum, seg_starts
 
 I64 = np.iinfo(np.int64)
 

@@ -1,4 +1,4 @@
-"""tracediff/settings.py is the one reader of TRACEDIFF_* variables, and the README lists them.
+"""tracediff/base/settings.py is the one reader of TRACEDIFF_* variables, and the README lists them.
 
 Greps the shipped code (tracediff/, capture/ less the shim, which runs inside the profiled
 process and may not import tracediff) for reads of the environment naming a TRACEDIFF_ variable,
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracediff import settings
+from tracediff.base import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {v.name for v in settings.VARIABLES}
@@ -44,7 +44,7 @@ def test_no_other_module_reads_a_tracediff_variable() -> None:
     readers = []
     for path in _code("tracediff", "capture"):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "tracediff/settings.py" or rel.startswith("capture/shim/"):
+        if rel == "tracediff/base/settings.py" or rel.startswith("capture/shim/"):
             continue
         text = path.read_text()
         # names bound to a TRACEDIFF_ string in this module count as the variable itself

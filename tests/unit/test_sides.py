@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tracediff.errors import InputError
-from tracediff.parse.ranknames import looks_like_ranks, parse_name
+from tracediff.base.errors import InputError
+from tracediff.parse.ranks.ranknames import looks_like_ranks, parse_name
 from tracediff.parse.sides import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,11 @@ def test_capture_folders_and_the_index_order(tmp_path: Path) -> None:
         {"path": "a", "status": "ok"},
         {"path": "b", "status": "running"},
     ]
-    index = {"format_version": 1, "kind": "tracediff.runset", "runs": runs}  # tracediff/runset.py
+    index = {
+        "format_version": 1,
+        "kind": "tracediff.runset",
+        "runs": runs,
+    }  # tracediff/runs/runset.py
     (tmp_path / "runset.json").write_bytes(orjson.dumps(index))
     side = resolve(tmp_path)
     assert [p.parent.name for p in side.runs] == ["c", "a"] and side.runs[0].name == "run.arrow"

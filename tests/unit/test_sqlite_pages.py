@@ -1,4 +1,4 @@
-"""The SQLite page decoder (tracediff/parse/_sqlite_pages.c via sqlite_pages.py) against SQLite.
+"""The SQLite page decoder (tracediff/parse/nsys/_sqlite_pages.c via sqlite_pages.py) against SQLite.
 
 Oracle: SQLite itself (stdlib sqlite3) on the same file. Inputs: every SQLite report bundled in
 tests/data (real nsys exports from 2.9 to 3.x schemas), hypothesis-made tables covering every

@@ -1,4 +1,4 @@
-"""Launch-stack resolution (parse/launch_stacks.py, issue 19) against definitions, not itself.
+"""Launch-stack resolution (parse/stacks/launch_stacks.py, issue 19) against definitions, not itself.
 
 1. A generated Kineto trace (bench/gen_kineto_stacks.py: two threads, one without launches,
    object addresses in built-in names): every kernel's stack equals the brute-force chain of
@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracediff.parse import launch_stacks
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.kineto import read_kineto
 from tracediff.parse.kineto import stacks as kineto_stacks
+from tracediff.parse.stacks import launch_stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 

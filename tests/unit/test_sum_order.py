@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine.result import Comparison
 from tracediff.engine.split import change_split
 from tracediff.report.compare_json import phase_rollup
+from tracediff.runs import schema
 
 ROWS, TRIES = 1200, 1000
 

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracediff import schema
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.compare import compare
-from tracediff.errors import AnalysisError
 from tracediff.parse import load
 from tracediff.replay.events import trace_edges
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RUNS = 8
@@ -219,8 +219,8 @@ def test_cycle_name_with_colons_is_a_name_first(spec: Run) -> None:
 def test_info_device_listed_twice_takes_its_known_values(tmp_path: Path) -> None:
     """A device listed by two processes, once without its properties: `info` shows the known
     name and SM count (it kept either row, by run)."""
-    from tracediff.runfile import write_run
-    from tracediff.runinfo import summarize
+    from tracediff.engine.runinfo import summarize
+    from tracediff.runs.runfile import write_run
 
     run = load(ROOT / "samples" / "specloop_good.arrow")
     d = pl.from_arrow(run.table("devices"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tracediff.base.errors import UsageError
 from tracediff.commands import bisect, capture
-from tracediff.errors import UsageError
 
 SHARED = ["--trace", "cuda,nvtx", "--nsys-arg=--sample=none", "--pythonpath", "src",
           "--no-stacks", "--nvtx-capture", "step", "--capture-range", "nvtx"]  # fmt: skip

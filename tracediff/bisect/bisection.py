@@ -75,15 +75,15 @@ from typing import Any
 from capture import worktree as wt
 from capture.runner import CaptureSpec
 from capture.runsets import capture_runsets, plan_sets
-from tracediff import runset as rs
+from tracediff.base.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.bisect import ends as be
 from tracediff.bisect import follow as bf
 from tracediff.bisect import pool as bp
 from tracediff.bisect import state as bstate
 from tracediff.bisect.follow import Q
 from tracediff.engine.compare import compare
-from tracediff.errors import InputError, OutputError, TracediffError, UsageError
 from tracediff.parse import sides
+from tracediff.runs import runset as rs
 
 SHARE_TO_CONTINUE = 0.6
 MAX_CULPRITS = 4

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracediff.errors import TracediffError
+from tracediff.base.errors import TracediffError
 
 MARGIN = 2.0
 """The top suspect leads when its score is at least this many times the next one's (on the real

@@ -8,7 +8,7 @@ whose time is lent by the minute, every commit of the range is captured there in
 search runs here, where the reports can be imported and nothing costs device time.
 
 Pool layout: what `tracediff capture --repeat N --commit A --commit B ... -o DIR` writes
-(capture/runsets.py, tracediff/runset.py): DIR/runsets.json and one run set per commit,
+(capture/runsets.py, tracediff/runs/runset.py): DIR/runsets.json and one run set per commit,
 DIR/<name>/runset.json + run-01/ ... (each an ordinary capture folder: manifest.json, and
 run.arrow or only the report, e.g. report.qdstrm). Also read: DIR itself one run set, or a folder
 whose sub-folders (two levels at most) are such capture outputs. A run set is matched to a commit
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracediff import runset as rs
-from tracediff.errors import InputError, TracediffError
+from tracediff.base.errors import InputError, TracediffError
+from tracediff.runs import runset as rs
 
 POOL_RUN = "pool-{:02d}"
 HAND_RUN = (
@@ -129,7 +129,7 @@ def plain_pool(root: Path, repo: Path, commits: list[str]) -> Pool:
     manifest names another commit, the same report twice (same bytes: one run counted twice
     would be two samples)."""
     from capture import worktree as wt
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
     from tracediff.parse import sides
 
     in_range = set(commits)
@@ -256,7 +256,7 @@ def _copy_run(src: Path, dst: Path) -> None:
     the pool has none). Built in a staging folder and renamed: a killed call leaves no half run."""
     from tracediff.parse import load
     from tracediff.parse.sides import run_of_capture_folder
-    from tracediff.runfile import write_run
+    from tracediff.runs.runfile import write_run
 
     staging = dst.with_name(f".{dst.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)

@@ -16,10 +16,10 @@ from typing import Any
 import polars as pl
 
 from capture.worktree import commit_info
-from tracediff import runset as rs
 from tracediff.bisect import share as bs
 from tracediff.bisect.bisection import Bisection
 from tracediff.bisect.follow import ROW_KEY, row_label
+from tracediff.runs import runset as rs
 
 
 def culprit(

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from capture import outdir as od
-from tracediff import runset as rs
-from tracediff.errors import OutputError
+from tracediff.base.errors import OutputError
+from tracediff.runs import runset as rs
 
 STATE = "bisect.json"
 LOCK = ".bisect.lock"

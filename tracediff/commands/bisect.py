@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     no_workload = "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
     spec = workload_spec(args, args.good, no_workload if args.pool is None else None)
     if args.html:
-        from tracediff.outputs import refuse_inputs
+        from tracediff.base.outputs import refuse_inputs
         from tracediff.report.html.write import check_html_output
 
         refuse_inputs(args.html, [args.output, args.repo], "--html page")
@@ -220,9 +220,9 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
     """`--html`: the page, with each culprit compared with its parent on their run sets in
     OUTDIR (a culprit whose run sets cannot be compared is drawn without its comparison, and
     the reason is said on stderr)."""
+    from tracediff.base.errors import TracediffError
     from tracediff.commands.compare import load_sides
     from tracediff.engine.compare import compare
-    from tracediff.errors import TracediffError
     from tracediff.report.html.bisect_page import render_bisect
     from tracediff.report.html.write import write_html
 

@@ -5,7 +5,7 @@ manifest.json, capture.log), then prints on stderr the `tracediff compare` comma
 stdout stays empty: the workload's own output goes to stderr and OUTDIR/capture.log.
 
 With `--repeat N`, several `--commit`, or `--variants A,B` it writes run sets instead
-(capture/runsets.py: layout, interleaved order, resume; tracediff/runset.py: the index format):
+(capture/runsets.py: layout, interleaved order, resume; tracediff/runs/runset.py: the index format):
 
     tracediff capture --commit A --commit B --repeat 5 -o runs -- python bench.py
     tracediff capture --commit HEAD --repeat 4 --variants good,bad -o runs -- \
@@ -135,7 +135,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 
 def capture_range_args(args: argparse.Namespace, preset_default: list[str]) -> list[str]:
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
 
     out: list[str] = []
     if args.capture_range == "nvtx" and not args.nvtx_capture:
@@ -200,7 +200,7 @@ def workload_spec(
     `ref`; `fields`: the caller's own CaptureSpec fields. `no_workload`: the hint of the usage
     error when neither a command nor a preset is given (None: none is needed)."""
     from capture.runner import CaptureSpec
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -231,7 +231,7 @@ def workload_spec(
 
 def run(args: argparse.Namespace) -> int:
     from capture.runner import capture
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
 
     variants = None if args.variants is None else args.variants.split(",")
     runsets = args.repeat != 1 or len(args.commit) > 1 or variants is not None

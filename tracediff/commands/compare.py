@@ -149,7 +149,7 @@ def add_allow_missing(p: argparse.ArgumentParser) -> None:
 def add_scheduler(
     p: argparse.ArgumentParser, what: str = "reduce each run on a Dask distributed cluster"
 ) -> None:
-    """`--scheduler` / `--memory-limit` (tracediff/daskclient.py; compare: engine/cluster.py,
+    """`--scheduler` / `--memory-limit` (tracediff/base/daskclient.py; compare: engine/cluster.py,
     parse: parse/pool.py)."""
     p.add_argument(
         "--scheduler",
@@ -167,7 +167,7 @@ def add_scheduler(
 
 
 def check_memory_limit(args: argparse.Namespace) -> None:
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
 
     if args.memory_limit and not (args.scheduler or "").startswith("local:"):
         raise UsageError("--memory-limit sets local:N workers' limit: give --scheduler local:N")
@@ -178,7 +178,7 @@ def open_scheduler(args: argparse.Namespace) -> Any:
     check_memory_limit(args)
     if not args.scheduler:
         return None
-    from tracediff.daskclient import Connection
+    from tracediff.base.daskclient import Connection
 
     return Connection(args.scheduler, args.memory_limit)
 
@@ -209,14 +209,15 @@ def load_sides(
 ) -> tuple[list[Any], list[Any], tuple[str | None, str | None], Any, dict[str, Any]]:
     """Each side's runs (one, or a run set's: parse/sides.py), read and checked against their
     data (parse/grouping.py: ranks or runs, one workload), their GPUs matched to base's first
-    run's (parse/gpus.py); the sides' labels where a side is a run set (its folder's name, told
+    run's (parse/ranks/gpus.py); the sides' labels where a side is a run set (its folder's name, told
     apart from the other's); the GPU match of head's first run; what was decided (`inputs`:
     parse/decided.py, each side's line and identities, and the warnings the decisions gave).
     `cluster` (engine/cluster.py): a run of several rank files is not read here but scanned on
     its workers (engine/rankunit.py), file by file, and reduced there later."""
-    from tracediff.parse import gpus, grouping, load
+    from tracediff.parse import grouping, load
     from tracediff.parse import identity as idn
     from tracediff.parse.decided import Decided, decide, describe
+    from tracediff.parse.ranks import gpus
     from tracediff.parse.sanity import check_pair
     from tracediff.parse.sides import resolve
 
@@ -340,7 +341,7 @@ def _ranked(
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracediff.errors import UsageError
+    from tracediff.base.errors import UsageError
 
     if args.fail_above is not None and not (
         math.isfinite(args.fail_above) and args.fail_above >= 0
@@ -353,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"tracediff: {msg}…", file=sys.stderr)
 
-    from tracediff.outputs import overlaps, refuse_inputs
+    from tracediff.base.outputs import overlaps, refuse_inputs
 
     if (
         args.export
@@ -403,8 +404,8 @@ def run(args: argparse.Namespace) -> int:
 def check_html_arg(args: argparse.Namespace) -> None:
     """Refuse an --html path that is an input, overlaps another output, or exists (no
     --force), before the work."""
-    from tracediff.errors import UsageError
-    from tracediff.outputs import overlaps, refuse_inputs
+    from tracediff.base.errors import UsageError
+    from tracediff.base.outputs import overlaps, refuse_inputs
     from tracediff.report.html.write import check_html_output
 
     refuse_inputs(args.html, [args.base, args.head], "--html page")
@@ -420,9 +421,9 @@ def check_html_arg(args: argparse.Namespace) -> None:
 def _compare(
     args: argparse.Namespace, say: Callable[[str], None], executor: Any, use_tui: bool
 ) -> int:
+    from tracediff.base.errors import UsageError
+    from tracediff.base.outputs import Transaction
     from tracediff.engine.compare import compare
-    from tracediff.errors import UsageError
-    from tracediff.outputs import Transaction
 
     # --whatif replays and --repo ranks a run's own ops: those read the runs here
     ranks_on = executor if not (args.whatif or args.repo is not None) else None

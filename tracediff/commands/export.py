@@ -37,8 +37,8 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracediff.base.outputs import refuse_inputs
     from tracediff.export.parquet import export_runs
-    from tracediff.outputs import refuse_inputs
     from tracediff.parse.decided import decide
     from tracediff.parse.sides import capture_group
     from tracediff.report.text import safe

@@ -1,8 +1,8 @@
 """`tracediff info RUN|REPORT|FOLDER [--format json] [--layout runs|ranks|auto]`: what a run (or
 each run of a set) holds; a folder of files is read as compare reads it (parse/sides.py).
 
-The summary: tracediff/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
-A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/runsetinfo.py.
+The summary: tracediff/engine/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
+A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/report/runsetinfo.py.
 A several-commit capture folder (`capture --commit A --commit B ... -o DIR`, DIR/runsets.json)
 lists each of its run sets so; JSON: {"run_sets": [{"name", "commit", "ref", ...run set info}]}.
 """
@@ -27,12 +27,12 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracediff.engine.runinfo import summarize
     from tracediff.parse import load
     from tracediff.parse.decided import decide
     from tracediff.parse.sides import capture_group
     from tracediff.report.info import render
     from tracediff.report.text import safe
-    from tracediff.runinfo import summarize
 
     group = capture_group(args.path)
     if group is not None:  # a several-commit capture folder: each of its run sets
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     decided = decide(args.path, args.layout, allow_missing_ranks=args.allow_missing_ranks)
     side = decided.side
     if side.is_run_set:
-        from tracediff import runsetinfo
+        from tracediff.report import runsetinfo
 
         info = runsetinfo.summarize_set(
             side, allow_missing_ranks=args.allow_missing_ranks, layout=args.layout
@@ -72,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _group(group: list[tuple[str, Path]], fmt: str) -> int:
     """Each run set of a several-commit capture folder, in its index's order."""
-    from tracediff import runsetinfo
     from tracediff.parse.sides import resolve
+    from tracediff.report import runsetinfo
     from tracediff.report.jsonout import dumps
     from tracediff.report.text import safe
-    from tracediff.runset import read_group_index
+    from tracediff.runs.runset import read_group_index
 
     sets = read_group_index(group[0][1].parent).get("sets", {})
     infos = []

@@ -3,7 +3,7 @@ input → one run file.
 
 Several files (or a folder of one run's per-rank files) are one run: read in parallel (a local
 pool, or with --scheduler one file per Dask worker: parse/pool.py `OnDask`) and joined here
-(tracediff/parse/join.py), per-file progress on stderr."""
+(tracediff/parse/ranks/join.py), per-file progress on stderr."""
 
 from __future__ import annotations
 
@@ -38,12 +38,12 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracediff.errors import OutputError, UsageError
-    from tracediff.inert import safe
-    from tracediff.outputs import refuse_inputs
+    from tracediff.base.errors import OutputError, UsageError
+    from tracediff.base.inert import safe
+    from tracediff.base.outputs import refuse_inputs
     from tracediff.parse import load
     from tracediff.parse.load import load_files
-    from tracediff.runfile import write_run
+    from tracediff.runs.runfile import write_run
 
     out: Path = args.output
     refuse_inputs(out, list(args.report), "run file")

@@ -40,8 +40,8 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracediff.base.errors import UsageError
     from tracediff.engine.compare import compare
-    from tracediff.errors import UsageError
     from tracediff.parse import load
     from tracediff.parse.sanity import check_pair
     from tracediff.replay import predict
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"reading {args.head}")
     head = load(resolve(args.head).runs[0], allow_missing_ranks=allow)
     check_pair(base, head)
-    from tracediff.parse.gpus import align_sides
+    from tracediff.parse.ranks.gpus import align_sides
 
     (base,), (head,), _ = align_sides([base], [head])  # GPUs matched as compare matches them
     result = compare(base, head, cycle=args.cycle, n_boot=200, progress=say)

@@ -21,8 +21,8 @@ import functools
 import numpy as np
 import polars as pl
 
+from tracediff.base.segscan import seg_cummax
 from tracediff.engine import align as al
-from tracediff.segscan import seg_cummax
 
 GAP_CAUSES = {
     "host": "idle: host-bound (launch began after the GPU went idle)",

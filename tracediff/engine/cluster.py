@@ -7,7 +7,7 @@ files (engine/rankrun.py) file by file (engine/rankunit.py's rounds: `scan`, the
 reduced; each file's parse kept by the worker that scanned it, engine/rankcache.py); output:
 their `Reduced` tables, the only thing that travels back.
 
-The connection (tracediff/daskclient.py, shared with `parse --scheduler`): `tcp://host:8786`
+The connection (tracediff/base/daskclient.py, shared with `parse --scheduler`): `tcp://host:8786`
 connects to a running scheduler (`dask scheduler` / `dask worker`, or dask-jobqueue); `local:N` starts a LocalCluster of N worker processes, one thread each, each with
 `memory_limit` (Dask's nanny restarts a worker past it). A task whose worker dies is run again by
 Dask on another worker; a file whose task fails twice (its worker died twice, or it raised twice)
@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tracediff.daskclient import ClusterError, Connection, each_done
+from tracediff.base.daskclient import ClusterError, Connection, each_done
 from tracediff.engine import rankcache, rankunit
 from tracediff.engine.executor import progress_line, quiet
 from tracediff.engine.rankrun import RankRun

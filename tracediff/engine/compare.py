@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine import correspond, cycles
@@ -32,8 +33,7 @@ from tracediff.engine.ranges import NO_OWN_RANGES
 from tracediff.engine.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.segmentation import CycleRule
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 __all__ = ["compare", "env_diffs"]
 

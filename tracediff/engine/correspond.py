@@ -28,9 +28,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.segmentation import CycleRule
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 MIN_SHARED = 0.75
 """Least share of a kernel-period cycle's ops found in the other side's cycle (per GPU)."""

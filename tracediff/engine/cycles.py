@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.period import by_kernel_period
 from tracediff.engine.ranges import by_ranges, markerless_note, read_ranges
 from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 WHOLE = ("whole", "all")
 """`--cycle whole`: the whole run is one cycle (totals; no per-cycle statistics)."""

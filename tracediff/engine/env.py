@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.result import EnvDiff
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 # Manifest keys that differ between any two captures and say nothing about the environment.
 _VOLATILE = (

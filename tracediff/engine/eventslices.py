@@ -21,11 +21,11 @@ from functools import cached_property
 
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine import align as al
 from tracediff.engine import tables as tb
 from tracediff.engine.executor import Executor
 from tracediff.engine.reduce import FileTask, Reduced
+from tracediff.runs import schema
 
 SliceFn = Callable[[str, int, int, int], pl.DataFrame]
 """(side, device_id, lo, hi) -> the rows of `Comparison.events` of that side and GPU whose cycle

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine import runsets
 from tracediff.engine import verdict as vd
 from tracediff.engine.env import env_diffs
@@ -19,7 +18,8 @@ from tracediff.engine.ranges import host_only
 from tracediff.engine.result import Comparison
 from tracediff.engine.segmentation import CycleRule, Segmentation
 from tracediff.engine.stats import ESTIMATE, share
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 WARNING = (
     "no GPU operations in either run: compared host NVTX range wall times (cycles are host "

@@ -8,7 +8,7 @@ runs without a GPU too.
 
 A phase range's stack is that of the innermost nsys function-trace range (domains
 `python:MODULE`, what `tracediff capture` records by default) on its thread holding the range's
-midpoint, resolved as for a kernel's launch (parse/launch_stacks.py, frames as
+midpoint, resolved as for a kernel's launch (parse/stacks/launch_stacks.py, frames as
 parse/nsys/stacks.py names them): an NVTX `verify` pushed inside `pkg.work.verify`, called from
 `pkg.work.cycle`, has the stack verify <- cycle. A phase's ranges are the closed ranges of the
 user's domains named as the phase (its name without a trailing #N, every process); each weighs
@@ -23,11 +23,11 @@ from collections.abc import Sequence
 import polars as pl
 
 from tracediff.engine import sources
-from tracediff.parse import launch_stacks as ls
 from tracediff.parse.nsys.stacks import frame_tables, function_ranges
-from tracediff.runfile import Run
-from tracediff.schema import empty_frame
-from tracediff.stackdomain import FUNCTION_DOMAIN
+from tracediff.parse.stacks import launch_stacks as ls
+from tracediff.runs.runfile import Run
+from tracediff.runs.schema import empty_frame
+from tracediff.runs.stackdomain import FUNCTION_DOMAIN
 
 
 def _run_stacks(run: Run, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:

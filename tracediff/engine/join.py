@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from tracediff import schema
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import align as al
 from tracediff.engine import attribute, runsets, sources
 from tracediff.engine import skew as sk
@@ -27,8 +27,8 @@ from tracediff.engine.env import env_diffs
 from tracediff.engine.reduce import Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.segmentation import Segmentation
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.parse.nccl import is_comm
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 OP_COLUMNS = [
     "device_id",

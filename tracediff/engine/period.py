@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.segmentation import (
     CycleRule,
     DeviceCut,
@@ -20,7 +21,6 @@ from tracediff.engine.segmentation import (
     no_phases,
     no_ranges,
 )
-from tracediff.errors import AnalysisError
 
 
 def _period(names: np.ndarray) -> int | None:

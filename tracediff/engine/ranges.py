@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import align as al
 from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
-from tracediff.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
+from tracediff.runs.runfile import Run
+from tracediff.runs.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
 
 MIN_COVERAGE = 0.3
 """An automatically found cycle range must have launched at least this share of the GPU ops."""

@@ -27,8 +27,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import TracediffError
-from tracediff.runfile import Run
+from tracediff.base.errors import TracediffError
+from tracediff.runs.runfile import Run
 
 FREE = 1 << 30
 """Bytes a worker's scratch folder must keep free, beyond 4x the file, for a parse to be kept."""
@@ -80,7 +80,7 @@ def _name(path: str) -> str:
 
 def keep(path: str, run: Run) -> bool:
     """Keep file `path`'s parse `run` on this worker (module doc); whether it was kept."""
-    from tracediff.runfile import write_run
+    from tracediff.runs.runfile import write_run
 
     folder = _folder()
     if folder is None:

@@ -24,14 +24,14 @@ from typing import Any
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import ranges as rg
 from tracediff.engine import sources
 from tracediff.engine.period import display_name
 from tracediff.engine.rankrun import RankRun
 from tracediff.engine.reduce import FileTask, Reduced, refusal
 from tracediff.engine.segmentation import CycleRule, no_phases, no_ranges
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 KEY = ["cycle", "device_id"]
 REPRUNE = 200_000

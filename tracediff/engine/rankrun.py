@@ -2,8 +2,8 @@
 
 Stage: engine (input of the per-file stage, engine/rankunit.py). Built by the driver from each
 file's facts (engine/rankunit.py `plan_runs`, read on the workers): per file its path and where
-the join (parse/join.py) puts it (clock shift, process-id offset, device ids, the last already
-matched to base's GPUs, parse/gpus.py); the run's metadata and warnings, as the joined run's;
+the join (parse/ranks/join.py) puts it (clock shift, process-id offset, device ids, the last already
+matched to base's GPUs, parse/ranks/gpus.py); the run's metadata and warnings, as the joined run's;
 its host ranges (small), from which the driver numbers the cycles of every file alike.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.parse import gpus as gp
-from tracediff.runfile import Run
+from tracediff.parse.ranks import gpus as gp
+from tracediff.runs.runfile import Run
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class RankFile:
     path: str
     shift: int
     pid_offset: int
-    ids: dict[int, int]  # the file's device id -> the joined run's (parse/join.py)
+    ids: dict[int, int]  # the file's device id -> the joined run's (parse/ranks/join.py)
     pids: tuple[int, ...] = ()  # its processes, on the joined run's ids
     worker: str | None = None  # the Dask worker that keeps its parse (engine/rankcache.py)
 
@@ -69,8 +69,8 @@ class RankRun:
     def placed(self, i: int, run: Run) -> Run:
         """File i's run as its part of the joined, relabelled run (its tables moved onto the
         run's clock and ids; the run's metadata, no warnings: they are the run's)."""
-        from tracediff import schema
-        from tracediff.parse.join import shifted
+        from tracediff.parse.ranks.join import shifted
+        from tracediff.runs import schema
 
         f = self.files[i]
         tables = {}
@@ -91,9 +91,9 @@ class RankRun:
 
     def open(self) -> Run:
         """The joined run, read here (host-only runs and the rare paths that need all of it)."""
-        from tracediff import schema
         from tracediff.parse import load
-        from tracediff.parse.join import concat
+        from tracediff.parse.ranks.join import concat
+        from tracediff.runs import schema
 
         runs = [self.placed(i, load(Path(f.path))) for i, f in enumerate(self.files)]
         tables = {name: concat(name, [r.table(name) for r in runs]) for name in schema.TABLES}

@@ -8,10 +8,10 @@ so engine/join.py's driver join is unchanged.
 
 The work, in rounds (each a map over files; only small tables come back):
 
-1. `scan` (every file): read it; its facts for the join (parse/join.py `FileFacts`: GPUs,
+1. `scan` (every file): read it; its facts for the join (parse/ranks/join.py `FileFacts`: GPUs,
    processes, NCCL end times, warnings, metadata), its record counts (parse/sanity.py) and its
-   host ranges. The driver decides the join as parse/join.py does (`plan_runs`: clock shifts
-   and cross-host offsets, device and process ids) and matches GPUs to base's (parse/gpus.py,
+   host ranges. The driver decides the join as parse/ranks/join.py does (`plan_runs`: clock shifts
+   and cross-host offsets, device and process ids) and matches GPUs to base's (parse/ranks/gpus.py,
    from the GPU identities alone): the driver never reads a report.
 2. Base's first run without a rule: the driver numbers each candidate host range's cycles
    across the run's processes (engine/ranges.py `candidates`), each file counts the ops they
@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import cycles, rankcache
 from tracediff.engine import ranges as rg
 from tracediff.engine import rankmerge as rm
@@ -46,10 +47,9 @@ from tracediff.engine.period import RuleMismatch, by_kernel_period
 from tracediff.engine.rankrun import RankFile, RankRun
 from tracediff.engine.reduce import FileTask, Reduced, reduce_cut, refusal
 from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
-from tracediff.errors import AnalysisError
-from tracediff.parse import join as jn
 from tracediff.parse import sanity
-from tracediff.runfile import Run
+from tracediff.parse.ranks import join as jn
+from tracediff.runs.runfile import Run
 
 Each = Callable[[int, Any], Any]
 
@@ -130,7 +130,7 @@ def plan_run(
     forced: bool = False,
     allow_missing_ranks: bool = False,
 ) -> RankRun:
-    """The driver's join of one run's scanned files (parse/join.py `plan`, parse/load.py
+    """The driver's join of one run's scanned files (parse/ranks/join.py `plan`, parse/load.py
     `load_files`' checks, parse/grouping.py's: NotOneRun where the files are separate runs),
     without their tables."""
     from tracediff.parse import grouping

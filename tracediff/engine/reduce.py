@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine import correspond, cycles, sources
@@ -30,8 +31,7 @@ from tracediff.engine import tables as tb
 from tracediff.engine.ops import gpu_ops_counted
 from tracediff.engine.period import RuleMismatch
 from tracediff.engine.segmentation import CycleRule, Segmentation
-from tracediff.errors import AnalysisError
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 TOP_SEQUENCES = 3
 """Sequences per device a file returns whole (most frequent first), so the driver has the
@@ -41,7 +41,7 @@ final template's ops without reading a file again in all but rare cases."""
 @dataclass(frozen=True)
 class RunRef:
     """An open run as a worker reads it again: its run file, and what the driver made of the
-    run (metadata: label, GPU identities; device ids relabelled onto base's: parse/gpus.py)."""
+    run (metadata: label, GPU identities; device ids relabelled onto base's: parse/ranks/gpus.py)."""
 
     path: str
     metadata: dict[str, Any]
@@ -62,7 +62,7 @@ def portable(source: Run | Path | RunRef) -> Run | Path | RunRef:
 
 
 def open_source(source: Run | Path | RunRef) -> Run:
-    """The run of a task's source (module doc of parse/gpus.py for the relabelling)."""
+    """The run of a task's source (module doc of parse/ranks/gpus.py for the relabelling)."""
     from tracediff.parse import load
 
     if isinstance(source, Run):
@@ -71,7 +71,7 @@ def open_source(source: Run | Path | RunRef) -> Run:
         return load(source)
     run = load(Path(source.path))
     if source.relabel:
-        from tracediff.parse.gpus import DEVICE_TABLES, relabel_table
+        from tracediff.parse.ranks.gpus import DEVICE_TABLES, relabel_table
 
         tables = {
             n: relabel_table(run.table(n), source.relabel) if n in DEVICE_TABLES else run.table(n)

@@ -3,7 +3,7 @@
 Stage: engine output. Consumers: the text/JSON report, the TUI, export, what-if.
 Sides are always `base` / `head`, never named after user labels. Times in tables are ns;
 per-cycle summary numbers are ms (their names say so). The tables' columns, order and types are
-defined once in tracediff.schema.DIFF_TABLES, and the engine conforms each frame to it as it builds
+defined once in tracediff.runs.schema.DIFF_TABLES, and the engine conforms each frame to it as it builds
 it; tests/unit/test_diff_schemas.py checks the field docstrings below against it.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
+from tracediff.runs import schema
 
 KINDS = ("kernel", "memcpy", "memset", "collective", "gap", "overlap")
 """Contributor kinds. `gap`: GPU idle inside the cycle span (split by cause in `name`);
@@ -77,7 +77,7 @@ def _empty(table: str) -> Callable[[], pl.DataFrame]:
 @dataclass(eq=False)  # identity: a comparison's frames have no useful ==
 class Comparison:
     """Everything `compare` found. DataFrame columns are documented per field (and are
-    tracediff.schema.DIFF_TABLES)."""
+    tracediff.runs.schema.DIFF_TABLES)."""
 
     base: SideSummary
     head: SideSummary
@@ -178,7 +178,7 @@ class Comparison:
     None where the cut holds or the user asked for it."""
 
     device_map: list[dict[str, Any]] = field(default_factory=list)
-    """Which head GPU was compared with which base GPU (parse/gpus.py, set by the caller that
+    """Which head GPU was compared with which base GPU (parse/ranks/gpus.py, set by the caller that
     read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
     rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",
     "rank", "device", "order") and `guessed` (true: matched by order, nothing said more)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.errors import AnalysisError
+from tracediff.base.errors import AnalysisError
 
 SIDES = pl.Enum(["base", "head"])
 _MULT = np.random.default_rng(0x7D1F).integers(1, 1 << 63, size=1 << 16, dtype=np.uint64) | 1

@@ -1,7 +1,7 @@
 """Whether the collective wait/transfer split can be trusted on runs joined across hosts.
 
 Stage: engine (engine/join.py, after the collective waits). Input: the aligned ops with `wait_ns` and the
-runs' `metadata["clock_offsets"]` (parse/clocks.py); output: the ops (the split undone where it
+runs' `metadata["clock_offsets"]` (parse/ranks/clocks.py); output: the ops (the split undone where it
 cannot be trusted), the warnings saying why, and the clock records for the report.
 
 The wait for the last rank is measured from start times on different GPUs. On runs whose files
@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 
 def clock_records(runs: list[Run]) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 Stage: engine output (issue 19). Input: the aligned, attributed ops of both sides (their
 `stack_id`, parse's launch stacks), the attribution, and the runs' `stacks` / `frames` run
-tables; output: the `Comparison.sources` frame (tracediff/schema.py DIFF_TABLES["sources"]).
+tables; output: the `Comparison.sources` frame (tracediff/runs/schema.py DIFF_TABLES["sources"]).
 
 A launch's location is the innermost *user* frame of its stack: library frames are folded into
 the user frame that called them. A frame is library code (`is_library`) when it has no file
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tracediff.runfile import Run
-from tracediff.schema import conform_diff, empty_frame
+from tracediff.runs.runfile import Run
+from tracediff.runs.schema import conform_diff, empty_frame
 
 LIBRARY_PACKAGES: frozenset[str] = frozenset({"torch", "numpy", "triton", "typing_extensions"})
 """Top-level packages whose frames are library code besides the standard library (the place to

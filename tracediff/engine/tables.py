@@ -2,7 +2,7 @@
 totals, collectives.
 
 Stage: engine output. Input: the aligned, attributed ops of both sides (engine/attribute.py);
-output: the `Comparison` frames of those names, each conformed to tracediff/schema.py's
+output: the `Comparison` frames of those names, each conformed to tracediff/runs/schema.py's
 DIFF_TABLES as it is built.
 """
 
@@ -14,7 +14,7 @@ from tracediff.engine import align as al
 from tracediff.engine import attribute as at
 from tracediff.engine import stats as st
 from tracediff.engine.runsets import RunIndex
-from tracediff.schema import conform_diff, frame_schema
+from tracediff.runs.schema import conform_diff, frame_schema
 
 KEYS = ["kind", "name", "phase", "device_id"]
 """A contributor of the GPU attribution."""

@@ -18,7 +18,7 @@ from tracediff.engine.attribute import bootstrap_delta
 from tracediff.engine.result import SideSummary
 from tracediff.engine.runsets import RunIndex
 from tracediff.engine.segmentation import Segmentation
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 FEW_CYCLES = "fewer than 2 cycles on a side: no confidence intervals, nothing is called significant"
 

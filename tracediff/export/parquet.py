@@ -42,10 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracediff import __version__, outputs, schema
+from tracediff import __version__
+from tracediff.base import outputs
+from tracediff.base.errors import OutputError, UsageError
 from tracediff.engine.result import Comparison, SideSummary
-from tracediff.errors import OutputError, UsageError
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 EXPORT_VERSION = 1
 """Version of this folder layout and of the diff-table schemas (schema.DIFF_TABLES); in
@@ -152,7 +154,7 @@ def current_umask() -> int:
 @contextlib.contextmanager
 def output_dir(out: Path, *, force: bool, txn: outputs.Transaction | None = None) -> Iterator[Path]:
     """Yield an empty temp folder beside `out`; on success it becomes `out` in one rename
-    (tracediff.outputs: without `force` only if `out` still does not exist)."""
+    (tracediff.base.outputs: without `force` only if `out` still does not exist)."""
     out = Path(out)
     parent = check_output_dir(out, force=force)
     try:

@@ -28,9 +28,10 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
-from tracediff import __version__, outputs
+from tracediff import __version__
+from tracediff.base import outputs
+from tracediff.base.errors import OutputError
 from tracediff.engine.result import Comparison
-from tracediff.errors import OutputError
 from tracediff.export.parquet import current_umask
 
 PIDS = {"base": 1, "head": 2}
@@ -275,7 +276,7 @@ def write_perfetto(
     txn: outputs.Transaction | None = None,
 ) -> dict[str, Any]:
     """Write `result` as a Chrome JSON trace at `out` (gzip if it ends in .gz), atomically and,
-    without `force`, exclusively (tracediff.outputs)."""
+    without `force`, exclusively (tracediff.base.outputs)."""
     out = Path(out)
     parent = check_output_file(out, force=force)
     tmp = None

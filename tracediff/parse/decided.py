@@ -16,7 +16,7 @@ from typing import Any
 
 from tracediff.parse import identity as idn
 from tracediff.parse import sides
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 
 def _clock(md: dict[str, Any], ident: dict[str, Any]) -> str:

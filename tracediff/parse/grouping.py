@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import identity as idn
 
 Kind = Literal["ranks", "runs", "conflict", "unknown"]

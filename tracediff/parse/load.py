@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import identity
 from tracediff.parse.sanity import check_run
-from tracediff.runfile import MAGIC as RUN_MAGIC
-from tracediff.runfile import Run, read_run
+from tracediff.runs.runfile import MAGIC as RUN_MAGIC
+from tracediff.runs.runfile import Run, read_run
 
 if TYPE_CHECKING:
     from tracediff.parse.pool import Executor
@@ -174,7 +174,8 @@ def load_files(
     `executor`: a pool.Executor to read them with (pool.OnDask for `--scheduler`); default: a
     local pool sized by the files (pool.executor_for). Their data must say one job
     (grouping.check_ranks; `forced`: the user named them one run, only contrary data refuses)."""
-    from tracediff.parse import grouping, join, pool
+    from tracediff.parse import grouping, pool
+    from tracediff.parse.ranks import join
 
     paths, ranks, kinds = files_of_run(paths, source)
     sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]
@@ -203,7 +204,7 @@ def files_of_run(
 ) -> tuple[list[Path], list[int | None], list[str]]:
     """The files of one run checked (none twice, none a folder), the rank each one's name says
     (ranknames.py) and each one's kind (`detect`)."""
-    from tracediff.parse import ranknames as rn
+    from tracediff.parse.ranks import ranknames as rn
 
     paths = [Path(p) for p in paths]
     if not paths:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
+from tracediff.runs import schema
 
 # Kernels that are communication (HTA's rule, plus RCCL/custom all-reduce names).
 COMM_PATTERN = r"^(nccl|rccl|ncclDevKernel|ncclKernel|ncclSym)|cross_device_reduce"

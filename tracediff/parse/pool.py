@@ -6,7 +6,7 @@ the order given. Used by load.load_files (one run from many files).
 `Executor` is the one seam: `map(fn, items)` yields (index, result) as each finishes. `Local`
 runs in this process; `Processes` in a spawned process pool (spawn, not fork: polars and
 pyarrow hold threads a fork would copy mid-lock); `OnDask` on a Dask distributed cluster
-(`parse --scheduler ADDRESS`; the connection: tracediff/daskclient.py): each worker reads one
+(`parse --scheduler ADDRESS`; the connection: tracediff/base/daskclient.py): each worker reads one
 file, so the workers must see the same filesystem, and the runs come back to be joined here.
 
 Memory: each worker's Kineto parse is given available memory / workers
@@ -25,7 +25,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Protocol
 
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 PARALLEL_MIN_BYTES = 256 << 20
 """Input per worker below which a pool costs more than it saves: a spawned worker imports
@@ -80,7 +80,7 @@ class OnDask:
         self.client = connection.client
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:
-        from tracediff.daskclient import each_done
+        from tracediff.base.daskclient import each_done
 
         # a path as the workers see it: their working folder need not be this one
         yield from each_done(

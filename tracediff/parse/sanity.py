@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.errors import InputError
-from tracediff.runfile import Run
+from tracediff.base.errors import InputError
+from tracediff.runs.runfile import Run
 
 ABSURD_NS = 3600 * 10**9
 """A GPU record longer than an hour is a damaged record or a clock jump, not a kernel (the

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tracediff import runset as rs
-from tracediff.errors import InputError
-from tracediff.parse import ranknames as rn
+from tracediff.base.errors import InputError
+from tracediff.parse.ranks import ranknames as rn
+from tracediff.runs import runset as rs
 
 Layout = Literal["auto", "runs", "ranks"]
 
@@ -110,7 +110,7 @@ def run_of_capture_folder(p: Path) -> Path:
 
 
 def _index_runs(folder: Path) -> tuple[Path, ...] | None:
-    """The finished runs of a run set's index (tracediff/runset.py), in capture order; None
+    """The finished runs of a run set's index (tracediff/runs/runset.py), in capture order; None
     when the folder has no index."""
     if not (folder / rs.INDEX).is_file():
         return None

@@ -11,7 +11,7 @@ Modules, in the order data flows (none imports a later one; no import circles):
 - `cache.py`: one graph (and HEAD's own replay) per comparison, kept outside the result;
 - `whatif.py`: selectors, `predict` and `recover_top`, the front door.
 
-The segmented scans the sweep uses live in `tracediff/segscan.py`, shared with the engine.
+The segmented scans the sweep uses live in `tracediff/base/segscan.py`, shared with the engine.
 """
 
 from tracediff.replay.types import WhatIf

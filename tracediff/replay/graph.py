@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tracediff.base.errors import AnalysisError
 from tracediff.engine.ops import OP_COLUMNS
 from tracediff.engine.result import Comparison
-from tracediff.errors import AnalysisError
 from tracediff.replay.contributors import (
     KEY,
     base_values,

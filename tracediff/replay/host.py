@@ -23,8 +23,8 @@ import re
 import numpy as np
 import polars as pl
 
+from tracediff.base.segscan import seg_cummax, seg_cumsum
 from tracediff.replay.types import HostSyncs
-from tracediff.segscan import seg_cummax, seg_cumsum
 
 BLOCKING = re.compile(
     r"^(cuda(Device|Stream|Event|Thread)Synchronize|cu(Ctx|Stream|Event)Synchronize"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracediff.segscan import seg_cummax
+from tracediff.base.segscan import seg_cummax
 
 NEG = -(1 << 40)
 """No release constraint (relative ns); far below any real time, far above int64 overflow."""

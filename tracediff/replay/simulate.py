@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.errors import AnalysisError
+from tracediff.base.errors import AnalysisError
+from tracediff.base.segscan import seg_cummax, seg_cumsum
 from tracediff.replay.host import offsets
 from tracediff.replay.order import NEG
 from tracediff.replay.types import Replayed, ReplayGraph
-from tracediff.segscan import seg_cummax, seg_cumsum
 
 __all__ = ["MAX_SWEEPS", "replay", "sweep"]
 

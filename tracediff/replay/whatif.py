@@ -13,8 +13,8 @@ import re
 import numpy as np
 import polars as pl
 
+from tracediff.base.errors import UsageError
 from tracediff.engine.result import KINDS, Comparison
-from tracediff.errors import UsageError
 from tracediff.replay.cache import graph_of, own_replay
 from tracediff.replay.graph import replay_input
 from tracediff.replay.path import critical_path

@@ -2,7 +2,7 @@
 
 Stage: report. Input: the result dict of `tracediff/bisect/search.run_bisect` (the JSON of
 `--format json`, fields documented there and in tracediff/bisect/bisection.py); output: one string. Text
-formats make commit subjects, author names and file names inert (`tracediff.inert.safe`): they
+formats make commit subjects, author names and file names inert (`tracediff.base.inert.safe`): they
 come from the user's repository.
 """
 
@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from tracediff.inert import safe, safe_lines
+from tracediff.base.inert import safe, safe_lines
 from tracediff.report.numbers import settled
 
 

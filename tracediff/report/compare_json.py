@@ -52,7 +52,7 @@ JSON schema (stable; `format_version` bumps on incompatible change):
    "collectives": [{"op", "dtype", "bytes", "device", "base_ms_per_cycle", "head_ms_per_cycle", ...}],
    "device_map": [{"base": GPU|null, "head": GPU|null, "by": "given"|"rank"|"device"|"order",
                    "guessed": bool}],  # GPU: {"device_id", "rank", "rank_from", "process_id",
-                   # "ordinal", "host", "file"} (parse/gpus.py); which head GPU met which base GPU
+                   # "ordinal", "host", "file"} (parse/ranks/gpus.py); which head GPU met which base GPU
    "clocks": {"base": [RUN], "head": [RUN], "split": bool, "reason": str|null},  # only where a
        # run was joined from several hosts' files (engine/skew.py); RUN: {"run", "hosts": [{"host",
        # "offset_ns"|null, "instances", "offset_spread_ns", "reference"}], "collective_instances",
@@ -89,7 +89,7 @@ COLLECTIVE_FIELDS = (
     "delta_ms_per_cycle",
 )
 """The JSON report's collective fields, in its order (each side's time beside its wait; the
-frame's own order is tracediff.schema.DIFF_TABLES["collectives"])."""
+frame's own order is tracediff.runs.schema.DIFF_TABLES["collectives"])."""
 
 
 def _estimate(r: dict[str, Any]) -> dict[str, Any]:

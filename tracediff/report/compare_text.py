@@ -239,7 +239,7 @@ def render_table(
 
 def device_map_lines(c: Comparison) -> list[str]:
     """`GPUs matched by rank: base GPU 0 (rank 0) = head GPU 1 (rank 0), ...` where a GPU was
-    compared with one of another id, or one side lacks it (parse/gpus.py); else nothing."""
+    compared with one of another id, or one side lacks it (parse/ranks/gpus.py); else nothing."""
     pairs = c.device_map
 
     def same(p: dict[str, Any]) -> bool:

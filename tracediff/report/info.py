@@ -1,4 +1,4 @@
-"""`tracediff info`: a run summary (tracediff.runinfo.summarize) as a table or JSON.
+"""`tracediff info`: a run summary (tracediff.engine.runinfo.summarize) as a table or JSON.
 
 Stage: output. Input: the summary dict; output: a string for stdout (the warnings it holds are
 the command's to print on stderr).
@@ -13,7 +13,7 @@ JSON schema (stable, for scripts):
    "gpus": [{"device_id", "rank", "rank_from", "process_id", "ordinal", "host", "file"}],
    "files": [str] (a run joined from several files: each, in join order; else []),
    "clock": str|null (joined runs: how the files were put on one clock),
-   "clock_offsets": {...} (joined runs only: parse/clocks.py's record: "hosts" [{"host",
+   "clock_offsets": {...} (joined runs only: parse/ranks/clocks.py's record: "hosts" [{"host",
      "offset_ns"|null, "instances", "offset_spread_ns", "reference"}], "collective_instances",
      "residual_skew_ns" {"median", "p95", "max"}, "skew_before_correction_median_ns", "note",
      "estimated": whether the files came from several hosts and offsets were applied),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from tracediff.inert import safe, safe_lines
+from tracediff.base.inert import safe, safe_lines
 
 __all__ = ["ci_cell", "frame_label", "plural", "safe", "safe_lines", "short"]
 

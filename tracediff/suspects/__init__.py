@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tracediff.base.errors import UsageError
 from tracediff.engine.result import Comparison
-from tracediff.errors import UsageError
 from tracediff.suspects import gitlog
 from tracediff.suspects.nostacks import NO_STACKS, why_no_stacks
 from tracediff.suspects.rank import Suspects, rank

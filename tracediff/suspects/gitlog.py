@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracediff.errors import ToolError, UsageError
+from tracediff.base.errors import ToolError, UsageError
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _SEP = b"\x1e"  # starts each commit's header line in the log output

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine.result import Comparison
+from tracediff.runs import schema
 
 BLOCK = 8
 """Cycles a fetch asks for at once (aligned blocks: cycle // BLOCK)."""

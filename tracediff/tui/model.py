@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine.result import Comparison
+from tracediff.runs import schema
 from tracediff.tui.eventcache import EventCache
 
 SIDES = ("base", "head")

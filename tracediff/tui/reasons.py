@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracediff.base.errors import TracediffError
 from tracediff.engine.result import Comparison
-from tracediff.errors import TracediffError
 from tracediff.tui.timelinemodel import TimelineModel
 
 HOST_ONLY = (

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
-from tracediff import schema
 from tracediff.engine.result import Comparison
+from tracediff.runs import schema
 from tracediff.tui.edges import EdgeIndex, EdgeMarks, mark_grid
 from tracediff.tui.eventcache import EventCache
 from tracediff.tui.model import (

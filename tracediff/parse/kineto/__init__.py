@@ -2,7 +2,7 @@
 
 Stage: parse. Input: a Kineto trace, `.json` or `.json.gz`: the current schema (categories
 `kernel`, `cuda_runtime`, ...), the 2021 one (`Kernel`, `Runtime`, `Operator`, ...), CUDA and
-ROCm (hip*) traces. Output: a `Run` with the tables of `tracediff.schema`.
+ROCm (hip*) traces. Output: a `Run` with the tables of `tracediff.runs.schema`.
 
 This package is the only place that knows Kineto field names, and fields.py the only module
 in it that spells the categories and args keys read (both roles.py and scan.py take them from

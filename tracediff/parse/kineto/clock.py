@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 
 EXACT_LIMIT = float(1 << 43)  # µs; below it a double's ulp is < 1 ns
 TIME_LIMIT = 9.2e15  # µs: |ts| and dur must fit int64 ns

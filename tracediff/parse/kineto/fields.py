@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracediff import settings
+from tracediff.base import settings
 
 CATEGORY_ROLE: dict[str, str] = {
     # current names, then the 2021 schema's capitalised ones

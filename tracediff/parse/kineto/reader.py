@@ -21,10 +21,10 @@ import msgspec
 import polars as pl
 import pyarrow.compute as pc
 
-from tracediff import schema
-from tracediff.errors import InputError
-from tracediff.parse import ranknames
-from tracediff.runfile import Run
+from tracediff.base.errors import InputError
+from tracediff.parse.ranks import ranknames
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 from . import agents, events, graph_stacks, segments, stacks, tables
 from .clock import Clock, NeedExact

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tracediff import settings
+from tracediff.base import settings
 
 from .fields import (
     ARG_FIELDS,
@@ -35,7 +35,7 @@ from .fields import (
 )
 
 try:
-    from tracediff.parse import _kineto_scan
+    from tracediff.parse.kineto import _kineto_scan
 except ImportError:  # pragma: no cover - built by pip install; a bare checkout still parses
     _kineto_scan = None  # type: ignore[assignment]  # the stub types the built module
 

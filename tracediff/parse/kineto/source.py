@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tracediff import settings
-from tracediff.errors import InputError
+from tracediff.base import settings
+from tracediff.base.errors import InputError
 
 
 def _inflater() -> Any:

@@ -3,10 +3,10 @@
 Stage: parse (inside the Kineto reader). Input: the API calls (tables.api_calls) and the
 "python" role's frame (one row per Python call, recorded with `with_stack=True`: name
 `file(first line): function`); output: the API calls with a `stack_id` column (null where no
-Python call encloses them), and the run tables `frames` and `stacks` (tracediff/schema.py).
+Python call encloses them), and the run tables `frames` and `stacks` (tracediff/runs/schema.py).
 
 The resolution itself (innermost enclosing Python call of each API call's midpoint on its
-thread, callers from time nesting, content-hash ids) is parse/launch_stacks.py, shared with the
+thread, callers from time nesting, content-hash ids) is parse/stacks/launch_stacks.py, shared with the
 nsys reader. Callers come from time nesting, not from Kineto's `Python parent id`: in real
 traces (TraceLens vllm graph_execution) those skip levels. This module only picks the columns
 and splits Kineto's frame names into file, line and function.
@@ -21,8 +21,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracediff import schema
-from tracediff.parse import launch_stacks
+from tracediff.parse.stacks import launch_stacks
+from tracediff.runs import schema
 
 from . import scan
 

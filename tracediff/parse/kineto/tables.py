@@ -1,4 +1,4 @@
-"""Per-role Kineto frames → the run-file tables of `tracediff.schema`.
+"""Per-role Kineto frames → the run-file tables of `tracediff.runs.schema`.
 
 Stage: parse (inside the Kineto reader). Input: one polars frame per role (roles.py); output:
 the `kernels`, `memops`, `nvtx_ranges`, `collectives`, `api_calls` and `devices` Arrow tables.
@@ -15,9 +15,9 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
 from tracediff.parse import nccl
 from tracediff.parse.intervals import nesting_depth
+from tracediff.runs import schema
 
 from .clock import to_int64
 

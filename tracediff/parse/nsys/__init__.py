@@ -1,14 +1,14 @@
 """Nsight Systems report (SQLite export, Parquet folder, `.nsys-rep`, `.qdstrm`) → run-file tables.
 
 Stage: parse. Input: an nsys export, schema 2.9 (nsys 2022.2) through 3.28 (2026.x). Output: a
-`Run` with the tables of `tracediff.schema`.
+`Run` with the tables of `tracediff.runs.schema`.
 
 This package is the only place that knows nsys table and column names. reader.py runs the steps
 (`read_nsys`, over any `Source`; `read_nsys_sqlite` for a `.sqlite` file); its parts:
 
     schema.py   nsys table and column names, types, enum values (the vocabulary)
     source.py   Read / Source / SqliteSource: raw tables as polars frames (C page decoder, ADBC)
-    pages.py    SQLite b-tree pages -> Arrow columns (tracediff/parse/_sqlite_pages.c)
+    pages.py    SQLite b-tree pages -> Arrow columns (tracediff/parse/nsys/_sqlite_pages.c)
     columns.py  StringIds dictionary, enum labels, pid/tid split, schema-exact assembly
     tables.py   kernels, memops, api_calls, syncs, devices; the launch join
     nvtx.py     nvtx_ranges (domains, depth, payloads)

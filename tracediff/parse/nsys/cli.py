@@ -22,11 +22,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from tracediff import nsys_tool, settings
-from tracediff.errors import InputError
+from tracediff.base import nsys_tool, settings
+from tracediff.base.errors import InputError
 from tracediff.parse.nsys import reader
 from tracediff.parse.nsys.source import Read, typed
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 _BAD_REPORT_HINT = (
     "the file may be truncated or not an Nsight Systems report; copy or capture it again"

@@ -2,7 +2,7 @@
 globalTid/globalPid split, and assembly of a run-file table in its exact schema.
 
 Stage: parse (nsys). Input: polars columns of raw nsys tables; output: Arrow arrays and tables
-of `tracediff.schema`. Names stay dictionary-encoded by id (no per-row string is built).
+of `tracediff.runs.schema`. Names stay dictionary-encoded by id (no per-row string is built).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
 from tracediff.parse.nsys.schema import TID_BITS
+from tracediff.runs import schema
 
 
 class Strings:

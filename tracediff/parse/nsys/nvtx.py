@@ -12,7 +12,7 @@ import pyarrow as pa
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.nsys.columns import Strings, finish, label_column, pid_of, tid_of
 from tracediff.parse.nsys.schema import NVTX_DOMAIN, NVTX_MARK, RANGE_KINDS
-from tracediff.stackdomain import FUNCTION_DOMAIN
+from tracediff.runs.stackdomain import FUNCTION_DOMAIN
 
 
 def nvtx_table(

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 try:
-    from tracediff.parse import _sqlite_pages as _native
+    from tracediff.parse.nsys import _sqlite_pages as _native
 except ImportError:  # pragma: no cover - built by `pip install` wherever a compiler exists
     _native = None  # type: ignore[assignment]  # the stub types the built module
 

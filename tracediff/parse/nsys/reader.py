@@ -2,7 +2,7 @@
 
 Stage: parse. Input: an nsys export, schema 2.9 (nsys 2022.2) through 3.28 (2026.x), read through
 a `Source` (`source.SqliteSource`, or `ParquetSource` in cli.py: same tables and
-columns, one `<TABLE>.parquet` per table). Output: a `Run` with the tables of `tracediff.schema`.
+columns, one `<TABLE>.parquet` per table). Output: a `Run` with the tables of `tracediff.runs.schema`.
 
 `read_nsys` is the entry point of the nsys reader; the package docstring lists its parts.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 from tracediff.parse import nccl
 from tracediff.parse.intervals import nesting_depth
 from tracediff.parse.nsys import events, graph_nodes
@@ -68,7 +68,7 @@ from tracediff.parse.nsys.tables import (
     short_copy_kinds,
     syncs_table,
 )
-from tracediff.runfile import Run
+from tracediff.runs.runfile import Run
 
 # re-exported: callers import these from here (nesting_depth: the Kineto reader)
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 import polars as pl
 import pyarrow as pa
 
-from tracediff import settings
-from tracediff.errors import InputError
+from tracediff.base import settings
+from tracediff.base.errors import InputError
 from tracediff.parse.nsys import pages as sqlite_pages
 from tracediff.parse.nsys import wal
 from tracediff.parse.nsys.schema import F64, I64, STR

@@ -2,7 +2,7 @@
 
 Stage: parse (nsys), after the tables are built. Input: the `nvtx_ranges`, `kernels` and
 `memops` tables; output: kernels and memops with `stack_id`, and the `frames` and `stacks`
-tables (tracediff/schema.py).
+tables (tracediff/runs/schema.py).
 
 `nsys profile --python-functions-trace=CONFIG.json` (nsys 2024.2+) wraps the named Python
 functions in NVTX push/pop ranges on the calling thread, with no code change and no CPU
@@ -15,7 +15,7 @@ packages), function the name after `MODULE.`, no line. Ranges of other domains (
 annotations, NCCL's) are no frames.
 
 A GPU op's stack is that of its launching API call: the innermost function range on the
-launching thread holding the call's midpoint, resolved as for Kineto (parse/launch_stacks.py).
+launching thread holding the call's midpoint, resolved as for Kineto (parse/stacks/launch_stacks.py).
 A CUDA-graph kernel or memset takes the stack of the call that created its node during stream
 capture (graph_nodes.py: exact, by node id); where the report lacks that, the `cudaGraphLaunch`
 call's stack, with a warning. nsys Python backtraces
@@ -28,10 +28,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tracediff import schema
-from tracediff.parse import launch_stacks
 from tracediff.parse.nsys import graph_nodes
-from tracediff.stackdomain import FUNCTION_DOMAIN
+from tracediff.parse.stacks import launch_stacks
+from tracediff.runs import schema
+from tracediff.runs.stackdomain import FUNCTION_DOMAIN
 
 _OPS = ("kernels", "memops")
 

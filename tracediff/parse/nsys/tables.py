@@ -2,7 +2,7 @@
 syncs, devices), each GPU op joined to the API call that launched it.
 
 Stage: parse (nsys). Input: raw polars frames from a `Source` (columns of `schema`);
-output: Arrow tables of `tracediff.schema`. Vectorised: joins, sorted searches, no per-row Python.
+output: Arrow tables of `tracediff.runs.schema`. Vectorised: joins, sorted searches, no per-row Python.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 
 COPY_NAME = "export.sqlite"
 WAL_HEADER = 32  # bytes; a log of only its header holds no change

@@ -3,7 +3,7 @@ bisection (`bisect --html FILE`), with its pictures drawn by plotly.js from the 
 package (bundle.py says how it is inlined; README "HTML report" says why plotly).
 
 Stage: output. `render_compare` (compare_page.py) and `render_bisect` (bisect_page.py) return
-the page; `write_html` writes it atomically (tracediff.outputs). Modules: page (the document
+the page; `write_html` writes it atomically (tracediff.base.outputs). Modules: page (the document
 frame), figures / gpus / timeline (the pictures), tables (the HTML tables), bundle (plotly.js).
 """
 

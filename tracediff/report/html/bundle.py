@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from tracediff.errors import ToolError
+from tracediff.base.errors import ToolError
 
 LEVEL = 1
 """zlib level: 1 packs the script in ~0.2 s to 1.7 MB; 6 gains 0.23 MB for 0.3 s more."""

@@ -1,6 +1,6 @@
 """Writing the HTML page: atomically, never over a file without --force, never over an input.
 
-Stage: output. Input: the page (a string) and its path; output: the file (tracediff.outputs
+Stage: output. Input: the page (a string) and its path; output: the file (tracediff.base.outputs
 publishes it: a failed command leaves nothing it created).
 """
 
@@ -11,8 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from tracediff import outputs
-from tracediff.errors import OutputError
+from tracediff.base import outputs
+from tracediff.base.errors import OutputError
 from tracediff.export.parquet import current_umask
 
 

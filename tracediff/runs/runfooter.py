@@ -1,6 +1,6 @@
 """The run file's footer, read strictly: format version, checksums, table offsets.
 
-Stage: storage (tracediff/runfile.py reads and writes run files through these). Input: the
+Stage: storage (tracediff/runs/runfile.py reads and writes run files through these). Input: the
 footer's JSON and raw bytes; output: validated offsets and CRCs, or an InputError. Kept apart so
 runfile.py holds the layout and the lazy tables, this module what a damaged footer looks like.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from tracediff import schema
-from tracediff.errors import InputError, UnsupportedVersionError
+from tracediff.base.errors import InputError, UnsupportedVersionError
+from tracediff.runs import schema
 
 MAGIC_LEN = 16  # runfile.MAGIC: no table starts before it
 CHECKSUM_KEY = b',"checksums":'

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tracediff.errors import TracediffError, UsageError
+from tracediff.base.errors import TracediffError, UsageError
 
 INSTALL = "pip install 'tracediff[dask]' (dask and distributed 2026.8.0)"
 RETRIES = 1
@@ -197,7 +197,7 @@ def each_done(
 
 def raise_refusal(kind: str, message: str, hint: str | None) -> None:
     """Raise again, in the driver, the refusal `on_worker` carried back."""
-    from tracediff import errors
+    from tracediff.base import errors
 
     cls = getattr(errors, kind, None)
     if not (isinstance(cls, type) and issubclass(cls, TracediffError)):

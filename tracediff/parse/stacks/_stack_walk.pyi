@@ -1,4 +1,4 @@
-"""Types of the native launch-stack walk (_stack_walk.c); used by parse/launch_stacks.py."""
+"""Types of the native launch-stack walk (_stack_walk.c); used by parse/stacks/launch_stacks.py."""
 
 from typing import Any, TypeAlias
 

@@ -4,7 +4,7 @@ Stage: parse (shared by the Kineto and nsys readers, as intervals.py is). Input:
 its thread (pid, tid) and midpoint; per frame call (one run of a Python function: a Kineto
 `python_function` event, an nsys function-trace NVTX range) its thread, start, end and text.
 Output (`Stacks`): per API call a stack hash (0: no frame call holds it), and the rows of the
-`stacks` and `frames` run tables (tracediff/schema.py) of the stacks that launch something;
+`stacks` and `frames` run tables (tracediff/runs/schema.py) of the stacks that launch something;
 each reader splits the frame texts into file, line and function by its own naming rule.
 
 The launching frame of an API call is the innermost frame call on its thread whose interval
@@ -55,7 +55,7 @@ import polars as pl
 import pyarrow as pa
 
 try:
-    from tracediff.parse import _stack_walk
+    from tracediff.parse.stacks import _stack_walk
 except ImportError:  # pragma: no cover - built by pip install; a bare checkout walks in numpy
     _stack_walk = None  # type: ignore[assignment]  # the stub types the built module
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from tracediff import settings
-from tracediff.errors import ToolError, UnsupportedVersionError
+from tracediff.base import settings
+from tracediff.base.errors import ToolError, UnsupportedVersionError
 
 DEFAULT_PREFIX = Path("/opt/nsys-2024.2.3")
 INSTALL_HINT = (

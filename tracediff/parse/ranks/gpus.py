@@ -27,8 +27,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tracediff.errors import UsageError
-from tracediff.runfile import Run
+from tracediff.base.errors import UsageError
+from tracediff.runs.runfile import Run
 
 DEVICE_TABLES = (
     "kernels",

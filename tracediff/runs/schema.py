@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tracediff.errors import InputError
+from tracediff.base.errors import InputError
 
 FORMAT_VERSION = 2
 """Version of the run-file layout and these schemas. Bump on any incompatible change.
@@ -389,7 +389,7 @@ def conform_diff(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     if set(frame.columns) != set(want.names()):
         raise ValueError(
             f"diff table {table!r}: columns {sorted(set(frame.columns) ^ set(want.names()))} "
-            "differ from tracediff/schema.py"
+            "differ from tracediff/runs/schema.py"
         )
     have = frame.schema
     cols = []

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
-from tracediff.errors import OutputError
+from tracediff.base.errors import OutputError
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100

@@ -43,7 +43,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tracediff.errors import InputError, UnsupportedVersionError
+from tracediff.base.errors import InputError, UnsupportedVersionError
 
 INDEX = "runset.json"
 GROUP_INDEX = "runsets.json"

@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from tracediff import schema
-from tracediff.runfile import Run
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 
 def _frame(run: Run, table: str) -> pl.DataFrame:
@@ -53,7 +53,7 @@ def summarize(run: Run) -> dict[str, Any]:
 
     from tracediff.parse import identity as idn
     from tracediff.parse.decided import compact, describe
-    from tracediff.parse.gpus import gpus_of
+    from tracediff.parse.ranks.gpus import gpus_of
 
     gpus = [asdict(g) for g in gpus_of(run)]
     return {

@@ -22,7 +22,7 @@ checked when it is first read (crc32 runs at ~4 GB/s here, a fraction of the lz4
 Every table is also fully validated by Arrow on read (offsets, dictionary indices, UTF-8), so
 no file, damaged or crafted, reaches polars with buffers that can crash it. Files written before
 checksums existed still read; for them a change inside a value cannot be detected, and
-`Run.checksums` is False (`info` says so). The footer's strict reading: tracediff/runfooter.py.
+`Run.checksums` is False (`info` says so). The footer's strict reading: tracediff/runs/runfooter.py.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from tracediff import outputs, schema
-from tracediff.errors import InputError, OutputError
-from tracediff.runfooter import (
+from tracediff.base import outputs
+from tracediff.base.errors import InputError, OutputError
+from tracediff.runs import schema
+from tracediff.runs.runfooter import (
     CHECKSUM_KEY,
     CORRUPT_HINT,
     FOOTER_KEYS,
@@ -109,7 +110,7 @@ def write_run(
     run: Run, path: Path, *, force: bool = False, txn: outputs.Transaction | None = None
 ) -> None:
     """Write `run` to `path` atomically: a temp file in the same folder, then published without
-    replacing anything unless `force` (tracediff.outputs: exclusive even against a concurrent
+    replacing anything unless `force` (tracediff.base.outputs: exclusive even against a concurrent
     writer of the same path)."""
     path = Path(path)
     if path.exists() and not force:

@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.errors import TracediffError
+from tracediff.base.errors import TracediffError
 from tracediff.parse.sides import Side
 
 

@@ -32,10 +32,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracediff import schema
-from tracediff.parse import clocks, identity
-from tracediff.parse import gpus as gp
-from tracediff.runfile import Run
+from tracediff.parse import identity
+from tracediff.parse.ranks import clocks
+from tracediff.parse.ranks import gpus as gp
+from tracediff.runs import schema
+from tracediff.runs.runfile import Run
 
 TIME_COLUMNS = (
     "start_ns",
