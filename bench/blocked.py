@@ -1,5 +1,5 @@
-"""The round-blocked test (tracediff/engine/blocked.py) against the unpaired one
-(tracediff/engine/runstats.py) on interleaved captures under drift, at the same level.
+"""The round-blocked test (tracediff/engine/statistics/blocked.py) against the unpaired one
+(tracediff/engine/statistics/runstats.py) on interleaved captures under drift, at the same level.
 
 Simulated bisect ends: A and B captured interleaved (A B B A A B ...), one run mean per capture:
   base  BASE_MS + SHIFT (B only)
@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from tracediff.engine import blocked as bk
-from tracediff.engine.runstats import across_runs
+from tracediff.engine.statistics import blocked as bk
+from tracediff.engine.statistics.runstats import across_runs
 
 BASE_MS, CYCLES, JITTER = 19.0, 20, 1.0
 SCENARIOS = {

@@ -18,8 +18,8 @@ here): a same-vs-same repetition draws 2k distinct base runs and splits them k /
 draws k base runs and k runs of the shifted commit; "base + 2.0x SD" draws like same-vs-same and
 adds 2x the pool's measured between-run SD to every head run (real noise, a known shift: the
 real `shift2x` commit lands where the pool's noise puts it). Each draw is decided by the run-set
-verdict's own test (tracediff/engine/runstats.across_runs and the minimum effect of
-engine/stats.py, as engine/verdict.py decides), and `--check K` runs the real `tracediff compare`
+verdict's own test (tracediff/engine/statistics/runstats.across_runs and the minimum effect of
+engine/statistics/stats.py, as engine/statistics/verdict.py decides), and `--check K` runs the real `tracediff compare`
 on the first K draws of each real cell and stops if its decision differs. Also printed: same
 commit, k consecutive runs (capture order) vs the next k, which a drift during the call would
 flag. `--scale S` multiplies every duration (tests/integration/test_calibration_captures.py uses
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from tracediff.engine.runstats import across_runs
-from tracediff.engine.stats import MIN_EFFECT_MS
+from tracediff.engine.statistics.runstats import across_runs
+from tracediff.engine.statistics.stats import MIN_EFFECT_MS
 
 OFFSET_MS, JITTER_MS, CYCLES = 1.5, 0.3, 20
 # 0.433 ms: the offset's SD (the jitter adds 0.3 / sqrt(20) ms in quadrature: 0.444 ms)
@@ -167,7 +167,7 @@ def _side_means(report: dict[str, Any], side: str) -> list[float]:
 
 
 def decide(base: np.ndarray, head: np.ndarray) -> bool:
-    """engine/verdict.py's across-run decision on per-run means (ms)."""
+    """engine/statistics/verdict.py's across-run decision on per-run means (ms)."""
     t = across_runs(base[None, :], head[None, :])
     d = float(t.delta_ms[0])
     return bool((t.ci95_low[0] > 0 or t.ci95_high[0] < 0) and abs(d) >= MIN_EFFECT_MS)

@@ -14,7 +14,7 @@ same, and the injected changes as found (cycle time, wait for the last rank, tra
 
 `--ranks`: one run a side instead, a 2-node job of `--gpus` per-rank Kineto traces
 (tests/support/gen_kineto_nodes.py from the same generated report; node 1's clock 4.1 ms off), compared
-with `--layout ranks`: the rank file is the unit a worker reads and reduces (engine/rankunit.py).
+with `--layout ranks`: the rank file is the unit a worker reads and reduces (engine/pipeline/rankunit.py).
 The issue's 512-rank size is bench/dask_ranks.py's; this shared 2-core machine fits less here:
 `--files` and `--gpus` say what was run.
 """

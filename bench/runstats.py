@@ -1,4 +1,4 @@
-"""Calibration of the across-run test (tracediff/engine/runstats.py) against the alternatives.
+"""Calibration of the across-run test (tracediff/engine/statistics/runstats.py) against the alternatives.
 
 Simulated runs of one workload: each run (process) draws an offset U(0, OFFSET) ms that every one
 of its cycles carries, and each cycle adds N(0, JITTER) ms. A "same" pair draws both sides from
@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from tracediff.engine.attribute import bootstrap_delta
-from tracediff.engine.runstats import across_runs
+from tracediff.engine.statistics.attribute import bootstrap_delta
+from tracediff.engine.statistics.runstats import across_runs
 
 CYCLES, BASE_MS, OFFSET, JITTER = 20, 3.4, 1.5, 0.3
 

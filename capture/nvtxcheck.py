@@ -74,7 +74,7 @@ def check(manifest: dict[str, Any], run: Any, files: list[str] | None, trace: st
     assert isinstance(nv, pl.DataFrame)
     domain = pl.col("domain").cast(pl.String).fill_null("")
     tool = pl.any_horizontal(domain.str.starts_with(p) for p in TOOL_DOMAIN_PREFIXES)
-    # NCCL's own ranges are the library's, not the workload's (engine/ranges.py read_ranges)
+    # NCCL's own ranges are the library's, not the workload's (engine/cycle/ranges.py read_ranges)
     nccl = (domain == "NCCL") | pl.col("name").cast(pl.String).fill_null("").str.contains(
         r"^nccl[A-Z]"
     )

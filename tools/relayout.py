@@ -69,6 +69,35 @@ MOVES: dict[str, str] = {
     "tracediff.parse.clocks": "tracediff.parse.ranks.clocks",
     "tracediff.parse.gpus": "tracediff.parse.ranks.gpus",
     "tracediff.parse.ranknames": "tracediff.parse.ranks.ranknames",
+    # step 4: the engine's subsystems as folders. Named cycle/ and statistics/, not cycles/ and
+    # stats/: an old module's name must never be a new package's, or a rerun would take
+    # `tracediff.engine.cycles.period` for the old module's attribute.
+    # ... cycle/: cutting each run into cycles, and the cycles of both sides aligned
+    "tracediff.engine.segmentation": "tracediff.engine.cycle.segmentation",
+    "tracediff.engine.cycles": "tracediff.engine.cycle.find",
+    "tracediff.engine.period": "tracediff.engine.cycle.period",
+    "tracediff.engine.ranges": "tracediff.engine.cycle.ranges",
+    "tracediff.engine.sequences": "tracediff.engine.cycle.sequences",
+    "tracediff.engine.correspond": "tracediff.engine.cycle.correspond",
+    "tracediff.engine.align": "tracediff.engine.cycle.align",
+    # ... statistics/: attribution, the tests and the decisions
+    "tracediff.engine.attribute": "tracediff.engine.statistics.attribute",
+    "tracediff.engine.stats": "tracediff.engine.statistics.stats",
+    "tracediff.engine.runstats": "tracediff.engine.statistics.runstats",
+    "tracediff.engine.blocked": "tracediff.engine.statistics.blocked",
+    "tracediff.engine.split": "tracediff.engine.statistics.split",
+    "tracediff.engine.verdict": "tracediff.engine.statistics.verdict",
+    "tracediff.engine.gate": "tracediff.engine.statistics.gate",
+    # ... pipeline/: the per-file map/reduce, in this process or on a Dask cluster
+    "tracediff.engine.reduce": "tracediff.engine.pipeline.reduce",
+    "tracediff.engine.join": "tracediff.engine.pipeline.join",
+    "tracediff.engine.rankrun": "tracediff.engine.pipeline.rankrun",
+    "tracediff.engine.rankunit": "tracediff.engine.pipeline.rankunit",
+    "tracediff.engine.rankmerge": "tracediff.engine.pipeline.rankmerge",
+    "tracediff.engine.rankcache": "tracediff.engine.pipeline.rankcache",
+    "tracediff.engine.executor": "tracediff.engine.pipeline.executor",
+    "tracediff.engine.cluster": "tracediff.engine.pipeline.cluster",
+    "tracediff.engine.eventslices": "tracediff.engine.pipeline.eventslices",
 }
 
 # Docstrings of packages the moves create (only written when the package is new).
@@ -90,6 +119,22 @@ NEW_PACKAGES: dict[str, str] = {
         "Launch stacks: the host call stack of each GPU launch, walked by a C module"
         " (_stack_walk.c)\nover the nsys and Kineto readers' stack tables.\n"
     ),
+    "tracediff.engine.cycle": (
+        "Cycles: each run cut into the repetitions of its loop (by a marker, host ranges or the"
+        " repeating\nop sequence), both sides checked to be the same loop, and every op aligned"
+        " to a slot of a cycle\ntemplate. The rest of the engine reads its cycles from here.\n"
+    ),
+    "tracediff.engine.statistics": (
+        "Statistics and decisions: the change attributed to contributors, tested per cycle and"
+        " per run\n(or capture round), split into GPU work and host idle, and the verdict and"
+        " CI gate drawn from it.\n"
+    ),
+    "tracediff.engine.pipeline": (
+        "The per-file map/reduce: each rank file read, cut and reduced to small tables"
+        " (reduce.py,\nrankunit.py), in this process or on a Dask cluster (executor.py,"
+        " cluster.py), and each side's\nreduced files joined into one Comparison (join.py)."
+        " eventslices.py rebuilds a GPU's events on\ndemand for the TUI.\n"
+    ),
     "tracediff.parse.ranks": (
         "A run of several rank files made one: their rank names, GPUs and clocks, and the"
         " join.\n\nranknames.py names each file's rank, gpus.py maps devices, clocks.py aligns"
@@ -101,7 +146,13 @@ NEW_PACKAGES: dict[str, str] = {
 SOURCE_SUFFIXES = (".py", ".c", ".pyi")
 TEXT_SUFFIXES = {".py", ".pyi", ".md", ".toml", ".sh", ".c", ".cfg", ".ini", ".yml", ".yaml"}
 TEXT_NAMES = {"Makefile", "run"}
-NEVER_TOUCHED = ("tests/data/", "samples/", "tests/golden/expected/", "tests/tui/__snapshots__/")
+NEVER_TOUCHED = (
+    "tests/data/",
+    "samples/",
+    "tests/golden/expected/",
+    "tests/tui/__snapshots__/",
+    "docs/layout.md",  # names old modules on purpose
+)
 SELF = "tools/relayout.py"
 # Old module names that are also data: the run-set index's "kind" is "tracediff.runset", in
 # every runset.json written. Quoted exactly so, they are kept.

@@ -1,4 +1,4 @@
-"""`compare --fail-above PCT`: the CI gate's rule (tracediff/engine/gate.py) on real pairs.
+"""`compare --fail-above PCT`: the CI gate's rule (tracediff/engine/statistics/gate.py) on real pairs.
 
 Exit 3 on the real regressions bundled (slow-verify runs verify's MLP twice), 0 on pairs whose
 only code change is a small copy while launch timing swings the cycle (the k, g and specloop

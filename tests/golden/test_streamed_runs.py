@@ -1,4 +1,4 @@
-"""Run sets reduced one run at a time (engine/reduce.py, engine/join.py): the same answer as
+"""Run sets reduced one run at a time (engine/pipeline/reduce.py, engine/pipeline/join.py): the same answer as
 aligning every run at once, also where base's first run is not like the rest.
 
 Each run is aligned to the template found on base's first run; the template is base's most

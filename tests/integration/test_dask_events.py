@@ -28,7 +28,7 @@ pytest.importorskip("distributed")
 def test_a_slice_runs_on_the_workers_and_is_the_in_process_one(tmp_path: Path) -> None:
     from distributed import get_task_stream
 
-    from tracediff.engine.cluster import open_executor
+    from tracediff.engine.pipeline.cluster import open_executor
 
     base, head = gen_runsets(tmp_path, gpus=4, runs=2, cycles=12)
     here = open_sets(base, head)
@@ -53,7 +53,7 @@ def test_a_slice_of_a_rank_run_reads_the_gpus_rank_file_only(tmp_path: Path) -> 
     from distributed import get_task_stream
 
     from tracediff.commands.compare import load_sides
-    from tracediff.engine.cluster import open_executor
+    from tracediff.engine.pipeline.cluster import open_executor
 
     kineto = Path(__file__).resolve().parents[1] / "data" / "kineto"
     for side in ("base", "head"):

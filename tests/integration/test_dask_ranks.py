@@ -1,4 +1,4 @@
-"""`compare --scheduler` with a rank file as the worker's unit (issue 21, engine/rankunit.py).
+"""`compare --scheduler` with a rank file as the worker's unit (issue 21, engine/pipeline/rankunit.py).
 
 Runs of several rank files: HTA's two-rank `trace_filter` job (tests/data/kineto) as a pair and
 as run sets of rank folders; generated multi-node jobs (2 nodes x 4 GPUs as per-rank Kineto
@@ -110,12 +110,12 @@ def test_a_runs_rank_files_are_spread_over_both_workers(
 def test_a_rank_file_is_parsed_once_by_the_worker_that_read_it(
     cluster: tuple[str, list[subprocess.Popen[bytes]]], jobs: dict[str, tuple[Path, Path]]
 ) -> None:
-    """engine/rankcache.py: each rank file's reduce round reads the parse its scan kept on its
+    """engine/pipeline/rankcache.py: each rank file's reduce round reads the parse its scan kept on its
     worker (the worker's own events say so), the answer is the same, and the compare leaves no
     kept parse behind on either worker."""
     from distributed import Client
 
-    from tracediff.engine.rankcache import EVENT
+    from tracediff.engine.pipeline.rankcache import EVENT
 
     addr, _ = cluster
     base, head, extra = _pair(jobs, "kineto")
@@ -229,7 +229,7 @@ def _on_a_terminal(*argv: str) -> tuple[int, str, str]:
 
 
 def test_progress_lines_on_a_terminal(jobs: dict[str, tuple[Path, Path]]) -> None:
-    """`compare --scheduler`'s progress (engine/cluster.py `gather`): on a terminal, a line per
+    """`compare --scheduler`'s progress (engine/pipeline/cluster.py `gather`): on a terminal, a line per
     rank file back, per side, each round's counts going up to every file of the side; none
     when stderr is not a terminal."""
     import re

@@ -16,9 +16,9 @@ import polars as pl
 import pyarrow.compute as pc
 import pytest
 
-from tracediff.engine import ranges as rg
-from tracediff.engine import rankunit
 from tracediff.engine.compare import compare
+from tracediff.engine.cycle import ranges as rg
+from tracediff.engine.pipeline import rankunit
 from tracediff.parse import load
 from tracediff.runs.runfile import read_run, write_run
 
@@ -85,7 +85,7 @@ def test_an_explicit_function_range_cuts_with_a_warning(runs: dict[str, Path]) -
 
 
 def test_the_rank_unit_path_says_the_same(runs: dict[str, Path]) -> None:
-    """The path of rank files read on a cluster's workers (engine/rankunit.py), in this process:
+    """The path of rank files read on a cluster's workers (engine/pipeline/rankunit.py), in this process:
     each run planned from its one file's scan, as commands/compare.py plans a rank folder."""
     sides = []
     for i, c in enumerate((BASE, SIBLING)):

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from tests.support.tui import ready, run, screen_lines
 from tracediff.engine.compare import compare
 from tracediff.engine.result import Comparison
-from tracediff.engine.split import change_split
+from tracediff.engine.statistics.split import change_split
 from tracediff.parse import load
 from tracediff.report.verdict import split_lines, verdict_lines
 from tracediff.tui.app import TracediffApp

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tracediff.bisect import ends as be
-from tracediff.engine import runstats as rs
+from tracediff.engine.statistics import runstats as rs
 
 
 def drifting_ends(shift: float, seed: int, rounds: int = 8) -> tuple[list[float], list[float]]:

@@ -7,7 +7,7 @@ import pytest
 
 from tracediff.bisect import rest as br
 from tracediff.bisect.follow import Q
-from tracediff.engine import runstats as rs
+from tracediff.engine.statistics import runstats as rs
 
 CYCLE = {"what": "cycle time", "rows": []}
 ROWS = {"what": "contributors", "rows": [["host", "verify", None, None]]}

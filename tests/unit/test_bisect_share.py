@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from tracediff.bisect.share import ratio_ci
-from tracediff.engine import runstats as rs
+from tracediff.engine.statistics import runstats as rs
 
 
 def test_the_ratio_interval_takes_both_intervals() -> None:

@@ -1,4 +1,4 @@
-"""The round-blocked permutation test (tracediff/engine/blocked.py): exact level, one look and
+"""The round-blocked permutation test (tracediff/engine/statistics/blocked.py): exact level, one look and
 sequential, by enumerating every relabelling of fixed data; drift cancelled; its interval."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from tracediff.engine import blocked as bk
-from tracediff.engine.runstats import across_runs
+from tracediff.engine.statistics import blocked as bk
+from tracediff.engine.statistics.runstats import across_runs
 
 
 def relabellings(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -98,18 +98,25 @@ def test_events_are_built_on_first_read_only(comparisons: dict[str, Comparison])
 
 def _engine_imports(engine: Path = ENGINE) -> dict[str, list[tuple[str, list[str]]]]:
     """module -> [(imported tracediff module, names used from it)], function-level imports too;
-    a module imported whole (`from tracediff.engine import cycles as cy`) lists the attributes
-    read from it (`cy._ranges`)."""
+    a module imported whole (`from tracediff.engine.cycle import find as cy`) lists the attributes
+    read from it (`cy._ranges`). Every module of the engine, in its folders too."""
+    paths = sorted(engine.rglob("*.py"))
+    top = engine.parent.parent  # the folder that holds tracediff/
+
+    def name_of(path: Path) -> str:
+        return ".".join(path.relative_to(top).with_suffix("").parts)
+
+    modules = {name_of(p) for p in paths} | {name_of(p.parent) for p in paths}
     out: dict[str, list[tuple[str, list[str]]]] = {}
-    for path in sorted(engine.glob("*.py")):
+    for path in paths:
         tree = ast.parse(path.read_text())
         deps: list[tuple[str, list[str]]] = []
         alias: dict[str, str] = {}  # local name -> module
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tracediff"):
                 for a in node.names:
-                    if node.module == "tracediff.engine":
-                        alias[a.asname or a.name] = f"tracediff.engine.{a.name}"
+                    if f"{node.module}.{a.name}" in modules:
+                        alias[a.asname or a.name] = f"{node.module}.{a.name}"
                     else:
                         deps.append((node.module or "", [a.name]))
             elif isinstance(node, ast.Import):
@@ -121,7 +128,7 @@ def _engine_imports(engine: Path = ENGINE) -> dict[str, list[tuple[str, list[str
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.value.id in alias:
                     used[alias[node.value.id]].append(node.attr)
-        out[f"tracediff.engine.{path.stem}"] = deps + list(used.items())
+        out[name_of(path)] = deps + list(used.items())
     return out
 
 
@@ -165,3 +172,14 @@ def _circles(engine: Path = ENGINE) -> list[str]:
 
 def test_engine_modules_import_each_other_without_a_circle() -> None:
     assert _circles() == []
+
+
+def test_engine_root_holds_its_subsystems_in_folders() -> None:
+    """Issue 29: the engine's root keeps at most 16 modules (cycle/, statistics/ and pipeline/
+    hold the rest), and every module of a folder is seen by the checks above."""
+    root = [p for p in ENGINE.glob("*.py") if p.name != "__init__.py"]
+    assert len(root) <= 16, sorted(p.name for p in root)
+    folders = {p.parent.name for p in ENGINE.rglob("*.py") if p.parent != ENGINE}
+    assert {"cycle", "statistics", "pipeline"} <= folders
+    seen = _engine_imports()
+    assert "tracediff.engine.cycle.find" in seen and "tracediff.engine.pipeline.join" in seen

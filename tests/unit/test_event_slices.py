@@ -1,4 +1,4 @@
-"""`Comparison.events_slice` (engine/eventslices.py): the rows of `events` for one side, GPU and
+"""`Comparison.events_slice` (engine/pipeline/eventslices.py): the rows of `events` for one side, GPU and
 cycle range, without building `events`, the same rows and values as the whole table.
 
 Real comparisons: the bundled H200 pair (one run a side: a filter of the kept ops), the bundled

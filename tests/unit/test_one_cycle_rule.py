@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from tracediff.engine.compare import compare
+from tracediff.engine.cycle.period import display_name
 from tracediff.engine.ops import gpu_ops
-from tracediff.engine.period import display_name
 from tracediff.parse import load
 from tracediff.runs.runfile import Run
 
@@ -72,7 +72,7 @@ def test_both_sides_are_cut_alike_or_compared_whole(base: Path, head: Path) -> N
     c = _cmp(base, head)
     assert c.base.cycle_method == c.head.cycle_method
     if c.base.cycle_method == "whole-run":  # base's cut did not fit head, or its cycles there
-        # hold other ops (engine/correspond.py; runs of two tracers are refused: see
+        # hold other ops (engine/cycle/correspond.py; runs of two tracers are refused: see
         # tests/golden/test_cut_correspond.py): said so
         assert c.cycle_fallback
         assert any(

@@ -1,4 +1,4 @@
-"""The rank file as the unit (engine/rankunit.py), in this process: the same comparison as the
+"""The rank file as the unit (engine/pipeline/rankunit.py), in this process: the same comparison as the
 joined run's, whether base's first run finds its cycle range from its scans' counts or from a
 round of its own (`PROBE_KEYS` below every file's range names), on HTA's two-rank job and on a
 generated 2-node x 2-GPU job of per-rank Kineto traces with a straggler (each node its clock).
@@ -15,16 +15,16 @@ import pytest
 from tests.support.gen_kineto_nodes import write_kineto_nodes
 from tests.support.gen_nsys import Straggler, write_report
 from tracediff.commands.compare import load_sides
-from tracediff.engine import rankmerge, rankunit
 from tracediff.engine.compare import compare
-from tracediff.engine.rankrun import RankRun
+from tracediff.engine.pipeline import rankmerge, rankunit
+from tracediff.engine.pipeline.rankrun import RankRun
 from tracediff.report import render
 
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 
 
 class Here:
-    """Round 1 (the scans) in this process, as engine/cluster.py's `scan` on the workers."""
+    """Round 1 (the scans) in this process, as engine/pipeline/cluster.py's `scan` on the workers."""
 
     def scan(self, items: list[tuple[str, bool]], sides: list[str], say: object) -> list[object]:
         return rankunit.local_map(rankunit.scan, items, sides, "read")
@@ -80,7 +80,7 @@ def test_the_rank_unit_compares_as_the_joined_run(
 def test_the_driver_keeps_only_the_rows_a_critical_gpu_can_have(
     jobs: list[tuple[Path, Path, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """engine/rankmerge.py: a file's `long` rows of a device that cannot finish a cycle last are
+    """engine/pipeline/rankmerge.py: a file's `long` rows of a device that cannot finish a cycle last are
     dropped as the file comes back (here re-pruned on every arrival: REPRUNE 1), the run keeps
     one device's rows per cycle (the leaders followed as the files came back are the leaders of
     the run's cycles), and the comparison is still the joined run's."""

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tracediff.engine.runstats import ALPHA, across_runs, min_p, run_means
+from tracediff.engine.statistics.runstats import ALPHA, across_runs, min_p, run_means
 
 
 def brute_p(b: list[float], h: list[float]) -> float:

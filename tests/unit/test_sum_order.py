@@ -1,4 +1,4 @@
-"""The change split's and the phase roll-up's sums are the same every run (engine/split.py,
+"""The change split's and the phase roll-up's sums are the same every run (engine/statistics/split.py,
 report/compare_json.py): a float group-by without maintain_order sums each group in an order of
 its threads' making, and on a run of 128 rank files a side the last digit of
 gpu_work_delta_ms_per_cycle and of the phase roll-up differed between two runs of one compare.
@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.split import change_split
+from tracediff.engine.statistics.split import change_split
 from tracediff.report.compare_json import phase_rollup
 from tracediff.runs import schema
 

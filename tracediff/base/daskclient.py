@@ -1,7 +1,7 @@
 """Connecting to a Dask distributed cluster (`--scheduler ADDRESS`), for parse and engine alike.
 
 Stage: none of its own (scheduling set-up shared by parse/pool.py, which reads a run's files on
-the workers, and engine/cluster.py, which reduces them there; neither imports the other).
+the workers, and engine/pipeline/cluster.py, which reduces them there; neither imports the other).
 Input: the address (`tcp://host:8786` or `local:N`) and a per-worker memory limit; output: a
 connected `Client` (and the LocalCluster it owns), plus the helpers that carry a tracediff
 refusal back from a worker and name a file that failed twice.

@@ -10,12 +10,12 @@ Algorithm (after Chromium Pinpoint):
 
 1. Capture GOOD and BAD interleaved, N runs each (one `capture_runsets` call: A B B A ...).
    Compare them as run sets (engine `compare` on lists of runs: each run's mean is one sample,
-   exact permutation test, engine/runstats.py). What to follow: `--contributor REGEX` when given
+   exact permutation test, engine/statistics/runstats.py). What to follow: `--contributor REGEX` when given
    (the attribution rows whose name matches), else the cycle time when it has moved across
-   runs, else the contributors that have (GPU work as in engine/gate.py; host phases for
+   runs, else the contributors that have (GPU work as in engine/statistics/gate.py; host phases for
    NVTX-only runs). "Moved" is tracediff/bisect/ends.py's rule, which accounts for the looks (the
    ends are tested again each time runs are added: the cycle time's round-blocked test,
-   engine/blocked.py, controls its error over all looks exactly) and for the many rows tested
+   engine/statistics/blocked.py, controls its error over all looks exactly) and for the many rows tested
    (a row must be large against its run-to-run noise and carry >= 10 % of the rows' change).
    Not told apart: 2 more runs a side, up to --max-runs; nothing moved then: "nothing to
    bisect", or "not decided" with the --max-runs that would decide it (NothingToBisect; exit 5

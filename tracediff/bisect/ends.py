@@ -15,14 +15,14 @@ level split over looks or rows (Holm's alpha/m) is never reached. What keeps cha
 
 The rule. A quantity is followed when, at this look:
 
-1. it is significant (its across-run 95 % CI excludes 0, engine/runstats.py);
+1. it is significant (its across-run 95 % CI excludes 0, engine/statistics/runstats.py);
 2. it is large against its run-to-run noise: the 95 % CI's end nearest 0 is at least PRECISION
    (half) of the change, i.e. the change shrunk by half would still be significant. Under "no
    change" this passes 0.35 % of rows at 4 runs a side, 0.15-0.27 % at 6 and 8 (simulated on the
    engine's test: normal, uniform and log-normal run means, 4,000 draws each), where
    significance alone passes 2.9-5.3 %; a real change of 8 ms over uniform 0-6 ms per-process
    offsets passes it in 61 % of 4-run draws and 99.9 % of 6-run ones (the others add 2 runs).
-   The cycle time may instead be found changed by the round-blocked test (engine/blocked.py):
+   The cycle time may instead be found changed by the round-blocked test (engine/statistics/blocked.py):
    GOOD and BAD are captured interleaved (A B B A ...), so each pair of rounds is a block
    whose labels alone are exchanged, and load drift slower than a block cancels; its
    group-sequential form keeps the chance of a false "slower" over every look up to
@@ -59,7 +59,7 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.engine import blocked as bk
+from tracediff.engine.statistics import blocked as bk
 
 ALPHA_P = 0.01
 """The cycle time's p-value route (rule 2), split evenly over the looks."""
@@ -104,7 +104,7 @@ def cycle_time_moved(c: Any, level: float | None, paired: Paired | None = None) 
 
 @dataclass
 class Paired:
-    """The ends' cycle time tested with the capture round as the block (engine/blocked.py) over
+    """The ends' cycle time tested with the capture round as the block (engine/statistics/blocked.py) over
     every look so far, at ALPHA_P in all (exact: no split by the number of looks), one-sided:
     is BAD slower than GOOD."""
 

@@ -198,7 +198,7 @@ def moved(qs: list[Q], total: float) -> bool:
     """Any followed quantity significant (95 %) in the regression's direction: a look's rule.
 
     Not bisect/share.seen_again, on purpose. On the cycle time they agree (one quantity; the
-    engine calls it significant when its CI excludes 0, engine/verdict.py, and >= 1 µs). With
+    engine calls it significant when its CI excludes 0, engine/statistics/verdict.py, and >= 1 µs). With
     several followed rows they differ because their errors cost the opposite: a look that misses
     is final (the side is never captured again and its culprit is lost), so one row that moved
     is enough, where the rows' summed CI (wider than the sum's) would hide it beside rows that

@@ -119,7 +119,7 @@ def _ends(
             "significant": bool(c0.significant),
             "look": look + 1,
             "looks_planned": len(planned),
-            # the cycle time with the capture round as the block (engine/blocked.py)
+            # the cycle time with the capture round as the block (engine/statistics/blocked.py)
             "paired": None if paired is None else paired.json(),
             # significant rows the rule did not follow, with why (tracediff/bisect/ends.py)
             "not_followed": seen.left_out,

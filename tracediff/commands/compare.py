@@ -1,7 +1,7 @@
 """`tracediff compare BASE HEAD`: the TUI on a terminal, a report otherwise.
 
 Exit codes: 0 ok; 1 error; 2 usage; 3 `--fail-above PCT` tripped (a significant regression above
-PCT); 4 `--fail-above` cannot decide (the rule: tracediff/engine/gate.py, README "CI gate").
+PCT); 4 `--fail-above` cannot decide (the rule: tracediff/engine/statistics/gate.py, README "CI gate").
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def add_allow_missing(p: argparse.ArgumentParser) -> None:
 def add_scheduler(
     p: argparse.ArgumentParser, what: str = "reduce each run on a Dask distributed cluster"
 ) -> None:
-    """`--scheduler` / `--memory-limit` (tracediff/base/daskclient.py; compare: engine/cluster.py,
+    """`--scheduler` / `--memory-limit` (tracediff/base/daskclient.py; compare: engine/pipeline/cluster.py,
     parse: parse/pool.py)."""
     p.add_argument(
         "--scheduler",
@@ -212,8 +212,8 @@ def load_sides(
     run's (parse/ranks/gpus.py); the sides' labels where a side is a run set (its folder's name, told
     apart from the other's); the GPU match of head's first run; what was decided (`inputs`:
     parse/decided.py, each side's line and identities, and the warnings the decisions gave).
-    `cluster` (engine/cluster.py): a run of several rank files is not read here but scanned on
-    its workers (engine/rankunit.py), file by file, and reduced there later."""
+    `cluster` (engine/pipeline/cluster.py): a run of several rank files is not read here but scanned on
+    its workers (engine/pipeline/rankunit.py), file by file, and reduced there later."""
     from tracediff.parse import grouping, load
     from tracediff.parse import identity as idn
     from tracediff.parse.decided import Decided, decide, describe
@@ -289,12 +289,12 @@ def _ranked(
     say: Callable[[str], None],
     allow_missing_ranks: bool = False,
 ) -> dict[tuple[str, int], Any]:
-    """The runs of several rank files, scanned on the cluster's workers (engine/rankunit.py),
+    """The runs of several rank files, scanned on the cluster's workers (engine/pipeline/rankunit.py),
     by (side, run index); {} without a cluster. A side that is one folder whose files turn out
     to be separate runs (parse/grouping.py) becomes the run set of them (`decided` is updated)."""
     if cluster is None:
         return {}
-    from tracediff.engine import rankunit
+    from tracediff.engine.pipeline import rankunit
     from tracediff.parse import grouping
     from tracediff.parse.decided import Decided
     from tracediff.parse.sides import Side, rank_files
@@ -391,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
     executor = None
     check_memory_limit(args)
     if args.scheduler:  # before the work: a missing Dask or an unreachable scheduler
-        from tracediff.engine.cluster import open_executor
+        from tracediff.engine.pipeline.cluster import open_executor
 
         executor = open_executor(args.scheduler, args.memory_limit)
     try:
@@ -494,7 +494,7 @@ def _outputs_and_report(
         write_perfetto(result, args.perfetto, force=args.force, txn=txn)
     decision = None
     if args.fail_above is not None:
-        from tracediff.engine.gate import gate
+        from tracediff.engine.statistics.gate import gate
 
         decision = gate(result, args.fail_above)
     if args.html:

@@ -2,11 +2,11 @@
 
 Stage: engine front door. Input: two runs or run sets (open `Run`s or their paths); output: a
 `Comparison` (engine/result.py). Each run goes through the per-file stage on its own
-(engine/reduce.py: cut by base's first run's rule, engine/cycles.py; aligned to the side's
-template, engine/align.py; reduced to per cycle × device × contributor sums), on an executor
-(engine/executor.py: in this process, one run at a time, by default), and the driver joins the
-reduced tables (engine/join.py: critical GPU, statistics engine/stats.py, verdict
-engine/verdict.py, tables engine/tables.py). So a run set costs the memory of its largest run
+(engine/pipeline/reduce.py: cut by base's first run's rule, engine/cycle/find.py; aligned to the side's
+template, engine/cycle/align.py; reduced to per cycle × device × contributor sums), on an executor
+(engine/pipeline/executor.py: in this process, one run at a time, by default), and the driver joins the
+reduced tables (engine/pipeline/join.py: critical GPU, statistics engine/statistics/stats.py, verdict
+engine/statistics/verdict.py, tables engine/tables.py). So a run set costs the memory of its largest run
 plus the tables, not of all its runs. Runs without GPU operations go to engine/host.py.
 """
 
@@ -20,19 +20,20 @@ from typing import Any
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import align as al
-from tracediff.engine import attribute as at
-from tracediff.engine import correspond, cycles
-from tracediff.engine import eventslices as slices
-from tracediff.engine import executor as ex
 from tracediff.engine import tables as tb
+from tracediff.engine.cycle import align as al
+from tracediff.engine.cycle import correspond
+from tracediff.engine.cycle import find as cycles
+from tracediff.engine.cycle.ranges import NO_OWN_RANGES
+from tracediff.engine.cycle.segmentation import CycleRule
 from tracediff.engine.env import env_diffs
-from tracediff.engine.join import join
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.ranges import NO_OWN_RANGES
-from tracediff.engine.reduce import FileTask, Reduced
+from tracediff.engine.pipeline import eventslices as slices
+from tracediff.engine.pipeline import executor as ex
+from tracediff.engine.pipeline.join import join
+from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
-from tracediff.engine.segmentation import CycleRule
+from tracediff.engine.statistics import attribute as at
 from tracediff.runs.runfile import Run
 
 __all__ = ["compare", "env_diffs"]
@@ -54,8 +55,8 @@ def compare(
     cut by base's first run's rule, the runs' cycles are aligned together, and with >= 2 runs a
     side each run's mean is one sample of the statistics. `labels`: the sides' names for run
     sets (the user's folder names). A run is an open `Run` or the path of one; each is reduced
-    on its own (engine/reduce.py, on `executor`: in-process by default), one at a time, and
-    the driver joins the reduced tables (engine/join.py)."""
+    on its own (engine/pipeline/reduce.py, on `executor`: in-process by default), one at a time, and
+    the driver joins the reduced tables (engine/pipeline/join.py)."""
     say = progress or ex.quiet
     run_ex = executor or ex.InProcess()
     bases = [base] if isinstance(base, (Run, Path)) else list(base)
@@ -168,13 +169,13 @@ def _run_name(side: str, i: int, n: int) -> str:
 
 
 def _ranked(source: object) -> bool:
-    from tracediff.engine.rankrun import RankRun
+    from tracediff.engine.pipeline.rankrun import RankRun
 
     return isinstance(source, RankRun)
 
 
 def _open(source: Run | Path) -> Run:
-    from tracediff.engine.rankrun import RankRun
+    from tracediff.engine.pipeline.rankrun import RankRun
     from tracediff.parse import load
 
     if isinstance(source, RankRun):

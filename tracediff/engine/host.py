@@ -3,7 +3,7 @@
 Stage: engine. Input: two `Run`s without kernels/copies (a CPU workload, or a capture made with
 `-t nvtx` on a machine without a GPU); output: a `Comparison` whose cycles are the host ranges and
 whose contributors are the nested phases (kind "host"), with the verdict of the GPU path
-(engine/verdict.py).
+(engine/statistics/verdict.py).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.engine import runsets
-from tracediff.engine import verdict as vd
+from tracediff.engine.cycle.ranges import host_only
+from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 from tracediff.engine.env import env_diffs
 from tracediff.engine.host_stacks import host_sources
-from tracediff.engine.ranges import host_only
 from tracediff.engine.result import Comparison
-from tracediff.engine.segmentation import CycleRule, Segmentation
-from tracediff.engine.stats import ESTIMATE, share
+from tracediff.engine.statistics import verdict as vd
+from tracediff.engine.statistics.stats import ESTIMATE, share
 from tracediff.runs import schema
 from tracediff.runs.runfile import Run
 

@@ -61,7 +61,7 @@ class ReplayInputs:
 
     ops: pl.DataFrame = field(default_factory=pl.DataFrame)
     """The aligned, attributed GPU ops of both sides (column `side`): absolute start/end, launch
-    calls, cycle, slot, contributor, gap before each op and its cause (engine/attribute.py)."""
+    calls, cycle, slot, contributor, gap before each op and its cause (engine/statistics/attribute.py)."""
     head_api: pa.Table | None = None
     """Head's `api_calls` run table (host synchronisations)."""
     base_events: pa.Table | None = None
@@ -130,7 +130,7 @@ class Comparison:
         default=None, repr=False
     )
     """`events_slice(side, device_id, lo, hi)`: the rows of `events` of one side and GPU whose
-    cycle is in [lo, hi), built without building `events` (engine/eventslices.py: the TUI reads
+    cycle is in [lo, hi), built without building `events` (engine/pipeline/eventslices.py: the TUI reads
     the GPUs and cycles it shows). None: slice `events` itself."""
 
     across_gpus: pl.DataFrame = field(default_factory=_empty("across_gpus"))
@@ -174,7 +174,7 @@ class Comparison:
 
     cycle_fallback: str | None = None
     """Why the runs were compared whole instead of cycle by cycle (the cut found on base did
-    not fit head, or its cycles could not be checked to hold the same loop: engine/correspond.py);
+    not fit head, or its cycles could not be checked to hold the same loop: engine/cycle/correspond.py);
     None where the cut holds or the user asked for it."""
 
     device_map: list[dict[str, Any]] = field(default_factory=list)
@@ -194,7 +194,7 @@ class Comparison:
     noise_unit: str = "cycle"
     """What the CIs and decisions are over: "cycle" (one run a side: cycles of one process, blind
     to run-to-run variation) or "run" (run sets with >= 2 runs a side: each run's mean is one
-    sample, engine/runstats.py)."""
+    sample, engine/statistics/runstats.py)."""
     p_value: float | None = None
     """Run sets: the across-run permutation test's p-value for the cycle time; else None."""
     cycle_runs: dict[str, tuple[int, ...]] = field(default_factory=dict)

@@ -1,14 +1,14 @@
 """Run sets in the compare pipeline: several runs per side, one cycle rule, the run as the unit.
 
 Stage: engine (segmentation → statistics). Input: each side's runs, each cut by the one rule
-base's first run was cut by (engine/cycles.py); output: one `Segmentation` per side whose cycles
+base's first run was cut by (engine/cycle/find.py); output: one `Segmentation` per side whose cycles
 are numbered across its runs, and the `RunIndex` that says which run each cycle came from, so
-the statistics (engine/stats.py, engine/verdict.py) can take each run's mean as one sample
-(engine/runstats.py says why and how).
+the statistics (engine/statistics/stats.py, engine/statistics/verdict.py) can take each run's mean as one sample
+(engine/statistics/runstats.py says why and how).
 
 Every run of both sides is cut by the same rule; a run that cannot be cut by it is refused by
 name, never cut another way. Within a side the runs' cycles are aligned to one template like any
-other cycles (engine/align.py), so an op that appears in only some runs is found as such: its
+other cycles (engine/cycle/align.py), so an op that appears in only some runs is found as such: its
 `base_runs` / `head_runs` count says in how many.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.engine.segmentation import CycleRule, Segmentation
+from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def merge(segs: list[Segmentation]) -> tuple[Segmentation, np.ndarray]:
 def merge_reduced(
     parts: list[tuple[pl.DataFrame, pl.DataFrame, list[str], int]], rule: CycleRule
 ) -> tuple[Segmentation, np.ndarray, list[int]]:
-    """`merge` of runs already reduced (engine/reduce.py): each run's (ranges, phases,
+    """`merge` of runs already reduced (engine/pipeline/reduce.py): each run's (ranges, phases,
     segmentation warnings, cycle count). Returns the side's segmentation without ops, the run
     of each cycle id and each run's first cycle id."""
     if len(parts) == 1:

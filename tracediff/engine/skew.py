@@ -1,6 +1,6 @@
 """Whether the collective wait/transfer split can be trusted on runs joined across hosts.
 
-Stage: engine (engine/join.py, after the collective waits). Input: the aligned ops with `wait_ns` and the
+Stage: engine (engine/pipeline/join.py, after the collective waits). Input: the aligned ops with `wait_ns` and the
 runs' `metadata["clock_offsets"]` (parse/ranks/clocks.py); output: the ops (the split undone where it
 cannot be trusted), the warnings saying why, and the clock records for the report.
 

@@ -70,7 +70,7 @@ def locations_of(f: pl.DataFrame) -> pl.DataFrame:
 def stack_sums(ops: pl.DataFrame) -> pl.DataFrame | None:
     """GPU time per (kind, contributor name, phase, device_id, stack_id) of one file's aligned
     ops (None when the ops carry no launch stacks): what `sources` and `launch_stacks` need of
-    the ops, summable across files (engine/reduce.py)."""
+    the ops, summable across files (engine/pipeline/reduce.py)."""
     if "stack_id" not in ops.columns:
         return None
     # grouped first, then made text: text made per op and grouped would keep its whole buffer

@@ -1,7 +1,7 @@
 """The comparison's tables built from the aligned, attributed ops: attribution, cycles, events,
 totals, collectives.
 
-Stage: engine output. Input: the aligned, attributed ops of both sides (engine/attribute.py);
+Stage: engine output. Input: the aligned, attributed ops of both sides (engine/statistics/attribute.py);
 output: the `Comparison` frames of those names, each conformed to tracediff/runs/schema.py's
 DIFF_TABLES as it is built.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracediff.engine import align as al
-from tracediff.engine import attribute as at
-from tracediff.engine import stats as st
+from tracediff.engine.cycle import align as al
 from tracediff.engine.runsets import RunIndex
+from tracediff.engine.statistics import attribute as at
+from tracediff.engine.statistics import stats as st
 from tracediff.runs.schema import conform_diff, frame_schema
 
 KEYS = ["kind", "name", "phase", "device_id"]

@@ -9,8 +9,8 @@ first run has no GPU operations (an NVTX-only capture) is cut at its host ranges
 (engine/ranges.host_only).
 
 Each run's mean cycle time is the number compare's run-set statistics take as that run's sample
-(engine/verdict.py): the mean over its cycles of the cycle's span on its critical device (the
-device that finishes last; ties: the longer span, then the lower device id: engine/attribute.py's
+(engine/statistics/verdict.py): the mean over its cycles of the cycle's span on its critical device (the
+device that finishes last; ties: the longer span, then the lower device id: engine/statistics/attribute.py's
 rule), or, host-only, of the cycle range's wall time (the longest process's).
 
 JSON schema (stable, for scripts):
@@ -37,7 +37,7 @@ def _cycles(seg: Any) -> int:
 
 def mean_cycle_ms(seg: Any) -> float | None:
     """A run's mean cycle time as compare's run-set statistics take it (see the docstring)."""
-    from tracediff.engine.verdict import host_walls
+    from tracediff.engine.statistics.verdict import host_walls
 
     if seg.ops.height == 0:
         walls = host_walls(seg)
@@ -63,10 +63,10 @@ def summarize_set(
 ) -> dict[str, Any]:
     """Per run of `side`: cycles (cut by the first run's rule), kernels, kernel time, span;
     the runs checked to be one workload's (parse/grouping.py) and what was decided."""
-    from tracediff.engine import cycles
+    from tracediff.engine.cycle import find as cycles
+    from tracediff.engine.cycle.ranges import host_only
+    from tracediff.engine.cycle.segmentation import CycleRule
     from tracediff.engine.ops import gpu_ops_counted
-    from tracediff.engine.ranges import host_only
-    from tracediff.engine.segmentation import CycleRule
     from tracediff.parse import identity as idn
     from tracediff.parse import load
     from tracediff.parse.decided import describe_metadata

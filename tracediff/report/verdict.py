@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracediff.engine.result import Comparison, SideSummary
-from tracediff.engine.split import ChangeSplit, change_split
+from tracediff.engine.statistics.split import ChangeSplit, change_split
 from tracediff.report.numbers import DECIMALS, settled
 from tracediff.report.replacements import replacement_lines
 from tracediff.report.text import op_label, plural
@@ -46,7 +46,7 @@ RUNS_UNDECIDED = "undecided: too few runs to reach 5 % across runs (capture >= 4
 def verdict_words(c: Comparison) -> VerdictWords:
     lo, hi = c.delta_ci95
     few_runs = c.noise_unit == "run" and (math.isinf(lo) or math.isinf(hi))
-    fallback = bool(c.cycle_fallback)  # engine/correspond.py: the cut could not be trusted
+    fallback = bool(c.cycle_fallback)  # engine/cycle/correspond.py: the cut could not be trusted
     undecided = math.isnan(lo) or math.isnan(hi) or few_runs or fallback
     state: State = "undecided" if undecided else "significant" if c.significant else "noise"
     words = WHOLE_FALLBACK if fallback else RUNS_UNDECIDED if few_runs else SIGNIFICANCE[state]

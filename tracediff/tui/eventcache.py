@@ -1,7 +1,7 @@
 """The TUI's events, fetched per GPU and block of cycles when first shown, then kept.
 
 Stage: presentation (data access). Input: a `Comparison`; output: the rows of its `events` for a
-(side, GPU, cycle range), from `Comparison.events_slice` (engine/eventslices.py: a filter of
+(side, GPU, cycle range), from `Comparison.events_slice` (engine/pipeline/eventslices.py: a filter of
 one run's kept ops, or the run set's files read again for that GPU and those cycles, in this
 process or on the Dask workers) or, for a comparison without one, from `events` itself. A fetch
 asks for whole blocks of `BLOCK` cycles, so stepping through cycles fetches once a block; every

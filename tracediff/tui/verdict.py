@@ -3,7 +3,7 @@
 Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text, in the text
 report's order and words (tracediff.report.verdict): where the runs were compared whole because
 the cut could not be trusted, that reason first; then "GPU work: …" and "host-bound idle: …"
-(which of the two moved, engine/split.py), the change with its CI, base → head. A run-set
+(which of the two moved, engine/statistics/split.py), the change with its CI, base → head. A run-set
 comparison (a side with several runs) gets one more line: the runs per side and each run's mean
 cycle time as a sparkline, both sides on one scale, so the spread between runs is seen beside
 the change it is judged against.
@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.split import change_split
+from tracediff.engine.statistics.split import change_split
 from tracediff.report.compare_text import decided_lines
 from tracediff.report.numbers import settled
 from tracediff.report.text import safe

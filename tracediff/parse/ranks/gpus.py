@@ -294,7 +294,7 @@ def align_sides(
 
 
 def _aligned(run: Any, m: DeviceMatch) -> Any:
-    """`relabel`; a run of rank files not read here (engine/rankrun.py) relabels its own."""
+    """`relabel`; a run of rank files not read here (engine/pipeline/rankrun.py) relabels its own."""
     out = relabel(run, m) if isinstance(run, Run) else run.relabelled(m)
     if m.warning:
         out.warnings.append(m.warning)

@@ -54,7 +54,7 @@ PID_STRIDE = 10_000_000
 @dataclass
 class FileFacts:
     """What the join decides from, of one file: small, so a worker that read the file can send
-    it (engine/rankunit.py) and the driver decide without the file's tables."""
+    it (engine/pipeline/rankunit.py) and the driver decide without the file's tables."""
 
     path: str
     metadata: dict[str, Any]

@@ -91,7 +91,7 @@ def env_section(c: Comparison) -> str:
 
 
 def gate_banner(g: Any) -> str:
-    """`--fail-above`'s decision (engine/gate.py `Gate`), or ''."""
+    """`--fail-above`'s decision (engine/statistics/gate.py `Gate`), or ''."""
     if g is None:
         return ""
     return (

@@ -9,7 +9,7 @@ template (the common case: same code, same shapes) are mapped without any alignm
 distinct other sequence is aligned once (an exact longest common subsequence on name codes) and the result reused for every
 cycle that has it. Inside a replaced block ops are paired in order when their kind agrees (a
 renamed or re-tuned kernel in the same place), with the launch configuration breaking ties.
-The sequences, their hashes and the template choice are engine/sequences.py's; this module pairs
+The sequences, their hashes and the template choice are engine/cycle/sequences.py's; this module pairs
 ops with template slots and names what moved (renames, slot changes).
 """
 
@@ -21,16 +21,16 @@ import numpy as np
 import polars as pl
 
 # the sequences and templates alignment reads; the per-file stage and the driver use them as al.*
-from tracediff.engine.sequences import SIDES as SIDES
-from tracediff.engine.sequences import DeviceTemplate as DeviceTemplate
-from tracediff.engine.sequences import Sequences as Sequences
-from tracediff.engine.sequences import choose_templates as choose_templates
-from tracediff.engine.sequences import group_key as group_key
-from tracediff.engine.sequences import groups as groups
-from tracediff.engine.sequences import in_cycle_order as in_cycle_order
-from tracediff.engine.sequences import lex_sorted as lex_sorted
-from tracediff.engine.sequences import own_templates as own_templates
-from tracediff.engine.sequences import sequences as sequences
+from tracediff.engine.cycle.sequences import SIDES as SIDES
+from tracediff.engine.cycle.sequences import DeviceTemplate as DeviceTemplate
+from tracediff.engine.cycle.sequences import Sequences as Sequences
+from tracediff.engine.cycle.sequences import choose_templates as choose_templates
+from tracediff.engine.cycle.sequences import group_key as group_key
+from tracediff.engine.cycle.sequences import groups as groups
+from tracediff.engine.cycle.sequences import in_cycle_order as in_cycle_order
+from tracediff.engine.cycle.sequences import lex_sorted as lex_sorted
+from tracediff.engine.cycle.sequences import own_templates as own_templates
+from tracediff.engine.cycle.sequences import sequences as sequences
 
 STATUS = pl.Enum(["matched", "added"])
 

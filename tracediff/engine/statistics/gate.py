@@ -6,13 +6,13 @@ it into exit 3 / 0 / 4 with the reason on stderr).
 The rule (README "CI gate"):
 
 - GPU work, always: the summed change of the GPU-work contributors (kernels, copies, memsets,
-  collectives, dependency waits; engine/split.py) that are significant on their own, as a
+  collectives, dependency waits; engine/statistics/split.py) that are significant on their own, as a
   percentage of base's mean cycle time. Fail above PCT. Host-bound idle (the GPU waiting for a
   launch) is left out: it follows CPU launch speed, which swings between processes, and one run
   a side cannot tell that from a change (the Kineto k pair: +25.6 % cycle time, all of it launch
   timing; its only code change is a 17 us copy).
 - Run sets, >= 2 runs a side (`noise_unit` "run"), also the whole cycle: fail when the mean
-  cycle time's change is significant across runs (engine/runstats.py) and above PCT. Runs
+  cycle time's change is significant across runs (engine/statistics/runstats.py) and above PCT. Runs
   measure what a process does to launch timing, so there the whole cycle is fair to gate on.
 - Cannot decide (exit 4, never a silent pass): runs compared whole because their cut could not
   be trusted (`cycle_fallback`: even run sets' totals are of runs not checked to do the same
@@ -31,7 +31,7 @@ from typing import Literal
 import polars as pl
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.split import part_of
+from tracediff.engine.statistics.split import part_of
 
 Decision = Literal["fail", "pass", "undecided"]
 

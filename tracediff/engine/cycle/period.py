@@ -1,7 +1,7 @@
 """Cycles from the repeating op sequence of each GPU, for runs without cycle markers.
 
 Stage: engine (segmentation). Input: a run's GPU ops (engine/ops.py); output: a `Segmentation`
-(engine/segmentation.py) without host ranges. The period is the shortest P with
+(engine/cycle/segmentation.py) without host ranges. The period is the shortest P with
 name[i] == name[i + P] for nearly all i of a device's op sequence; cycles start at an anchor op
 of the repeating body that occurs once per period, the one the GPU idles longest before. Base's
 cut (period and anchor per GPU) is the rule head is cut by, and a head whose ops that rule does
@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine.segmentation import (
+from tracediff.engine.cycle.segmentation import (
     CycleRule,
     DeviceCut,
     Segmentation,

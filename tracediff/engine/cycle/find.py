@@ -1,12 +1,12 @@
 """Cycle segmentation: which GPU operations belong to which repetition of the workload's loop.
 
 Stage: engine (segmentation), front door. `find` cuts base and returns the `CycleRule` it cut
-by (engine/segmentation.py); `cut` cuts head by that same rule, so both sides' cycles are the
+by (engine/cycle/segmentation.py); `cut` cuts head by that same rule, so both sides' cycles are the
 same kind of thing. Three kinds of cut:
 
 - host ranges (NVTX ranges, Kineto annotations) named by `--cycle` or found automatically:
-  engine/ranges.py;
-- the kernel period, when the run has no markers: engine/period.py;
+  engine/cycle/ranges.py;
+- the kernel period, when the run has no markers: engine/cycle/period.py;
 - the whole run as one cycle (`--cycle whole`, or neither of the above fits).
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine.period import by_kernel_period
-from tracediff.engine.ranges import by_ranges, markerless_note, read_ranges
-from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
+from tracediff.engine.cycle.period import by_kernel_period
+from tracediff.engine.cycle.ranges import by_ranges, markerless_note, read_ranges
+from tracediff.engine.cycle.segmentation import CycleRule, Segmentation, no_phases, no_ranges
 from tracediff.runs.runfile import Run
 
 WHOLE = ("whole", "all")

@@ -8,7 +8,7 @@ rounds and B A in even ones); output: the change mean(B) - mean(A), an exact one
 p-value, a confidence interval by inverting the test, and a group-sequential decision across
 several looks (more rounds added between them) with exact error control.
 
-Why blocks. engine/runstats.py tests the run means of A against those of B as exchangeable:
+Why blocks. engine/statistics/runstats.py tests the run means of A against those of B as exchangeable:
 valid, but on a shared machine the load drifts over minutes, and that drift is in the spread of
 each side's run means, so a real change is hidden behind it (issue 31: head slower than base in
 11 of 12 interleaved rounds, yet p = 0.009 unpaired). Runs captured next to each other share the

@@ -1,10 +1,10 @@
 """The per-file work on a Dask distributed cluster (`--scheduler ADDRESS`), or a local pool.
 
-Stage: engine (scheduling; engine/executor.py's `Executor` on other processes). Input:
-`FileTask`s; a run read from a run file goes as its path (engine/reduce.py `portable`: the
+Stage: engine (scheduling; engine/pipeline/executor.py's `Executor` on other processes). Input:
+`FileTask`s; a run read from a run file goes as its path (engine/pipeline/reduce.py `portable`: the
 workers read the files themselves, so they must see the same filesystem), a run of several rank
-files (engine/rankrun.py) file by file (engine/rankunit.py's rounds: `scan`, then each file
-reduced; each file's parse kept by the worker that scanned it, engine/rankcache.py); output:
+files (engine/pipeline/rankrun.py) file by file (engine/pipeline/rankunit.py's rounds: `scan`, then each file
+reduced; each file's parse kept by the worker that scanned it, engine/pipeline/rankcache.py); output:
 their `Reduced` tables, the only thing that travels back.
 
 The connection (tracediff/base/daskclient.py, shared with `parse --scheduler`): `tcp://host:8786`
@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from tracediff.base.daskclient import ClusterError, Connection, each_done
-from tracediff.engine import rankcache, rankunit
-from tracediff.engine.executor import progress_line, quiet
-from tracediff.engine.rankrun import RankRun
-from tracediff.engine.reduce import FileTask, Reduced, portable, reduce_file
+from tracediff.engine.pipeline import rankcache, rankunit
+from tracediff.engine.pipeline.executor import progress_line, quiet
+from tracediff.engine.pipeline.rankrun import RankRun
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, portable, reduce_file
 
 __all__ = ["ClusterError", "Dask", "open_executor"]
 
@@ -45,7 +45,9 @@ class Dask:
         self.address = address
         self._conn = Connection(address, memory_limit)
         self.client = self._conn.client
-        self.token = uuid.uuid4().hex[:12]  # this compare's kept parses (engine/rankcache.py)
+        self.token = uuid.uuid4().hex[
+            :12
+        ]  # this compare's kept parses (engine/pipeline/rankcache.py)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a worker gone: Dask removes its scratch folder
@@ -63,8 +65,8 @@ class Dask:
 
     def map(self, tasks: Sequence[FileTask], say: Callable[[str], None]) -> Iterator[Reduced]:
         """Every task submitted at once; results in task order once all are back (they are
-        the small tables). A run of rank files (engine/rankrun.py) is spread file by file
-        (engine/rankunit.py)."""
+        the small tables). A run of rank files (engine/pipeline/rankrun.py) is spread file by file
+        (engine/pipeline/rankunit.py)."""
         if not tasks:
             return iter(())
         ranked = [i for i, t in enumerate(tasks) if isinstance(t.source, RankRun)]
@@ -83,7 +85,7 @@ class Dask:
         return iter([r for r in out if r is not None])
 
     def round(self, say: Callable[[str], None]) -> rankunit.Map:
-        """A round of per-file work (engine/rankunit.py) on the cluster."""
+        """A round of per-file work (engine/pipeline/rankunit.py) on the cluster."""
 
         def run(
             fn: Callable[[Any], Any],
@@ -113,7 +115,7 @@ class Dask:
         back (`files reduced: base 3/8, head 1/8`); an item failing twice named by `names`;
         `each(i, result)` kept in place of a result, as it comes back (rankunit.Map);
         `workers`: the worker each item would best run on (its file's parse is kept there).
-        The workers keep their parses under this executor's token (engine/rankcache.py)."""
+        The workers keep their parses under this executor's token (engine/pipeline/rankcache.py)."""
         keys = [_key(verb, sides[i], names[i]) for i in range(len(items))]
         total = {s: sum(x == s for x in sides) for s in ("base", "head")}
         done = dict.fromkeys(total, 0)
@@ -128,7 +130,7 @@ class Dask:
     def scan(
         self, items: Sequence[tuple[str, bool]], sides: Sequence[str], say: Callable[[str], None]
     ) -> list[Any]:
-        """Round 1 of engine/rankunit.py: every rank file's scan ((path, probe) items)."""
+        """Round 1 of engine/pipeline/rankunit.py: every rank file's scan ((path, probe) items)."""
         names = [f"{f}: its rank file" for f, _ in items]
         return self.gather(rankunit.scan, items, names, sides, say, "read")
 

@@ -1,6 +1,6 @@
 """Whether both sides' cycles can be checked to be the same loop, before anything is compared.
 
-Stage: engine (segmentation check), between cutting (engine/cycles.py) and aligning. Input: the
+Stage: engine (segmentation check), between cutting (engine/cycle/find.py) and aligning. Input: the
 runs and their segmentations; output: nothing (the cut holds), a reason the caller prints when
 it compares the whole runs instead (`cut_fallback`), or a refusal (`check_tracers`).
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine.segmentation import CycleRule
+from tracediff.engine.cycle.segmentation import CycleRule
 from tracediff.runs.runfile import Run
 
 MIN_SHARED = 0.75
@@ -70,7 +70,7 @@ def check_tracers(bases: Sequence[Run], heads: Sequence[Run], cycle: str | None)
 
 def per_cycle(ops: pl.DataFrame) -> pl.DataFrame:
     """device_id, name, per (mean count per cycle) of a segmentation's ops: what the check
-    reads of a run (small: one row per GPU and op name; engine/reduce.py keeps it)."""
+    reads of a run (small: one row per GPU and op name; engine/pipeline/reduce.py keeps it)."""
     return (
         ops.group_by("device_id", "name")
         .agg(pl.len().alias("n"))

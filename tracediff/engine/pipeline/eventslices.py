@@ -7,7 +7,7 @@ whole table has, without building it.
 
 Where they come from: one run a side keeps its aligned ops in memory (what-if replays them), so
 a slice is a filter of them. A run set keeps only each file's reduced tables; a slice sends the
-files that hold the device and cycles through the per-file stage again (engine/reduce.py
+files that hold the device and cycles through the per-file stage again (engine/pipeline/reduce.py
 `FileTask.only`: cut as before, but only that device's cycles aligned), on the executor the
 comparison ran on: in this process, or on the Dask workers (`--scheduler`), which read the run
 files themselves. A collective's wait for the last rank needs the other ranks' starts: they come
@@ -21,10 +21,10 @@ from functools import cached_property
 
 import polars as pl
 
-from tracediff.engine import align as al
 from tracediff.engine import tables as tb
-from tracediff.engine.executor import Executor
-from tracediff.engine.reduce import FileTask, Reduced
+from tracediff.engine.cycle import align as al
+from tracediff.engine.pipeline.executor import Executor
+from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.runs import schema
 
 SliceFn = Callable[[str, int, int, int], pl.DataFrame]

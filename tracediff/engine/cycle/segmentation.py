@@ -1,7 +1,7 @@
 """The types of cycle segmentation: the rule that cuts a run into cycles, and a run cut by it.
 
-Stage: engine (segmentation). `engine/cycles.py` finds a `CycleRule` on base and cuts head by the
-same rule (`engine/ranges.py`: host ranges; `engine/period.py`: the repeating kernel sequence);
+Stage: engine (segmentation). `engine/cycle/find.py` finds a `CycleRule` on base and cuts head by the
+same rule (`engine/cycle/ranges.py`: host ranges; `engine/cycle/period.py`: the repeating kernel sequence);
 `Segmentation` is one side so cut. The rule travels from base to head as this value, never as
 its display label (`CycleRule.label`, shown as `SideSummary.cycle_method`).
 """

@@ -1,13 +1,13 @@
 """The per-file stage: one run's file read, cut into cycles, aligned and reduced to small tables.
 
-Stage: engine (per file; engine/join.py joins the files). Input: a `FileTask` (the file, or the
+Stage: engine (per file; engine/pipeline/join.py joins the files). Input: a `FileTask` (the file, or the
 run already open in-process; its side; the cycle rule, or none for base's first run, which
 finds it; the templates the driver broadcast); output: `Reduced`, whose tables grow with
 cycles × devices × contributors, not with ops: per cycle and device its GPU span, per cycle ×
 device × contributor its time and op count (gaps by cause too), each collective instance's start
 and duration (the driver matches the k-th collective of a cycle across devices), totals per
 kernel name, the launch-stack sums of `sources`, the host ranges and phases. Only these travel
-from a worker (engine/executor.py); the file's ops are dropped before the task returns, unless
+from a worker (engine/pipeline/executor.py); the file's ops are dropped before the task returns, unless
 `keep_ops` asks for them (one run a side: the replay and the TUI read them).
 
 Nothing here needs another file: a run's several rank files fit the same stage, each reducing
@@ -24,13 +24,15 @@ from typing import Any
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import align as al
-from tracediff.engine import attribute as at
-from tracediff.engine import correspond, cycles, sources
+from tracediff.engine import sources
 from tracediff.engine import tables as tb
+from tracediff.engine.cycle import align as al
+from tracediff.engine.cycle import correspond
+from tracediff.engine.cycle import find as cycles
+from tracediff.engine.cycle.period import RuleMismatch
+from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.period import RuleMismatch
-from tracediff.engine.segmentation import CycleRule, Segmentation
+from tracediff.engine.statistics import attribute as at
 from tracediff.runs.runfile import Run
 
 TOP_SEQUENCES = 3
@@ -88,7 +90,7 @@ class FileTask:
 
     side: str  # "base" | "head"
     index: int  # the run's position in its side (its cycles follow the earlier runs')
-    source: Any  # Run | Path | RunRef | engine/rankrun.py's RankRun
+    source: Any  # Run | Path | RunRef | engine/pipeline/rankrun.py's RankRun
     rule: CycleRule | None  # None: find it (base's first run; `cycle` is --cycle)
     cycle: str | None = None
     templates: dict[int, al.DeviceTemplate] = field(default_factory=dict)
@@ -143,7 +145,7 @@ class Reduced:
     slot_changes: pl.DataFrame = field(default_factory=pl.DataFrame)  # head: align.slot_changes
     range_counts: tuple[int, int, int] = (0, 0, 0)
     """A rank file cut at host ranges: its ops, those the ranges launched, those other threads
-    launched (engine/rankunit.py sums them over the run's files for the cut's warnings)."""
+    launched (engine/pipeline/rankunit.py sums them over the run's files for the cut's warnings)."""
 
 
 def _top(frame: pl.DataFrame) -> int:
@@ -179,8 +181,8 @@ def refusal(task: FileTask, e: AnalysisError) -> AnalysisError:
 
 def reduce_file(task: FileTask) -> Reduced:
     """The per-file stage (module doc). Raises AnalysisError / InputError naming the file. (A
-    run of several rank files not read by the driver, engine/rankrun.py, is reduced file by
-    file by engine/rankunit.py instead: the executors send it there.)"""
+    run of several rank files not read by the driver, engine/pipeline/rankrun.py, is reduced file by
+    file by engine/pipeline/rankunit.py instead: the executors send it there.)"""
     run = open_source(task.source)
     ops, dropped = gpu_ops_counted(run)
     run.release()  # the run file's pages of the kernel table: read, no longer needed
@@ -211,7 +213,7 @@ def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Red
     out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
     out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1
     out.ranges, out.phases = seg.ranges, seg.phases
-    if seg.rule.kind in ("kernel-period", "range"):  # what engine/correspond.py checks
+    if seg.rule.kind in ("kernel-period", "range"):  # what engine/cycle/correspond.py checks
         out.per_cycle = correspond.per_cycle(seg.ops)  # (or, for ranges, warns) with
     tagged = seg.ops.with_columns(pl.lit(task.side, al.SIDES).alias("side"))
     seg.ops = seg.ops.clear()

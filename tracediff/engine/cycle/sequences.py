@@ -1,7 +1,7 @@
 """Cycle sequences and templates: each device's cycles as hashed op sequences, and the template
 every cycle of a device is aligned to.
 
-Stage: engine (before alignment, engine/align.py). Input: cycle-tagged ops (column `side`) of one
+Stage: engine (before alignment, engine/cycle/align.py). Input: cycle-tagged ops (column `side`) of one
 file; output: `Sequences` (the ops in (side, device, cycle) order, grouped, each group's 64-bit
 sequence hash, the same in every process) and `DeviceTemplate`s (one cycle's op names and kinds).
 Per file: `Sequences.stats` (how often each distinct sequence occurs per device); across files,

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.engine import runstats as rs
-from tracediff.engine import stats as st
-from tracediff.engine.attribute import bootstrap_delta
+from tracediff.engine.cycle.segmentation import Segmentation
 from tracediff.engine.result import SideSummary
 from tracediff.engine.runsets import RunIndex
-from tracediff.engine.segmentation import Segmentation
+from tracediff.engine.statistics import runstats as rs
+from tracediff.engine.statistics import stats as st
+from tracediff.engine.statistics.attribute import bootstrap_delta
 from tracediff.runs.runfile import Run
 
 FEW_CYCLES = "fewer than 2 cycles on a side: no confidence intervals, nothing is called significant"
@@ -33,7 +33,7 @@ class Verdict:
     significant: bool  # the CI excludes 0 and the change is at least stats.MIN_EFFECT_MS
     noise_floor_ms: float  # pooled within-run std of the per-cycle time (0 with < 2 cycles);
     # run sets: the between-run std of base's run means
-    noise_unit: str = "cycle"  # "run": CI and decision over runs (engine/runstats.py)
+    noise_unit: str = "cycle"  # "run": CI and decision over runs (engine/statistics/runstats.py)
     p_value: float | None = None  # run sets: the across-run test's p-value
     run_means_ms: tuple[list[float], list[float]] = ([], [])  # each base / head run's mean
     # cycle time (given `runs`); the side summaries show them
@@ -60,7 +60,7 @@ def verdict(
 ) -> Verdict:
     """The verdict on per-cycle times `b` (base) and `h` (head), in ms. With run sets (`runs`
     across runs, and the cycle ids of `b` and `h`), each run's mean cycle time is one sample:
-    the change is of the mean over runs, its CI and decision engine/runstats.py's."""
+    the change is of the mean over runs, its CI and decision engine/statistics/runstats.py's."""
     means: tuple[list[float], list[float]] = ([], [])
     if runs is not None and cycles is not None and max(runs.runs_base, runs.runs_head) > 1:
         means = (

@@ -1,4 +1,4 @@
-"""The driver's join: each side's reduced files (engine/reduce.py) into one `Comparison`.
+"""The driver's join: each side's reduced files (engine/pipeline/reduce.py) into one `Comparison`.
 
 Stage: engine (after the per-file stage). Input: both sides' `Reduced`, in run order; output:
 the `Comparison` (engine/result.py), the same one the ops of every run in one frame gave. What
@@ -17,16 +17,17 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import align as al
-from tracediff.engine import attribute, runsets, sources
+from tracediff.engine import runsets, sources
 from tracediff.engine import skew as sk
-from tracediff.engine import stats as st
 from tracediff.engine import tables as tb
-from tracediff.engine import verdict as vd
+from tracediff.engine.cycle import align as al
+from tracediff.engine.cycle.segmentation import Segmentation
 from tracediff.engine.env import env_diffs
-from tracediff.engine.reduce import Reduced
+from tracediff.engine.pipeline.reduce import Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
-from tracediff.engine.segmentation import Segmentation
+from tracediff.engine.statistics import attribute
+from tracediff.engine.statistics import stats as st
+from tracediff.engine.statistics import verdict as vd
 from tracediff.runs import schema
 from tracediff.runs.runfile import Run
 
@@ -94,7 +95,7 @@ def _stack(side: Side, name: str, label: str) -> pl.DataFrame:
 
 def cycles_of(b: Side, h: Side) -> pl.DataFrame:
     """Every device's span per cycle of both sides, with `critical`: the device that finished
-    last (ties: the longer span, then the lower device), as engine/attribute.py's
+    last (ties: the longer span, then the lower device), as engine/statistics/attribute.py's
     per_device_cycles says of one frame."""
     cyc = pl.concat([_stack(b, "cyc", "base"), _stack(h, "cyc", "head")], how="vertical_relaxed")
     cyc = cyc.select(
@@ -149,7 +150,7 @@ def collective_waits(coll: pl.DataFrame, ndev: int) -> pl.DataFrame:
 
 def contributions(long: pl.DataFrame, coll: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
     """Long table (side, cycle, kind, name, phase, device_id, value_ns, count) on critical
-    devices: engine/attribute.py's contributions from the files' sums."""
+    devices: engine/statistics/attribute.py's contributions from the files' sums."""
     crit = cyc.filter(pl.col("critical")).select("side", "cycle", "device_id")
     key = ["side", "cycle", "kind", "name", "phase", "device_id"]
     on = ["side", "cycle", "device_id"]

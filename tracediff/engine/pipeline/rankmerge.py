@@ -1,12 +1,12 @@
 """The driver's side of a run of rank files: each file's reduced tables kept small as they come
 back, then put together into the run's `Reduced`.
 
-Stage: engine (after engine/rankunit.py's `reduce` round, before engine/join.py's driver join).
+Stage: engine (after engine/pipeline/rankunit.py's `reduce` round, before engine/pipeline/join.py's driver join).
 Input: what the driver decided for the run's cut (`Ctx`) and each file's `Reduced` as a worker
 sent it; output: the run's `Reduced`, the same tables the joined run's reduction gives.
 
 What the driver keeps of a file: the join reads a file's `long` rows (per cycle, device and
-contributor) only where that device finished the cycle last in its run (engine/join.py
+contributor) only where that device finished the cycle last in its run (engine/pipeline/join.py
 `contributions`: the critical GPU, `cycles_of`'s rule: the later end, then the longer span,
 then the lower device). A run's cycles are its own (engine/runsets.py numbers each run's
 after the one before), so the critical device of a cycle is decided among the run's files
@@ -25,12 +25,12 @@ from typing import Any
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import ranges as rg
 from tracediff.engine import sources
-from tracediff.engine.period import display_name
-from tracediff.engine.rankrun import RankRun
-from tracediff.engine.reduce import FileTask, Reduced, refusal
-from tracediff.engine.segmentation import CycleRule, no_phases, no_ranges
+from tracediff.engine.cycle import ranges as rg
+from tracediff.engine.cycle.period import display_name
+from tracediff.engine.cycle.segmentation import CycleRule, no_phases, no_ranges
+from tracediff.engine.pipeline.rankrun import RankRun
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, refusal
 from tracediff.runs.runfile import Run
 
 KEY = ["cycle", "device_id"]

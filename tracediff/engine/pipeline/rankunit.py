@@ -1,10 +1,10 @@
 """A rank file as the unit of work: one run of many rank files read, cut and reduced file by file.
 
-Stage: engine (the per-file stage for runs of several rank files; engine/reduce.py does one
-file or one joined run). Used with `--scheduler` (engine/cluster.py spreads the files over the
+Stage: engine (the per-file stage for runs of several rank files; engine/pipeline/reduce.py does one
+file or one joined run). Used with `--scheduler` (engine/pipeline/cluster.py spreads the files over the
 workers) so that no process holds a whole run of hundreds of ranks. Input: each side's rank
 folders; output: the `Reduced` of each run, the same tables the joined run's reduction gives,
-so engine/join.py's driver join is unchanged.
+so engine/pipeline/join.py's driver join is unchanged.
 
 The work, in rounds (each a map over files; only small tables come back):
 
@@ -14,9 +14,9 @@ The work, in rounds (each a map over files; only small tables come back):
    and cross-host offsets, device and process ids) and matches GPUs to base's (parse/ranks/gpus.py,
    from the GPU identities alone): the driver never reads a report.
 2. Base's first run without a rule: the driver numbers each candidate host range's cycles
-   across the run's processes (engine/ranges.py `candidates`), each file counts the ops they
+   across the run's processes (engine/cycle/ranges.py `candidates`), each file counts the ops they
    launched (`probe`), and the driver picks the range as the joined run's cut would. Without a
-   range that fits, every file finds its GPUs' kernel periods (each GPU's own: engine/period.py)
+   range that fits, every file finds its GPUs' kernel periods (each GPU's own: engine/cycle/period.py)
    and the driver collects them into the rule.
 3. `reduce` (every file): read it again, place it on the run's clock and ids, cut it (host
    ranges: at the cycles the driver numbered for its processes), align each GPU to the side's
@@ -26,7 +26,7 @@ The work, in rounds (each a map over files; only small tables come back):
 A worker holds one file's parse and its tables at a time. On a Dask worker the scan keeps the
 file's parse as a run file in the worker's scratch folder and the file's later rounds are sent
 to that worker first, which reads it back instead of parsing the report again
-(engine/rankcache.py; a task run elsewhere parses the file).
+(engine/pipeline/rankcache.py; a task run elsewhere parses the file).
 """
 
 from __future__ import annotations
@@ -39,14 +39,15 @@ from typing import Any, Protocol
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import cycles, rankcache
-from tracediff.engine import ranges as rg
-from tracediff.engine import rankmerge as rm
+from tracediff.engine.cycle import find as cycles
+from tracediff.engine.cycle import ranges as rg
+from tracediff.engine.cycle.period import RuleMismatch, by_kernel_period
+from tracediff.engine.cycle.segmentation import CycleRule, Segmentation, no_phases, no_ranges
 from tracediff.engine.ops import gpu_ops_counted
-from tracediff.engine.period import RuleMismatch, by_kernel_period
-from tracediff.engine.rankrun import RankFile, RankRun
-from tracediff.engine.reduce import FileTask, Reduced, reduce_cut, refusal
-from tracediff.engine.segmentation import CycleRule, Segmentation, no_phases, no_ranges
+from tracediff.engine.pipeline import rankcache
+from tracediff.engine.pipeline import rankmerge as rm
+from tracediff.engine.pipeline.rankrun import RankFile, RankRun
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, reduce_cut, refusal
 from tracediff.parse import sanity
 from tracediff.parse.ranks import join as jn
 from tracediff.runs.runfile import Run
@@ -56,9 +57,9 @@ Each = Callable[[int, Any], Any]
 
 class Map(Protocol):
     """How a round runs: map(fn, items, sides, verb, each) -> results in item order
-    (engine/cluster.py on the workers, `local_map` here); `verb` names the progress line
+    (engine/pipeline/cluster.py on the workers, `local_map` here); `verb` names the progress line
     ("read", "reduced"); `each(i, result)`, where given, is kept in place of item i's result,
-    called as each comes back (engine/rankmerge.py keeps a file's tables small that way)."""
+    called as each comes back (engine/pipeline/rankmerge.py keeps a file's tables small that way)."""
 
     def __call__(
         self,
@@ -274,7 +275,7 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
     leaders = [rm.Leaders(len(ss)) for _, ss, _ in plans]
     at = [(k, j) for k, (_, ss, _) in enumerate(plans) for j in range(len(ss))]
 
-    def each(n: int, got: Any) -> Any:  # kept small as it comes back (engine/rankmerge.py)
+    def each(n: int, got: Any) -> Any:  # kept small as it comes back (engine/pipeline/rankmerge.py)
         k, j = at[n]
         return leaders[k].arrived(j, got)
 
@@ -366,7 +367,7 @@ def _pids(rr: RankRun, i: int) -> list[int]:
 
 
 def _found_range(task: FileTask, rr: RankRun, run_map: Map) -> CycleRule | None:
-    """Base's first run: the host range the joined run's cut would find (engine/ranges.py
+    """Base's first run: the host range the joined run's cut would find (engine/cycle/ranges.py
     `best`), from each file's coverage of every candidate; None: none fits."""
     if rr.ranges.height == 0:
         return None

@@ -1,7 +1,7 @@
 """Cycles from host ranges (NVTX ranges, Kineto annotations): which range launched each GPU op.
 
 Stage: engine (segmentation). Input: a `Run` and its GPU ops (engine/ops.py); output: a
-`Segmentation` (engine/segmentation.py), each op tagged by cycle and phase, plus each cycle's
+`Segmentation` (engine/cycle/segmentation.py), each op tagged by cycle and phase, plus each cycle's
 host range. A cycle's GPU work is what its host range launched: the launch API call lies inside
 the range on the same thread, and the op carries that call's correlation (CUDA-graph node
 kernels carry their cudaGraphLaunch). Host-only runs (no GPU ops) are cut by `host_only`.
@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine import align as al
-from tracediff.engine.segmentation import CycleRule, RangeKey, Segmentation, key_label
+from tracediff.engine.cycle import align as al
+from tracediff.engine.cycle.segmentation import CycleRule, RangeKey, Segmentation, key_label
 from tracediff.runs.runfile import Run
 from tracediff.runs.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
 

@@ -1,6 +1,6 @@
 """A rank file's parse kept by the Dask worker that read it, for the same compare's later rounds.
 
-Stage: engine (scheduling aid for engine/rankunit.py's rounds on Dask workers). Input: a rank
+Stage: engine (scheduling aid for engine/pipeline/rankunit.py's rounds on Dask workers). Input: a rank
 file's path and the run its worker parsed from it in the scan round; output: that run again in
 the reduce round, read from a run file (runfile.py, memory-mapped, checksummed) instead of
 parsing the report a second time (a Kineto JSON parse is most of a file's work; its run file
@@ -8,11 +8,11 @@ reads back in a few per cent of that time).
 
 The parse is written to the worker's own scratch folder (Dask's `local_directory`), in a folder
 per compare (`tracediff-<token>`: the driver's executor draws the token and removes the folder
-on every worker when it closes, engine/cluster.py), under a name made of the file's absolute path,
+on every worker when it closes, engine/pipeline/cluster.py), under a name made of the file's absolute path,
 size and modification time: a file changed between the rounds is parsed again. Nothing is kept
 off a worker, with less than `FREE` bytes free (and 4x the file's size), or when writing fails.
 Everything falls back to reading the report itself: a file's reduce task that runs on another
-worker (its scanner died, or Dask moved it; engine/cluster.py asks for the scanner first), a run
+worker (its scanner died, or Dask moved it; engine/pipeline/cluster.py asks for the scanner first), a run
 file that does not verify (each of its tables is read and checked before the run is used). So Dask's retries on a killed worker are unchanged: a task run again
 elsewhere parses the file, as before.
 """

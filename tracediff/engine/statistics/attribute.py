@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.segscan import seg_cummax
-from tracediff.engine import align as al
+from tracediff.engine.cycle import align as al
 
 GAP_CAUSES = {
     "host": "idle: host-bound (launch began after the GPU went idle)",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracediff.engine import attribute as at
-from tracediff.engine import runstats as rs
 from tracediff.engine.runsets import RunIndex
+from tracediff.engine.statistics import attribute as at
+from tracediff.engine.statistics import runstats as rs
 
 ESTIMATE = (
     "base_ms_per_cycle",
@@ -71,7 +71,7 @@ def per_cycle_stats(
 
     One run a side (`runs` None or single): the CI is the bootstrap over cycles. Run sets
     (`runs.across_runs`): each run's mean per cycle is one sample; means are the mean over runs
-    (each run weighs the same), and the CI and decision are engine/runstats.py's across-run test.
+    (each run weighs the same), and the CI and decision are engine/statistics/runstats.py's across-run test.
     Also, per side, the number of runs in which the key occurs (`base_runs`, `head_runs`) and
     whether it moved the same way in every run (`consistent`: every head run's mean beyond every
     base run's, in the direction of the change; null with one run a side)."""

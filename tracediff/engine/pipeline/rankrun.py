@@ -1,7 +1,7 @@
 """A run of several rank files that the driver has not read: what the workers need to read each.
 
-Stage: engine (input of the per-file stage, engine/rankunit.py). Built by the driver from each
-file's facts (engine/rankunit.py `plan_runs`, read on the workers): per file its path and where
+Stage: engine (input of the per-file stage, engine/pipeline/rankunit.py). Built by the driver from each
+file's facts (engine/pipeline/rankunit.py `plan_runs`, read on the workers): per file its path and where
 the join (parse/ranks/join.py) puts it (clock shift, process-id offset, device ids, the last already
 matched to base's GPUs, parse/ranks/gpus.py); the run's metadata and warnings, as the joined run's;
 its host ranges (small), from which the driver numbers the cycles of every file alike.
@@ -26,7 +26,7 @@ class RankFile:
     pid_offset: int
     ids: dict[int, int]  # the file's device id -> the joined run's (parse/ranks/join.py)
     pids: tuple[int, ...] = ()  # its processes, on the joined run's ids
-    worker: str | None = None  # the Dask worker that keeps its parse (engine/rankcache.py)
+    worker: str | None = None  # the Dask worker that keeps its parse (engine/pipeline/rankcache.py)
 
 
 @dataclass
@@ -37,7 +37,7 @@ class RankRun:
     files: list[RankFile]
     metadata: dict[str, Any]
     warnings: list[str]
-    ranges: pl.DataFrame  # engine/ranges.py read_ranges of the joined run
+    ranges: pl.DataFrame  # engine/cycle/ranges.py read_ranges of the joined run
     kernels: int = 0
     relabel: dict[int, int] = field(default_factory=dict)  # joined id -> base's (gpus.relabel)
     all_devices: list[int] | None = None  # a `slim` run: every GPU of the whole run

@@ -1,6 +1,6 @@
-"""Where the per-file work runs: in this process, or (engine/cluster.py) on other processes.
+"""Where the per-file work runs: in this process, or (engine/pipeline/cluster.py) on other processes.
 
-Stage: engine (scheduling). Input: `FileTask`s (engine/reduce.py); output: their `Reduced`, in
+Stage: engine (scheduling). Input: `FileTask`s (engine/pipeline/reduce.py); output: their `Reduced`, in
 task order. The driver (engine/compare.py) sends every file of both sides through one
 `Executor`; only the reduced tables come back, so the driver's memory is that of the tables.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-from tracediff.engine.rankrun import RankRun
-from tracediff.engine.reduce import FileTask, Reduced, reduce_file
+from tracediff.engine.pipeline.rankrun import RankRun
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, reduce_file
 
 
 class Executor(Protocol):
@@ -49,9 +49,9 @@ class InProcess:
 
 
 def _reduce(task: FileTask) -> Reduced:
-    """One task here: a run of rank files (engine/rankrun.py) file after file."""
+    """One task here: a run of rank files (engine/pipeline/rankrun.py) file after file."""
     if isinstance(task.source, RankRun):
-        from tracediff.engine import rankunit
+        from tracediff.engine.pipeline import rankunit
 
         return rankunit.in_process(task)
     return reduce_file(task)

@@ -20,7 +20,7 @@ from typing import Literal
 
 import polars as pl
 
-from tracediff.engine.attribute import GAP_CAUSES
+from tracediff.engine.statistics.attribute import GAP_CAUSES
 
 Part = Literal["gpu_work", "host_bound_idle", "unknown_idle"]
 Moved = Literal["gpu_work", "host_bound_idle", "both"]
