@@ -91,25 +91,3 @@ def blank_split(collectives: pl.DataFrame, clocks: dict[str, Any]) -> pl.DataFra
         if c.endswith(("_wait_ms_per_cycle", "_transfer_ms_per_cycle"))
     ]
     return collectives.with_columns(pl.lit(None, pl.Float64).alias(c) for c in cols)
-
-
-def clock_lines(clocks: dict[str, Any]) -> list[str]:
-    """`host clocks: base node-1 -5.300 ms vs node-0 (36 collectives), residual skew 0.3 us p95;
-    head ...` for runs joined across hosts; else nothing."""
-    parts = []
-    for side in ("base", "head"):
-        for r in clocks.get(side, []):
-            hosts = r["hosts"]
-            ref = next((h["host"] for h in hosts if h.get("reference")), "?")
-            offs = ", ".join(
-                f"{h['host']} "
-                + (f"{h['offset_ns'] / 1e6:+.3f} ms" if h["offset_ns"] is not None else "unknown")
-                for h in hosts
-                if not h.get("reference")
-            )
-            p95 = (r.get("residual_skew_ns") or {}).get("p95")
-            skew = f"residual skew {p95 / 1e3:.1f} us p95" if p95 is not None else "no skew"
-            parts.append(
-                f"{side} {offs} vs {ref} ({r['collective_instances']} collectives), {skew}"
-            )
-    return [f"host clocks: {'; '.join(parts)}"] if parts else []

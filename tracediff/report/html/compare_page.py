@@ -14,10 +14,10 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.result import Comparison, SideSummary
-from tracediff.engine.skew import clock_lines
 from tracediff.report.compare_text import (
     NOISE_FLOOR,
     NOISE_FLOOR_RUNS,
+    clock_lines,
     decided_lines,
     device_map_lines,
 )
