@@ -110,7 +110,8 @@ def test_a_several_set_capture_folder_names_its_sets(tmp_path: Path) -> None:
         tmp_path / rs.GROUP_INDEX,
         {"format_version": 1, "kind": rs.GROUP_KIND, "sets": {"good": {}, "bad": {}}},
     )
-    with pytest.raises(InputError, match=r"holds several run sets \(bad, good\)"):
+    # named in the index's order (the order the commits were given to capture), not sorted
+    with pytest.raises(InputError, match=r"holds several run sets \(good, bad\)"):
         sides.list_runs(tmp_path)
     assert sides.list_runs(tmp_path / "bad") == [tmp_path / "bad/run-01/run.arrow"]
 
