@@ -53,20 +53,20 @@ def _config(df: pl.DataFrame, prefix: str) -> pl.Series:
     """`XxYxZ` of a launch dimension as a categorical. Configurations repeat, so the text is built
     once per distinct (x, y, z), not once per op."""
     dims = [pl.col(f"{prefix}_{a}") for a in "xyz"]
-    packed = df.select(
-        pl.when(pl.any_horizontal(d.is_not_null() for d in dims)).then(
-            pl.sum_horizontal(
-                d.fill_null(0).cast(pl.Int64) * (1 << s)
-                for d, s in zip(dims, (42, 21, 0), strict=True)
-            )
+    pack = pl.when(pl.any_horizontal(d.is_not_null() for d in dims)).then(
+        pl.sum_horizontal(
+            d.fill_null(0).cast(pl.Int64) * (1 << s) for d, s in zip(dims, (42, 21, 0), strict=True)
         )
-    ).to_series()
-    distinct = df.select(*dims, packed.alias("_p")).unique("_p").drop_nulls("_p")
+    )
+    lazy = df.lazy()  # the packed column and the distinct texts: one collect_all
+    distinct = lazy.select(*dims, pack.alias("_p")).unique("_p").drop_nulls("_p")
     text = distinct.select(
         pl.col("_p"),
         pl.concat_str(dims, separator="x", ignore_nulls=True).cast(pl.Categorical).alias(prefix),
     )
-    return packed.replace_strict(text["_p"], text[prefix], default=None).alias(prefix)
+    packed_frame, text_frame = pl.collect_all([lazy.select(pack), text])
+    packed = packed_frame.to_series()
+    return packed.replace_strict(text_frame["_p"], text_frame[prefix], default=None).alias(prefix)
 
 
 def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:

@@ -258,15 +258,16 @@ def _reduce(out: Reduced, ops: pl.DataFrame, cyc: pl.DataFrame) -> None:
     out.devices = sorted(ops["device_id"].unique().to_list())
     out.cyc = cyc.select("cycle", "device_id", "start_ns", "end_ns", "sum_ns", "idle_ns")
     is_coll = pl.col("kind") == "collective"
+    lazy = ops.lazy()  # the tables below: one plan each, collected once
     plain = (
-        ops.filter(~is_coll)
+        lazy.filter(~is_coll)
         .group_by("cycle", "kind", pl.col("contributor").alias("name"), "phase", "device_id")
         .agg(pl.col("duration_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count"))
     )
     # grouped before any column becomes text: a string column made per op and grouped keeps
     # views into its whole buffer alive (~40 MB a run of 176 k ops, per table kept)
     gaps = (
-        ops.filter(pl.col("gap_ns") > 0)
+        lazy.filter(pl.col("gap_ns") > 0)
         .group_by("cycle", "gap_cause", "phase", "device_id")
         .agg(pl.col("gap_ns").sum().alias("value_ns"), pl.len().cast(pl.Int64).alias("count"))
         .with_columns(
@@ -281,24 +282,29 @@ def _reduce(out: Reduced, ops: pl.DataFrame, cyc: pl.DataFrame) -> None:
     cols = ["cycle", "kind", "name", "phase", "device_id", "value_ns", "count"]
     out.long = pl.concat(
         [p.select(cols).with_columns(text) for p in (plain, gaps)], how="vertical_relaxed"
-    )
+    ).collect()
     # ops come in cycle order (per_device_cycles): the k-th collective of a device's cycle
-    out.coll = ops.filter(is_coll).select(
-        "cycle",
-        "device_id",
-        pl.int_range(pl.len()).over("device_id", "cycle").cast(pl.Int64).alias("k"),
-        "kind",
-        "contributor",
-        "phase",
-        "name",
-        "bytes",
-        "start_ns",
-        "duration_ns",
+    out.coll = (
+        lazy.filter(is_coll)
+        .select(
+            "cycle",
+            "device_id",
+            pl.int_range(pl.len()).over("device_id", "cycle").cast(pl.Int64).alias("k"),
+            "kind",
+            "contributor",
+            "phase",
+            "name",
+            "bytes",
+            "start_ns",
+            "duration_ns",
+        )
+        .collect()
     )
     out.totals = tb.total_sums(ops)
     out.pairs = (
-        ops.select("contributor", "name")
+        lazy.select("contributor", "name")
         .unique()
         .select(pl.col("contributor").cast(pl.String), pl.col("name").cast(pl.String))
+        .collect()
     )
     out.stack_sums = sources.stack_sums(ops)
