@@ -4,7 +4,9 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
-# pytest-xdist workers: one a core (a module's tests stay on one worker: --dist loadfile, so a
+# The tests start `python -m tracediff` hundreds of times: with PYTHONDONTWRITEBYTECODE set (as on
+# this workplace's machines) each would compile ~200 modules again, so the suite writes the
+# bytecode caches (git ignores __pycache__). pytest-xdist workers: one a core (a module's tests stay on one worker: --dist loadfile, so a
 # module's git repos and captures are built once)
 TEST_WORKERS ?= auto
 
@@ -35,7 +37,8 @@ demo: setup
 	$(BIN)/tracediff compare samples/runs/good samples/runs/bad
 
 test: setup nsys chromium
-	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q tracediff capture tests > /dev/null
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
 
 SOURCES := tracediff capture tests bench tools
 
