@@ -317,7 +317,7 @@ def test_usage_errors_exit_2(outdir: Path) -> None:
     assert_error(r, None, "--top", code=2)
     for n in ("0", "-1"):  # issue 17: --whatif 0 was accepted and meant no replay
         r = cli("compare", GOOD_RUN, GOOD_RUN, "--whatif", n, "--format", "json")
-        assert_error(r, None, f"--whatif {n}", code=2)
+        assert_error(r, None, f"argument --whatif: {n}:", "from 1", code=2)
     assert_nothing_written(outdir)
 
 
