@@ -62,11 +62,12 @@ def test_a_slice_of_a_rank_run_reads_the_gpus_rank_file_only(tmp_path: Path) -> 
             shutil.copy(kineto / f"sampled_rank-{r}.json.gz", tmp_path / side)
     base, head = tmp_path / "base", tmp_path / "head"
     quiet = lambda _m: None  # noqa: E731
-    b, h, _, _, _ = load_sides(base, head, "auto", quiet)
+    # two ranks of HTA's 128-rank job
+    b, h, _, _, _ = load_sides(base, head, "auto", quiet, allow_missing_ranks=True)
     here = compare(b, h, n_boot=50)  # the two files joined into one run, in this process
     assert here.events_slice is not None
     with open_executor("local:1", "1GiB") as ex:
-        b, h, _, _, _ = load_sides(base, head, "auto", quiet, cluster=ex)
+        b, h, _, _, _ = load_sides(base, head, "auto", quiet, cluster=ex, allow_missing_ranks=True)
         c = compare(b, h, n_boot=50, executor=ex)
         assert c.events_slice is not None
         devices = sorted(set(c.cycles["device_id"].to_list()))

@@ -49,9 +49,19 @@ def job(tmp_path: Path) -> Path:
 
 def test_parse_on_a_local_cluster_writes_the_in_process_run(job: Path, tmp_path: Path) -> None:
     here, there = tmp_path / "here.arrow", tmp_path / "there.arrow"
-    p = cli("parse", job, "-o", here)
+    p = cli("parse", job, "--allow-missing-ranks", "-o", here)
     assert p.returncode == 0, p.stderr
-    d = cli("parse", job, "-o", there, "--scheduler", "local:2", "--memory-limit", "2GiB")
+    d = cli(
+        "parse",
+        job,
+        "--allow-missing-ranks",
+        "-o",
+        there,
+        "--scheduler",
+        "local:2",
+        "--memory-limit",
+        "2GiB",
+    )
     assert d.returncode == 0, d.stderr
     assert sum(line.startswith("tracediff: read ") for line in d.stderr.splitlines()) == 2
     a, b = read_run(here), read_run(there)
@@ -68,7 +78,9 @@ def test_a_damaged_rank_file_on_the_cluster_is_one_line_naming_it(
 ) -> None:
     bad = job / FILES[1].name
     bad.write_bytes(FILES[1].read_bytes()[:5000])
-    r = cli("parse", job, "-o", tmp_path / "x.arrow", "--scheduler", "local:2")
+    r = cli(
+        "parse", job, "--allow-missing-ranks", "-o", tmp_path / "x.arrow", "--scheduler", "local:2"
+    )
     assert r.returncode == 1
     errors = [x for x in r.stderr.splitlines() if x.startswith("tracediff: error:")]
     assert len(errors) == 1 and str(bad) in errors[0] and "Traceback" not in r.stderr
@@ -89,7 +101,19 @@ def test_a_task_that_kills_its_worker_twice_is_reported_by_name() -> None:
 
 
 def test_parse_scheduler_refuses_jobs_and_a_bad_address(job: Path, tmp_path: Path) -> None:
-    r = cli("parse", job, "-o", tmp_path / "x.arrow", "--scheduler", "local:2", "--jobs", "2")
+    r = cli(
+        "parse",
+        job,
+        "--allow-missing-ranks",
+        "-o",
+        tmp_path / "x.arrow",
+        "--scheduler",
+        "local:2",
+        "--jobs",
+        "2",
+    )
     assert r.returncode == 2 and "--jobs" in r.stderr
-    r = cli("parse", job, "-o", tmp_path / "x.arrow", "--scheduler", "local:0")
+    r = cli(
+        "parse", job, "--allow-missing-ranks", "-o", tmp_path / "x.arrow", "--scheduler", "local:0"
+    )
     assert r.returncode == 2 and "local:N with N >= 1" in r.stderr

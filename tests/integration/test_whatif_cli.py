@@ -23,7 +23,10 @@ KEYS = {
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = main(list(argv))
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse's own usage errors (a value out of range)
+        rc = int(e.code or 0)
     out, err = capsys.readouterr()
     return rc, out, err
 
