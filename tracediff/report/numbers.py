@@ -92,26 +92,17 @@ def _holds_numbers(v: Any) -> bool:
     )
 
 
+PRINTED = (
+    "base", "head", "delta_ms_per_cycle", "delta_ci95", "delta_pct", "noise_floor_ms",
+    "residual_ms_per_cycle", "p_value", "env_diffs", "attribution", "across_gpus", "host",
+    "collectives", "totals", "sources", "clocks",
+)  # fmt: skip
+"""The Comparison fields the reports print from."""
+
+
 def settled_comparison(c: Comparison) -> Comparison:
-    """What the reports print of `c`, settled: its summaries, scalars and report tables. The
-    per-cycle and per-op frames (cycles, events, the replay's inputs) are left as they are: the
-    reports derive from them through settled values or not at all, and they can be large."""
-    return dataclasses.replace(
-        c,
-        base=settled(c.base),
-        head=settled(c.head),
-        delta_ms_per_cycle=settle(c.delta_ms_per_cycle),
-        delta_ci95=settled(c.delta_ci95),
-        delta_pct=settle(c.delta_pct),
-        noise_floor_ms=settle(c.noise_floor_ms),
-        residual_ms_per_cycle=settle(c.residual_ms_per_cycle),
-        p_value=None if c.p_value is None else settle(c.p_value),
-        env_diffs=settled(c.env_diffs),
-        attribution=settle_frame(c.attribution),
-        across_gpus=settle_frame(c.across_gpus),
-        host=settle_frame(c.host),
-        collectives=settle_frame(c.collectives),
-        totals=settle_frame(c.totals),
-        sources=settle_frame(c.sources),
-        clocks=settled(c.clocks),
-    )
+    """What the reports print of `c` (PRINTED), settled: its summaries, scalars and report
+    tables. The per-cycle and per-op frames (cycles, events, the replay's inputs) are left as
+    they are: the reports derive from them through settled values or not at all, and they can
+    be large."""
+    return dataclasses.replace(c, **{name: settled(getattr(c, name)) for name in PRINTED})
