@@ -89,6 +89,17 @@ def interleave(n_sets: int, repeat: int) -> list[tuple[int, int]]:
     return order
 
 
+def spread(counts: list[int]) -> list[tuple[int, int]]:
+    """(set index, run number from 1) in capture order for sets of unequal run counts: run j of a
+    set of c runs sits at (j - 1/2) / c of the call, so every set's mean capture time is the
+    call's middle and a linear drift over the call moves all sets alike (bisect: a step's 4 runs
+    with 2 fresh runs of an end, X A X X A X). Equal counts: `interleave`'s order."""
+    if len(set(counts)) == 1:
+        return interleave(len(counts), counts[0])
+    slots = [((j - 0.5) / c, s, j) for s, c in enumerate(counts) for j in range(1, c + 1)]
+    return [(s, j) for _, s, j in sorted(slots)]
+
+
 def folder_name(ref: str, commit: str) -> str:
     """A file-name-safe name for a ref: the ref itself where it can be, a sha's first 12 digits."""
     if re.fullmatch(r"[0-9a-fA-F]{7,40}", ref) and commit.startswith(ref.lower()):
@@ -283,8 +294,10 @@ def capture_runsets(
     variants: list[str] | None = None,
     echo: IO[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    counts: list[int] | None = None,
 ) -> RunSetsResult:
-    """Capture every set `repeat` times in the interleaved order, resuming what exists."""
+    """Capture every set `repeat` times in the interleaved order, resuming what exists; `counts`:
+    each set's own run count instead (in `spread`'s order)."""
     say = progress or (lambda msg: None)
     if repeat < 1:
         raise UsageError(f"--repeat {repeat}: needs at least 1 run")
@@ -295,11 +308,15 @@ def capture_runsets(
     grouped = bool(plans[0].name)
     prepare_runset_outdir(outdir, grouped, spec.force)
     with locked(outdir):
-        indexes = [_load_set(p, repeat, spec.force) for p in plans]
+        per = counts if counts is not None else [repeat] * len(plans)
+        if len(per) != len(plans) or min(per) < 1:
+            raise UsageError(f"run counts {per} do not fit {len(plans)} run sets")
+        repeat = max(per)
+        indexes = [_load_set(p, k, spec.force) for p, k in zip(plans, per, strict=True)]
         done = [_finished(p.folder, ix) for p, ix in zip(plans, indexes, strict=True)]
         for p, ix in zip(plans, indexes, strict=True):
             rs.write_index(p.folder, ix)
-        order = interleave(len(plans), repeat)
+        order = spread(per)
         if grouped:
             _write_group(outdir, plans, order, repeat)
         todo = [(s, i) for s, i in order if i not in done[s]]
@@ -310,7 +327,7 @@ def capture_runsets(
         unparsed = 0
         for k, (s, i) in enumerate(todo, 1):
             p, ix = plans[s], indexes[s]
-            tag = f"[{k}/{len(todo)}] {p.name or p.ref} run {i}/{repeat} ({p.commit[:12]})"
+            tag = f"[{k}/{len(todo)}] {p.name or p.ref} run {i}/{per[s]} ({p.commit[:12]})"
 
             def step(msg: str, tag: str = tag) -> None:
                 if msg.startswith("warning: "):
@@ -319,7 +336,7 @@ def capture_runsets(
                     seen_warnings.append(msg)
                 say(f"{tag}: {msg}")
 
-            problem, code = _one_run(spec, p, ix, i, repeat, echo, step)
+            problem, code = _one_run(spec, p, ix, i, per[s], echo, step)
             if code:
                 tool = next(r for r in ix["runs"] if r["name"] == run_name(i)).get("tool_failure")
                 return RunSetsResult(

@@ -131,3 +131,14 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
     assert confirmed(res["steps"]) == {
         s: k["confirm_runs"] for s, k in by.items() if k["confirm_runs"]
     }
+    # a step captures one fresh run of its like-good end per 2 of its commit's runs (issue 31:
+    # N of them had cost 2N + 3 x 2N = 32 captures for a lone culprit at N = 4, against 30)
+    stepped = [e for e in res["steps"] if e.get("fresh_good_runs")]
+    for e in stepped:
+        assert e["fresh_good_runs"] == -(-e["runs"] // 2), e
+    assert sum(e["fresh_good_runs"] for e in last_step(stepped)) == cap.get("fresh_runs", 0)
+
+
+def last_step(entries: list[dict]) -> list[dict]:
+    """The last logged entry of each commit (a step resumed or looked at again logs anew)."""
+    return list({e["commit"]: e for e in entries}.values())

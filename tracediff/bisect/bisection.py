@@ -22,11 +22,15 @@ Algorithm (after Chromium Pinpoint):
    in the CLI, which prints that command).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
    where the ends' runs carry launch stacks, within the same bound: tracediff/bisect/order.py).
-   At a commit X: capture N runs, interleaved with N fresh runs of the range's like-good end
-   (A X X A ..., OUTDIR/step-<X12>/; without a pool), and compare GOOD->X on those fresh runs
-   (no drift between capture times: a culprit measured against GOOD's run set captured minutes
-   before had shown 36 % of the change at a load of 17 and come out like good) and X->BAD
-   on BAD's run set. Per followed quantity, with D the GOOD->BAD change:
+   At a commit X: capture N runs, interleaved with N/2 fresh runs of the range's like-good end
+   (X A X X A X: each side's mean capture time the call's middle, capture/runsets.spread;
+   OUTDIR/step-<X12>/; without a pool), and compare GOOD->X and X->BAD, each end on all its
+   runs so far (`Bisection.evidence`: its own run set and its fresh runs from the steps taken
+   up to this one). The fresh runs put part of the end's evidence beside X's in time (a culprit
+   measured against GOOD's run set captured minutes before alone had shown 36 % of the change
+   at a load of 17 and come out like good); N of them a step had cost 2N + 3 x 2N = 32
+   captures for a lone culprit in 7 commits, against 1.5 x the bound (30). Per followed
+   quantity, with D the GOOD->BAD change:
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
    - differs from BAD and not from GOOD: like good;
    - differs from both (X sits between the ends: two culprits): like bad when X has moved at
@@ -52,7 +56,8 @@ Algorithm (after Chromium Pinpoint):
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
 plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs, the
-confirmation runs and the fresh runs of each step's like-good end; every run in OUTDIR's run
+confirmation runs and the fresh runs of each step's like-good end (half a step's runs); every
+run in OUTDIR's run
 sets is counted, by commit (tracediff/bisect/result.py).
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
@@ -88,6 +93,8 @@ from tracediff.runs import runset as rs
 SHARE_TO_CONTINUE = 0.6
 MAX_CULPRITS = 4
 RUNS_PER_EXTRA = 2
+FRESH_PART = 2
+"""A step captures one fresh run of its like-good end per FRESH_PART runs of its commit."""
 
 
 class NothingToBisect(TracediffError):
@@ -133,6 +140,7 @@ class Bisection:
     loaded: dict[str, tuple[list[Path], list[Any]]] = field(default_factory=dict)  # by folder
     short: dict[str, str] = field(default_factory=dict)  # a run failed after others finished
     t0: float = field(default_factory=time.monotonic)  # this call's start
+    stepped: list[str] = field(default_factory=list)  # the steps' commits, in order (evidence)
     # run sets read only up to a count: a share's extra runs as its look had them, so that a
     # resumed call (whose folder already holds all of them) logs every look as the first did
     limits: dict[str, int] = field(default_factory=dict)
@@ -255,23 +263,25 @@ class Bisection:
                 f"interrupted: {r.problem}", "run the same command again to resume"
             )
 
-    def _capture(self, outdir: Path, shas: list[str], n: int) -> Any:
+    def _capture(
+        self, outdir: Path, shas: list[str], n: int, counts: list[int] | None = None
+    ) -> Any:
         """capture_runsets into outdir; nsys's own failure (no report: "Local Endpoint is not
         available" under load, in 5 of 20 seeded bisections on the shared machine) is retried
         once, resuming the run sets (the failed slot redone, its attempt counted: runset.json
         failed_attempts); a workload's own exit code is not (a commit that does not run is
         skipped)."""
         spec = replace(self.spec.capture, outdir=outdir, force=False)
-        r = self._runsets(spec, shas, n)
+        r = self._runsets(spec, shas, n, counts)
         if r.exit_code not in (0, 130) and r.tool_failure:
             self.say(f"retrying once: {r.problem}")
-            r = self._runsets(spec, shas, n)
+            r = self._runsets(spec, shas, n, counts)
         return r
 
-    def _runsets(self, spec: CaptureSpec, shas: list[str], n: int) -> Any:
+    def _runsets(self, spec: CaptureSpec, shas: list[str], n: int, counts: list[int] | None) -> Any:
         """One capture_runsets call, counted; its "--force" advice does not apply to bisect."""
         try:
-            r = capture_runsets(spec, shas, n, None, None, self._progress)
+            r = capture_runsets(spec, shas, n, None, None, self._progress, counts)
         except OutputError as e:
             if "--force" not in (e.hint or ""):
                 raise
@@ -350,7 +360,8 @@ class Bisection:
         if not self.live:
             return "exhausted"
         if self.pool is None and against is not None:
-            r = self._capture(self.step_dir(sha), [against, sha], n)
+            self.stepped.append(sha)
+            r = self._capture(self.step_dir(sha), [against, sha], n, [fresh_count(n), n])
         else:
             r = self._capture(self.folder(sha), [sha], n - k)
         if r.exit_code and self.n_runs(sha) > 0:
@@ -365,6 +376,17 @@ class Bisection:
             self.say(f"{sha[:12]}: skipped (does not run): {r.problem}")
             return "skipped"
         return "ok"
+
+    def evidence(self, sha: str) -> list[Any]:
+        """Every run of sha a step may use: its own run set and the fresh runs of it captured
+        interleaved with the steps taken so far (`stepped`, in order: a resumed call recomputes
+        each step on the runs that step had)."""
+        folders = [self.folder(sha)] + [
+            f
+            for f in dict.fromkeys(self.step_dir(x) / sha[:12] for x in self.stepped)
+            if f != self.folder(sha) and runs_in(f)
+        ]
+        return [r for f in folders for r in self.runs_of(f)]
 
     def n_runs(self, sha: str) -> int:
         """Finished runs of sha in OUTDIR (taken from the pool or captured)."""
@@ -450,6 +472,13 @@ class Bisection:
     def quantities(self, c: Any, follow: dict[str, Any]) -> list[Q]:
         """The followed quantities in comparison c (bisect/follow.quantities)."""
         return bf.quantities(c, follow)
+
+
+def fresh_count(n: int) -> int:
+    """Fresh runs of the like-good end captured with a step's n runs (issue 31: N of them made a
+    lone culprit cost 2N + 3 x 2N = 32 captures at N = 4 against the 1.5 x 20 allowed): half, the
+    rest of that end's evidence being its earlier runs (`Bisection.evidence`)."""
+    return max(1, math.ceil(n / FRESH_PART))
 
 
 def round_of(run: Path) -> int | None:

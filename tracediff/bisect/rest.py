@@ -187,9 +187,7 @@ def _look(
     """Rule 2's look at commits[a..z] on the runs already captured (with the share's extra runs
     of its parent or culprit end, `extra`): moved, and its change."""
     ga, gz = b.commits[a], b.commits[z]
-    ra, rz = (
-        b.runs_of(b.folder(x)) + (b.runs_of(extra[x]) if x in extra else []) for x in (ga, gz)
-    )
+    ra, rz = (b.evidence(x) + (b.runs_of(extra[x]) if x in extra else []) for x in (ga, gz))
     qs = b.quantities(b.compare_runs(ra, rz, (ga[:12], gz[:12])), follow)
     return moved(qs, total), sum(q.delta for q in qs)
 

@@ -175,8 +175,9 @@ def first_bad(culprits: list[dict[str, Any]]) -> dict[str, Any]:
 def pair_runs(
     b: Bisection, a: str, z: str, more: tuple[Path, Path] | None
 ) -> tuple[list[Any], list[Any]]:
-    """The runs of a and z: their own run sets' and, where given, those of `more` too."""
-    ra, rz = b.runs_of(b.folder(a)), b.runs_of(b.folder(z))
+    """The runs of a and z: their own run sets' and the steps' fresh runs of them
+    (`Bisection.evidence`) and, where given, those of `more` too."""
+    ra, rz = b.evidence(a), b.evidence(z)
     if more is None:
         return ra, rz
     return ra + b.runs_of(more[0]), rz + b.runs_of(more[1])

@@ -143,14 +143,13 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
         if status == "skipped" or (status in ("exhausted", "short") and runs < 2):
             not_decided(b, sha, status, runs, t0)
             return None, False
-        # against the fresh runs of lo captured interleaved with X's, where there are
+        # each end on all its runs so far: the fresh ones of lo captured interleaved with X's,
+        # and the earlier ones (bisection.fresh_count: half as many fresh runs as X's)
         fresh = b.fresh(sha, b.commits[lo])
-        cg = (
-            b.compare(b.commits[lo], sha)
-            if fresh is None
-            else b.compare_sets(fresh, b.folder(sha), (b.commits[lo][:12], sha[:12]))
-        )
-        cb = b.compare(sha, b.commits[hi])
+        lo_sha, hi_sha = b.commits[lo], b.commits[hi]
+        xr, lr, hr = b.runs_of(b.folder(sha)), b.evidence(lo_sha), b.evidence(hi_sha)
+        cg = b.compare_runs(lr, xr, (lo_sha[:12], sha[:12]))
+        cb = b.compare_runs(xr, hr, (sha[:12], hi_sha[:12]))
         qg, qb = b.quantities(cg, follow_of(b)), b.quantities(cb, follow_of(b))
         each = [decide(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True)]
         split = any(between(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True))
@@ -177,8 +176,10 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
                     "p_value_vs_bad": cb.p_value,
                     "ci95_vs_good": [list(q.ci) for q in qg],
                     "fraction_of_change": frac,
-                    # fresh runs of the like-good end, interleaved with X's (vs good's test)
+                    # fresh runs of the like-good end, interleaved with X's, and all the runs
+                    # of each end that its test used (fresh and earlier)
                     "fresh_good_runs": 0 if fresh is None else runs_in(fresh),
+                    "end_runs": [len(lr), len(hr)],
                     # how far from the like-bad line, and (one quantity) its CI
                     "margin": frac - LIKE_BAD_LINE,
                     "fraction_ci95": list(share_ci(qg[0], ends[0])) if len(qg) == 1 else None,
