@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +133,7 @@ def _child(args: argparse.Namespace) -> int:
             result = compare(load(Path(args.inputs[0])), load(Path(args.inputs[1])), n_boot=200)
         from tracediff.engine.result import ReplayInputs
 
-        result.replay_inputs = ReplayInputs()  # what-if's inputs, not exported
+        result = replace(result, replay_inputs=ReplayInputs())  # what-if's inputs, not exported
         # The exports are measured in a fresh process that only holds the result, so their peak
         # memory is theirs and not the allocator's leftovers from the engine.
         with open(out, "wb") as f:

@@ -85,7 +85,7 @@ MOVES: dict[str, str] = {
     "tracediff.engine.stats": "tracediff.engine.statistics.stats",
     "tracediff.engine.runstats": "tracediff.engine.statistics.runstats",
     "tracediff.engine.blocked": "tracediff.engine.statistics.blocked",
-    "tracediff.engine.split": "tracediff.engine.statistics.split",
+    "tracediff.engine.split": "tracediff.engine.result",  # via statistics.split (below)
     "tracediff.engine.verdict": "tracediff.engine.statistics.verdict",
     "tracediff.engine.gate": "tracediff.engine.statistics.gate",
     # ... pipeline/: the per-file map/reduce, in this process or on a Dask cluster
@@ -98,6 +98,8 @@ MOVES: dict[str, str] = {
     "tracediff.engine.executor": "tracediff.engine.pipeline.executor",
     "tracediff.engine.cluster": "tracediff.engine.pipeline.cluster",
     "tracediff.engine.eventslices": "tracediff.engine.pipeline.eventslices",
+    # carves: the change split is computed by the result itself (Comparison.change_split)
+    "tracediff.engine.statistics.split": "tracediff.engine.result",
 }
 
 # Docstrings of packages the moves create (only written when the package is new).

@@ -13,8 +13,7 @@ from textual.pilot import Pilot
 
 from tests.support.tui import ready, run, screen_lines
 from tracediff.engine.compare import compare
-from tracediff.engine.result import Comparison
-from tracediff.engine.statistics.split import change_split
+from tracediff.engine.result import Comparison, change_split
 from tracediff.parse import load
 from tracediff.report.verdict import split_lines, verdict_lines
 from tracediff.tui.app import TracediffApp
@@ -40,7 +39,8 @@ def _shown(row: str, full: str, width: int) -> None:
 
 
 def _check_headline(c: Comparison, size: tuple[int, int], keys: tuple[str, ...]) -> None:
-    split = change_split(c.attribution)
+    split = c.change_split
+    assert split == change_split(c.attribution)  # the property is the function of its rows
     assert split is not None
     gpu, host = split_lines(c, split)
     report = verdict_lines(c)  # the text report's first lines are the same two
@@ -85,7 +85,7 @@ def test_one_run_a_side_opens_on_what_moved(comparison: Comparison, size: tuple[
     """g_good vs g_bad: 35 % faster, significant, but mostly host-bound idle; the GPU work
     line names the real change (the added device copy) first."""
     _check_headline(comparison, size, ("s", "s"))  # sorted otherwise: the panel stays
-    assert change_split(comparison.attribution).moved == "host_bound_idle"  # type: ignore[union-attr]
+    assert comparison.change_split.moved == "host_bound_idle"  # type: ignore[union-attr]
 
 
 def test_a_whole_run_fallback_says_so_first(data_dir) -> None:  # noqa: ANN001

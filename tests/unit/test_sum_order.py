@@ -1,4 +1,4 @@
-"""The change split's and the phase roll-up's sums are the same every run (engine/statistics/split.py,
+"""The change split's and the phase roll-up's sums are the same every run (engine/result.py,
 report/compare_json.py): a float group-by without maintain_order sums each group in an order of
 its threads' making, and on a run of 128 rank files a side the last digit of
 gpu_work_delta_ms_per_cycle and of the phase roll-up differed between two runs of one compare.
@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracediff.engine.result import Comparison
-from tracediff.engine.statistics.split import change_split
+from tracediff.engine.result import Comparison, change_split
 from tracediff.report.compare_json import phase_rollup
 from tracediff.runs import schema
 
@@ -48,8 +47,8 @@ def test_the_split_and_the_phase_sums_are_the_same_every_run() -> None:
         s = change_split(att)
         assert s is not None
         splits.add((s.gpu_work_delta_ms_per_cycle, s.host_bound_idle_delta_ms_per_cycle))
-    c = Comparison.__new__(Comparison)
-    c.attribution = att
+    c = Comparison.__new__(Comparison)  # only its attribution: what phase_rollup reads
+    object.__setattr__(c, "attribution", att)  # frozen: set as its __init__ sets a field
     phases = {tuple(phase_rollup(c).rows()) for _ in range(TRIES)}
     assert len(splits) == 1
     assert len(phases) == 1

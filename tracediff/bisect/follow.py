@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from tracediff.bisect import ends as be
-from tracediff.engine.statistics.split import part_of
+from tracediff.engine.result import part_of
 from tracediff.report.bisect import where
 
 

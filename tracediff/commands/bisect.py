@@ -221,7 +221,7 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
     OUTDIR (a culprit whose run sets cannot be compared is drawn without its comparison, and
     the reason is said on stderr)."""
     from tracediff.base.errors import TracediffError
-    from tracediff.commands.compare import load_sides
+    from tracediff.commands.compare import load_sides, with_inputs
     from tracediff.engine.compare import compare
     from tracediff.report.html.bisect_page import render_bisect
     from tracediff.report.html.write import write_html
@@ -237,9 +237,6 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
         except TracediffError as e:
             _say(f"--html: {c['commit'][:12]} drawn without its comparison: {e}")
             continue
-        comp.device_map = dmatch.rows()
-        comp.inputs = inputs
-        comp.warnings[:0] = inputs["warnings"]
-        comparisons[c["commit"]] = comp
+        comparisons[c["commit"]] = with_inputs(comp, dmatch, inputs)
     _say(f"writing {args.html}")
     write_html(render_bisect(result, comparisons), args.html, force=args.force)

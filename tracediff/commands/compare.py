@@ -10,8 +10,12 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the engine (polars) is imported when a command runs, not when it is parsed
+    from tracediff.engine.result import Comparison
 
 FAIL_EXIT = 3
 UNDECIDED_EXIT = 4
@@ -282,6 +286,17 @@ def load_sides(
     return bases, heads, distinct_labels(base, head, name_b, name_h), dmatch, inputs
 
 
+def with_inputs(result: Comparison, dmatch: Any, inputs: dict[str, Any]) -> Comparison:
+    """`result` with what `load_sides` read of its runs: the GPU match (`device_map`), what was
+    decided each side is (`inputs`), and the warnings those decisions gave, before the engine's."""
+    return replace(
+        result,
+        device_map=dmatch.rows(),
+        inputs=inputs,
+        warnings=[*inputs["warnings"], *result.warnings],
+    )
+
+
 def _ranked(
     cluster: Any,
     decided: dict[str, Any],
@@ -450,9 +465,7 @@ def _compare(
         labels=labels,
         executor=executor,
     )
-    result.device_map = dmatch.rows()
-    result.inputs = inputs
-    result.warnings[:0] = inputs["warnings"]
+    result = with_inputs(result, dmatch, inputs)
     suspects = None
     if args.repo is not None:
         from tracediff.suspects import suspects_for

@@ -142,16 +142,17 @@ def compare(
             )
         return tb.events(every, cyc, attribution)
 
-    result = join(parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers)
-    # the TUI's events: of the GPUs and cycles it shows, built when it shows them
-    if ops is not None:
-        result.events_slice = slices.from_ops(ops, result.cycles, result.attribution)
-    else:
-        result.events_slice = slices.FileSlices(
-            done, lambda p: _task_of(p, bases, heads, tpl, carry), run_ex, result.cycles,
-            result.attribution,
-        )  # fmt: skip
-    return result
+    def events_slice(cyc: pl.DataFrame, attribution: pl.DataFrame) -> slices.SliceFn:
+        """The TUI's events: of the GPUs and cycles it shows, built when it shows them."""
+        if ops is not None:
+            return slices.from_ops(ops, cyc, attribution)
+        return slices.FileSlices(
+            done, lambda p: _task_of(p, bases, heads, tpl, carry), run_ex, cyc, attribution
+        )
+
+    return join(
+        parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers, events_slice
+    )
 
 
 def _refused(p: Reduced) -> None:

@@ -4,7 +4,9 @@ Stage: engine output. Consumers: the text/JSON report, the TUI, export, what-if.
 Sides are always `base` / `head`, never named after user labels. Times in tables are ns;
 per-cycle summary numbers are ms (their names say so). The tables' columns, order and types are
 defined once in tracediff.runs.schema.DIFF_TABLES, and the engine conforms each frame to it as it builds
-it; tests/unit/test_diff_schemas.py checks the field docstrings below against it.
+it; tests/unit/test_diff_schemas.py checks the field docstrings below against it. What moved
+(the change split into GPU work and host-bound idle) is computed here, once, from the
+attribution: `Comparison.change_split`, which the reports and the TUI read.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 import pyarrow as pa
@@ -22,6 +24,14 @@ from tracediff.runs import schema
 KINDS = ("kernel", "memcpy", "memset", "collective", "gap", "overlap")
 """Contributor kinds. `gap`: GPU idle inside the cycle span (split by cause in `name`);
 `overlap`: time saved by concurrent streams (negative contribution to span)."""
+
+GAP_CAUSES = {
+    "host": "idle: host-bound (launch began after the GPU went idle)",
+    "launch": "idle: launch latency (launch call still running)",
+    "wait": "idle: waiting on a dependency (launched early, GPU idle)",
+    "unknown": "idle: cause unknown (no launch record)",
+}
+"""A `gap` contributor's `name`: why its GPU was idle (engine/statistics/attribute.py)."""
 
 
 @dataclass(frozen=True)
@@ -70,14 +80,126 @@ class ReplayInputs:
     """Head's `cuda_events` run table."""
 
 
+# What moved: the change per cycle split into GPU work and host-bound idle.
+#
+# The cycle time is the critical GPU's span, and the attribution splits its change into rows that
+# sum to it. Those rows are of two natures. GPU work: kernels, copies, memsets, collectives, stream
+# overlap, and idle while the GPU waits on itself (a dependency between streams) — what the code
+# asks the GPU to do. Host-bound idle: the GPU idle because the CPU had not launched the next op
+# yet (gap causes "host" and "launch") — it follows CPU launch speed, which swings from run to run
+# and process to process, so it can dwarf a real change of the GPU work in the net figure (the demo
+# pair: the cycle is 35 % faster from host-bound idle while an added device copy is the code's
+# change). Idle without a launch record is neither and is kept apart. The three parts sum to the
+# attributed change. Read as `Comparison.change_split`.
+
+Part = Literal["gpu_work", "host_bound_idle", "unknown_idle"]
+Moved = Literal["gpu_work", "host_bound_idle", "both"]
+
+HOST_BOUND = (GAP_CAUSES["host"], GAP_CAUSES["launch"])
+UNKNOWN = GAP_CAUSES["unknown"]
+MOSTLY = 2 / 3
+"""A part "moved" alone when it holds at least this much of the summed |part changes|."""
+
+
+@dataclass(frozen=True)
+class ChangeSplit:
+    """The change in ms per cycle, head - base, by part (sums of attribution rows)."""
+
+    gpu_work_delta_ms_per_cycle: float
+    host_bound_idle_delta_ms_per_cycle: float
+    unknown_idle_delta_ms_per_cycle: float
+    gpu_work_base_ms_per_cycle: float
+    moved: Moved | None  # which part holds most of the change; None when nothing changed
+    gpu_work_significant: int  # GPU-work rows whose change is significant
+    top_gpu_work: dict[str, object] | None  # the GPU-work row with the largest significant
+    # |change| (else the largest change): its contributor_id, kind, name, phase, device_id,
+    # delta_ms_per_cycle, significant, status, base_name, head_name
+
+
+def part_of() -> pl.Expr:
+    """Each attribution row's part (`Part`), from its kind and, for gaps, its cause."""
+    gap = pl.col("kind") == "gap"
+    return (
+        pl.when(gap & pl.col("name").is_in(HOST_BOUND))
+        .then(pl.lit("host_bound_idle"))
+        .when(gap & (pl.col("name") == UNKNOWN))
+        .then(pl.lit("unknown_idle"))
+        .otherwise(pl.lit("gpu_work"))
+        .alias("part")
+    )
+
+
+def change_split(attribution: pl.DataFrame) -> ChangeSplit | None:
+    """The split of a GPU comparison; None for a host-only one (its rows are host phases)."""
+    if attribution.height == 0 or (attribution["kind"] == "host").all():
+        return None
+    att = attribution.with_columns(part_of())
+    # maintain_order: a float sum in rows' order, the same every run (an unordered group-by
+    # sums in an order of its threads' making: the last digit differed between runs)
+    sums = dict(
+        att.group_by("part", maintain_order=True)
+        .agg(pl.col("delta_ms_per_cycle").sum(), pl.col("base_ms_per_cycle").sum().alias("base"))
+        .select("part", pl.struct("delta_ms_per_cycle", "base"))
+        .iter_rows()
+    )
+
+    def part(name: Part, field: str = "delta_ms_per_cycle") -> float:
+        return float(sums[name][field]) if name in sums else 0.0
+
+    gpu, host, unknown = part("gpu_work"), part("host_bound_idle"), part("unknown_idle")
+    total = abs(gpu) + abs(host) + abs(unknown)
+    moved: Moved | None = None
+    if total > 0:
+        moved = (
+            "gpu_work"
+            if abs(gpu) >= MOSTLY * total
+            else "host_bound_idle"
+            if abs(host) >= MOSTLY * total
+            else "both"
+        )
+    work = att.filter(pl.col("part") == "gpu_work", pl.col("delta_ms_per_cycle") != 0)
+    sig = work.filter(pl.col("significant"))
+    pick = sig if sig.height else work
+    top = None
+    if pick.height:
+        # rows are sorted by |change| then key: the first is the largest, the same every run
+        top = pick.select(
+            "contributor_id",
+            "kind",
+            "name",
+            "phase",
+            "device_id",
+            "delta_ms_per_cycle",
+            "significant",
+            "status",
+            "base_name",
+            "head_name",
+        ).row(0, named=True)
+    return ChangeSplit(
+        gpu_work_delta_ms_per_cycle=gpu,
+        host_bound_idle_delta_ms_per_cycle=host,
+        unknown_idle_delta_ms_per_cycle=unknown,
+        gpu_work_base_ms_per_cycle=part("gpu_work", "base"),
+        moved=moved,
+        gpu_work_significant=sig.height,
+        top_gpu_work=top,
+    )
+
+
+EventsSlice = Callable[[str, int, int, int], pl.DataFrame]
+"""`Comparison.events_slice`'s type: (side, device_id, lo, hi) -> rows of `events`."""
+
+
 def _empty(table: str) -> Callable[[], pl.DataFrame]:
     return lambda: schema.empty_frame(table)
 
 
-@dataclass(eq=False)  # identity: a comparison's frames have no useful ==
+@dataclass(frozen=True, eq=False)  # identity: a comparison's frames have no useful ==
 class Comparison:
     """Everything `compare` found. DataFrame columns are documented per field (and are
-    tracediff.runs.schema.DIFF_TABLES)."""
+    tracediff.runs.schema.DIFF_TABLES). Frozen: every field is given when it is built; a caller
+    that knows more (the commands: the device map, what each side was decided to be) makes a
+    new one with `dataclasses.replace`."""
 
     base: SideSummary
     head: SideSummary
@@ -126,9 +248,7 @@ class Comparison:
         contributor_id (str), status (str: matched | added | removed), grid (str), block (str)."""
         return self.events_builder()
 
-    events_slice: Callable[[str, int, int, int], pl.DataFrame] | None = field(
-        default=None, repr=False
-    )
+    events_slice: EventsSlice | None = field(default=None, repr=False)
     """`events_slice(side, device_id, lo, hi)`: the rows of `events` of one side and GPU whose
     cycle is in [lo, hi), built without building `events` (engine/pipeline/eventslices.py: the TUI reads
     the GPUs and cycles it shows). None: slice `events` itself."""
@@ -178,12 +298,12 @@ class Comparison:
     None where the cut holds or the user asked for it."""
 
     device_map: list[dict[str, Any]] = field(default_factory=list)
-    """Which head GPU was compared with which base GPU (parse/ranks/gpus.py, set by the caller that
-    read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
+    """Which head GPU was compared with which base GPU (parse/ranks/gpus.py, given by the caller
+    that read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
     rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",
     "rank", "device", "order") and `guessed` (true: matched by order, nothing said more)."""
     inputs: dict[str, Any] = field(default_factory=dict)
-    """What tracediff decided each side is (parse/decided.py, set by the caller that read the
+    """What tracediff decided each side is (parse/decided.py, given by the caller that read the
     runs): `base` / `head` each {line, runs, run_set, identities}, `allow_missing_ranks`, and
     the warnings the decisions gave. {} where no caller set it (a library compare)."""
     clocks: dict[str, Any] = field(default_factory=dict)
@@ -205,3 +325,9 @@ class Comparison:
     replay_inputs: ReplayInputs = field(default_factory=ReplayInputs, repr=False)
     """What the replay reads beyond the tables (the replay graph is kept beside the result, in
     tracediff.replay.cache)."""
+
+    @cached_property
+    def change_split(self) -> ChangeSplit | None:
+        """What moved: `attribution`'s change split into GPU work and host-bound idle
+        (`change_split`); None for a host-only comparison. Computed on first read, then kept."""
+        return change_split(self.attribution)

@@ -25,7 +25,7 @@ JSON schema (stable; `format_version` bumps on incompatible change):
                               # between-run std of run means
    "residual_ms_per_cycle", "critical_device",
    "gpu_work_delta_ms_per_cycle", "host_bound_idle_delta_ms_per_cycle",   # the change split by
-   "unknown_idle_delta_ms_per_cycle",                                     # part (engine/statistics/split.py);
+   "unknown_idle_delta_ms_per_cycle",                                     # part (engine/result.py);
    "what_moved": "gpu_work" | "host_bound_idle" | "both" | null,          # null: host-only or no
                                                                           # change (parts: null)
    "environment": [{"key", "base", "head"}],
@@ -71,7 +71,6 @@ from typing import Any
 import polars as pl
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.statistics.split import change_split
 from tracediff.report.jsonout import ci_pair, clean
 from tracediff.report.numbers import settled
 
@@ -105,7 +104,7 @@ def _estimate(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _split(c: Comparison) -> dict[str, Any]:
-    sp = settled(change_split(c.attribution))
+    sp = settled(c.change_split)
     return {
         "gpu_work_delta_ms_per_cycle": sp and sp.gpu_work_delta_ms_per_cycle,
         "host_bound_idle_delta_ms_per_cycle": sp and sp.host_bound_idle_delta_ms_per_cycle,

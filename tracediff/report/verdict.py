@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from tracediff.engine.result import Comparison, SideSummary
-from tracediff.engine.statistics.split import ChangeSplit, change_split
+from tracediff.engine.result import ChangeSplit, Comparison, SideSummary
 from tracediff.report.numbers import DECIMALS, settled
 from tracediff.report.replacements import replacement_lines
 from tracediff.report.text import op_label, plural
@@ -161,7 +160,7 @@ def verdict_lines(c: Comparison) -> list[str]:
     moved (GPU work, host-bound idle) first, then the cycle time and the two sides."""
     b, h = c.base, c.head
     v = verdict_words(c)
-    split = settled(change_split(c.attribution))
+    split = settled(c.change_split)
     sig = v.significance
     if split is not None and split.moved is not None and v.state == "significant":
         sig += f", {MOVED[split.moved]}"

@@ -11,8 +11,8 @@ key that cannot act says why (`reasons.py`). The keys themselves: main.py's `Mai
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from textual.app import ComposeResult
@@ -38,10 +38,9 @@ from tracediff.tui.verdict import Verdict
 def without_notes(c: Comparison) -> Comparison:
     """`c` without its warnings and environment differences, for the verdict panel: the main
     screen shows them as one line of its own (`notes.NotesLine`), the full list behind `w`.
-    A shallow copy: the events (built on first access) are not touched."""
-    v = copy.copy(c)
-    v.warnings, v.env_diffs = [], []
-    return v
+    The same frames in a new Comparison: its events (built on first access) are never built,
+    as the verdict does not read them."""
+    return replace(c, warnings=[], env_diffs=[])
 
 
 class MainView(Screen[None]):

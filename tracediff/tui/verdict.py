@@ -3,7 +3,7 @@
 Stage: presentation. Input: a `Comparison`; output: a few lines of Rich text, in the text
 report's order and words (tracediff.report.verdict): where the runs were compared whole because
 the cut could not be trusted, that reason first; then "GPU work: …" and "host-bound idle: …"
-(which of the two moved, engine/statistics/split.py), the change with its CI, base → head. A run-set
+(which of the two moved, engine/result.py), the change with its CI, base → head. A run-set
 comparison (a side with several runs) gets one more line: the runs per side and each run's mean
 cycle time as a sparkline, both sides on one scale, so the spread between runs is seen beside
 the change it is judged against.
@@ -16,7 +16,6 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.statistics.split import change_split
 from tracediff.report.compare_text import decided_lines
 from tracediff.report.numbers import settled
 from tracediff.report.text import safe
@@ -32,7 +31,7 @@ def verdict_text(c: Comparison) -> Text:
         t.append(safe(line) + "\n", "#8a8a8a")
     if c.cycle_fallback:  # every number below is of the whole runs: said before them
         t.append(safe(fallback_line(c.cycle_fallback)) + "\n", "bold #ffaf00")
-    split = settled(change_split(c.attribution))
+    split = settled(c.change_split)
     if split is not None:  # the report's first two lines: GPU work, then host-bound idle
         for line, part in zip(split_lines(c, split), ("gpu_work", "host_bound_idle"), strict=True):
             head, _, rest = line.partition(": ")

@@ -24,7 +24,7 @@ from tracediff.engine.cycle import align as al
 from tracediff.engine.cycle.segmentation import Segmentation
 from tracediff.engine.env import env_diffs
 from tracediff.engine.pipeline.reduce import Reduced
-from tracediff.engine.result import Comparison, ReplayInputs
+from tracediff.engine.result import Comparison, EventsSlice, ReplayInputs
 from tracediff.engine.statistics import attribute
 from tracediff.engine.statistics import stats as st
 from tracediff.engine.statistics import verdict as vd
@@ -224,11 +224,14 @@ def join(
     say: Callable[[str], None],
     fallback: str | None = None,
     tracers: str | None = None,
+    events_slice: Callable[[pl.DataFrame, pl.DataFrame], EventsSlice] | None = None,
 ) -> Comparison:
     """The `Comparison` of both sides' reduced files. `events(cyc, attribution)`: builds the
     events table on first read (the TUI; the ops are the files', not the driver's); `replay`:
     what-if's inputs (one run a side), or empty; `fallback`: why the runs were compared whole;
-    `tracers`: the warning that the sides were recorded by different tracers."""
+    `tracers`: the warning that the sides were recorded by different tracers;
+    `events_slice(cycles, attribution)`: the comparison's `events_slice`, from its cycle and
+    attribution tables (None: the readers slice `events`)."""
     b, h = side_of(parts_b), side_of(parts_h)
     runs = runsets.RunIndex(b.run_of, h.run_of, len(parts_b), len(parts_h))
     warnings = warnings_of(b, h) + vd.run_set_warnings(runs)
@@ -301,6 +304,7 @@ def join(
     set_b = vd.run_set_of(v, "base", b.infos, labels[0])
     set_h = vd.run_set_of(v, "head", h.infos, labels[1])
     base, head = b.infos[0], h.infos[0]
+    cycles = tb.cycle_table(cyc, b.seg.ranges, h.seg.ranges)
     return Comparison(
         base=vd.side_summary(base, b.seg, t.base_ms, vd.host_walls(b.seg), devices["base"], set_b),
         head=vd.side_summary(head, h.seg, t.head_ms, vd.host_walls(h.seg), devices["head"], set_h),
@@ -313,8 +317,9 @@ def join(
         critical_device=t.critical_device,
         env_diffs=env_diffs(base, head),
         attribution=attribution,
-        cycles=tb.cycle_table(cyc, b.seg.ranges, h.seg.ranges),
+        cycles=cycles,
         events_builder=lambda: events(cyc, attribution),
+        events_slice=events_slice(cycles, attribution) if events_slice else None,
         host=schema.conform_diff("host", vd.host_phases(b.seg, h.seg, n_boot, runs)),
         across_gpus=schema.conform_diff("across_gpus", across),
         collectives=sk.blank_split(tb.collectives(coll, nb, nh), clocks)

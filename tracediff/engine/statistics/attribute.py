@@ -23,14 +23,7 @@ import polars as pl
 
 from tracediff.base.segscan import seg_cummax
 from tracediff.engine.cycle import align as al
-
-GAP_CAUSES = {
-    "host": "idle: host-bound (launch began after the GPU went idle)",
-    "launch": "idle: launch latency (launch call still running)",
-    "wait": "idle: waiting on a dependency (launched early, GPU idle)",
-    "unknown": "idle: cause unknown (no launch record)",
-}
-
+from tracediff.engine.result import GAP_CAUSES as GAP_CAUSES  # the gap contributors' names
 
 _CAUSE = pl.Enum(list(GAP_CAUSES))
 

@@ -6,7 +6,7 @@ it into exit 3 / 0 / 4 with the reason on stderr).
 The rule (README "CI gate"):
 
 - GPU work, always: the summed change of the GPU-work contributors (kernels, copies, memsets,
-  collectives, dependency waits; engine/statistics/split.py) that are significant on their own, as a
+  collectives, dependency waits; engine/result.py) that are significant on their own, as a
   percentage of base's mean cycle time. Fail above PCT. Host-bound idle (the GPU waiting for a
   launch) is left out: it follows CPU launch speed, which swings between processes, and one run
   a side cannot tell that from a change (the Kineto k pair: +25.6 % cycle time, all of it launch
@@ -30,8 +30,7 @@ from typing import Literal
 
 import polars as pl
 
-from tracediff.engine.result import Comparison
-from tracediff.engine.statistics.split import part_of
+from tracediff.engine.result import Comparison, part_of
 
 Decision = Literal["fail", "pass", "undecided"]
 
