@@ -3,7 +3,7 @@
     bench/gen_kineto_stacks.py OUT.json [--kernels 1000000]
 
 Deterministic (no randomness: the same N gives the same bytes). A benchmark input for
-bench/kineto_stacks.py and, small, a test input (tests/unit/test_kineto_stacks_generated.py);
+bench/kineto_stacks.py and, small, a test input (tests/unit/parse/test_stack_resolution.py);
 never a fixture on disk. The shape follows the real TraceLens SGLang trace's: one launching
 thread under a root call, per step `serve.py(20): step`, per layer `model.py(52): forward`, per
 op a helper call that launches nothing, then the op's function, its `<built-in method ...>` (an

@@ -12,7 +12,7 @@ dictionary-encoded (they must be msgspec's names). The piece is copied into
 a buffer of exactly its size (PYTHONMALLOC=malloc gives it ASan's red zones), so a read past its
 end is caught. The scanner must refuse or answer; when it answers, the reader's msgspec decode
 must take the same elements, and so must msgspec's plain decode (property (b) of
-tests/unit/test_kineto_scan.py). Any invalid read or undefined behaviour stops the run with the
+tests/unit/parse/test_kineto_scan.py). Any invalid read or undefined behaviour stops the run with the
 sanitizer's report; a laxer accept stops it with the piece written to a file. Not a test: CI's
 sanitizer-free build is what the tests check.
 """

@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 SGLANG_VERSION = "0.5.23"
-"""The SGLang release the shim's targets were checked against (tests/unit/test_sglang_shim.py)."""
+"""The SGLang release the shim's targets were checked against (tests/unit/capture/test_sglang_shim.py)."""
 SGLANG_LEGACY_VERSION = "0.5.5"
 """A release that still has EAGLEWorker (v1); its targets are checked against this one."""
 

@@ -3,7 +3,7 @@ slice (one side, GPU, cycle range) is each run file's task again on the cluster,
 that GPU and those cycles, and its rows are the in-process comparison's.
 
 A real LocalCluster of one worker process; a generated run set of 4 GPUs, 2 runs a side
-(tests/unit/test_event_slices.py gen_runsets), and HTA's two-rank job as one run of two rank files
+(tests/unit/engine/test_event_slices.py gen_runsets), and HTA's two-rank job as one run of two rank files
 a side (a rank file is the worker's unit: only the file holding the GPU is read). Dask's task
 stream says which tasks ran.
 """

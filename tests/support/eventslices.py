@@ -1,4 +1,4 @@
-"""Shared by the tests (moved from tests/unit/test_event_slices.py, so no test module imports another)."""
+"""Shared by the tests (moved from tests/unit/engine/test_event_slices.py, so no test module imports another)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The timeline fetches events only for the GPUs and cycles on screen (issue 21), driven by key
-presses on a real app: a generated run set of 4 GPUs (2 runs a side, tests/unit/test_event_slices
+presses on a real app: a generated run set of 4 GPUs (2 runs a side, tests/unit/engine/test_event_slices
 gen_runsets), at a terminal height where the timeline has room for one GPU's lanes.
 
 What is checked: the lanes drawn are the shown GPU's and their cells are exactly its events of

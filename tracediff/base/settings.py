@@ -4,7 +4,7 @@ Stage: plumbing, below every stage (stdlib only, imports nothing of tracediff). 
 its environment only through the functions here, each at the moment its caller asks (the Kineto
 scanner's two are read once, when parse/kineto/scan.py is imported, and
 TRACEDIFF_KINETO_STACKS when parse/kineto/fields.py is); no other module of
-tracediff or capture reads a `TRACEDIFF_*` variable itself (tests/unit/test_settings.py greps
+tracediff or capture reads a `TRACEDIFF_*` variable itself (tests/unit/base/test_settings.py greps
 for it), and README.md's "Environment variables" lists exactly `VARIABLES` (the same test).
 
 Read by tracediff:

@@ -24,7 +24,7 @@ outside (L, H] (S like good, or S-1 like bad) the suspect was wrong, and the res
 search's middle. So a wrong suspect costs nothing beyond the bound, and a right one saves steps
 where the bound leaves room. Counted over every range of 2-40 commits and every position of a
 right suspect: 2255 decided steps against binary search's 3831, never one more than binary at
-any position, never above the bound for any suspect (tests/unit/test_bisect_order.py checks
+any position, never above the bound for any suspect (tests/unit/bisect/test_bisect_order.py checks
 that to 16 commits). In 7 commits (bound 3) a right suspect at 3, 5 or 7 takes 2 steps instead
 of 3; at 2, 4 or 6 the bound leaves no room (3, as binary); 8 commits leave none anywhere.
 """

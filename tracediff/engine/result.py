@@ -4,7 +4,7 @@ Stage: engine output. Consumers: the text/JSON report, the TUI, export, what-if.
 Sides are always `base` / `head`, never named after user labels. Times in tables are ns;
 per-cycle summary numbers are ms (their names say so). The tables' columns, order and types are
 defined once in tracediff.runs.schema.DIFF_TABLES, and the engine conforms each frame to it as it builds
-it; tests/unit/test_diff_schemas.py checks the field docstrings below against it. What moved
+it; tests/unit/engine/test_diff_schemas.py checks the field docstrings below against it. What moved
 (the change split into GPU work and host-bound idle) is computed here, once, from the
 attribution: `Comparison.change_split`, which the reports and the TUI read.
 """

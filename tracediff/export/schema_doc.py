@@ -4,7 +4,7 @@
 
 Rewrites the part of docs/parquet-schema.md between the `generated` markers from
 tracediff/runs/schema.py (run tables, diff tables) and tracediff/export/parquet.py (runs, summary), so
-the doc cannot drift: tests/unit/test_export_doc.py fails when it is out of date. `--check` only
+the doc cannot drift: tests/unit/export/test_export_doc.py fails when it is out of date. `--check` only
 compares.
 """
 

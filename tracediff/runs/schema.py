@@ -233,7 +233,7 @@ format-1 files also lack the `frames` and `stacks` tables (read as empty)."""
 # means), with the types `compare --export` writes them as (export/parquet.py; the tables of
 # docs/parquet-schema.md are generated from these). The engine's polars frames hold the same
 # columns; there strings may be large or dictionary-encoded, and a table with no rows may come
-# with no columns (tests/unit/test_diff_schemas.py checks both sides against these).
+# with no columns (tests/unit/engine/test_diff_schemas.py checks both sides against these).
 
 _str, _i32, _i64, _f64, _bool = pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()
 
