@@ -10,22 +10,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracediff.engine.result import OP_COLUMNS
 from tracediff.parse.nccl import is_comm
 from tracediff.runs.runfile import Run
 
-OP_COLUMNS = [
-    "device_id",
-    "process_id",
-    "stream_id",
-    "start_ns",
-    "end_ns",
-    "duration_ns",
-    "launch_thread_id",
-    "launch_start_ns",
-    "launch_end_ns",
-    "graph_node_id",
-]
-"""The columns every GPU op carries, kernels and copies alike (and in this order)."""
 _KERNEL_COLS = [
     *OP_COLUMNS,
     "stack_id",

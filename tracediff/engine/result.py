@@ -64,6 +64,22 @@ class EnvDiff:
     head: Any
 
 
+OP_COLUMNS = [
+    "device_id",
+    "process_id",
+    "stream_id",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "launch_thread_id",
+    "launch_start_ns",
+    "launch_end_ns",
+    "graph_node_id",
+]
+"""The columns every GPU op carries, kernels and copies alike (and in this order): the run
+tables' (engine/ops.py reads them) and so `ReplayInputs.ops`'s."""
+
+
 @dataclass(frozen=True)
 class ReplayInputs:
     """What what-if replay (tracediff.replay) and the TUI's dependency arrows read beyond the

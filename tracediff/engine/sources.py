@@ -5,12 +5,9 @@ Stage: engine output (issue 19). Input: the aligned, attributed ops of both side
 tables; output: the `Comparison.sources` frame (tracediff/runs/schema.py DIFF_TABLES["sources"]).
 
 A launch's location is the innermost *user* frame of its stack: library frames are folded into
-the user frame that called them. A frame is library code (`is_library`) when it has no file
-(`<built-in method ...>`, `nn.Module: ...`), or its file is under `site-packages/` or
-`dist-packages/`, or starts with `<` (`<frozen ...>`), or its first path component is a package
-of LIBRARY_PACKAGES or of the Python standard library (Kineto writes installed files relative to
-sys.path: `torch/nn/modules/module.py`, `threading.py`). A stack with no user frame keeps its
-innermost frame that has a file (else its innermost frame), so no launch is dropped.
+the user frame that called them (which frames are library code: parse/stacks/library.py's
+`is_library`, the rule the suspects and the TUI fold by too). A stack with no user frame keeps
+its innermost frame that has a file (else its innermost frame), so no launch is dropped.
 
 A contributor's sources are the locations its ops (both sides, every cycle) were launched from,
 each with the share of the contributor's GPU time launched from there, largest first; ops whose
@@ -21,30 +18,13 @@ resolved. Runs without stacks: no rows, and nothing here runs. Not yet: a rename
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import polars as pl
 
+from tracediff.parse.stacks.library import is_library
 from tracediff.runs.runfile import Run
 from tracediff.runs.schema import conform_diff, empty_frame
-
-LIBRARY_PACKAGES: frozenset[str] = frozenset({"torch", "numpy", "triton", "typing_extensions"})
-"""Top-level packages whose frames are library code besides the standard library (the place to
-make the rule configurable)."""
-
-_LIBRARY_PATH = r"(^|/)(site-packages|dist-packages)/|^<"
-_STDLIB = frozenset(sys.stdlib_module_names) | LIBRARY_PACKAGES
-
-
-def is_library(file: pl.Expr) -> pl.Expr:
-    """True where a frame's file is library code (null file: library); see the module doc."""
-    top = file.str.extract(r"^([A-Za-z_][\w]*)(?:/|\.py$)")
-    return (
-        file.is_null()
-        | file.str.contains(_LIBRARY_PATH)
-        | top.is_in(list(_STDLIB)).fill_null(False)
-    )
 
 
 def locations(runs: Sequence[Run]) -> pl.DataFrame:

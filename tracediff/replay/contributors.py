@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracediff.engine.statistics.attribute import GAP_CAUSES
+from tracediff.engine.result import GAP_CAUSES
 
 KEY = ["kind", "contributor", "phase", "device_id", "gap_cause"]
 

@@ -41,8 +41,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
-from tracediff.engine.ops import OP_COLUMNS
-from tracediff.engine.result import Comparison
+from tracediff.engine.result import OP_COLUMNS, Comparison
 from tracediff.replay.contributors import (
     KEY,
     base_values,

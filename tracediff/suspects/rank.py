@@ -9,7 +9,7 @@ The rule. Each contributor that moved (the significant ones, or all when none is
 |delta|. Its launch stacks' frames are mapped onto repo paths by suffix (a frame's file is
 relative to the workload's working directory, or absolute: `/tmp/wt/minispec/layers.py` and
 `minispec/layers.py` both map onto the repo's `minispec/layers.py`; library frames are left out,
-engine/sources.is_library; a name two repo files fit equally is left out). A frame names its
+parse/stacks/library.is_library; a name two repo files fit equally is left out). A frame names its
 function by (name, first line) at its side's commit (base or head), found there with Python's
 `ast` (two parses per file, not two per file and commit) and carried to every commit of the
 range through the hunks in between (linemap.py). A commit's hunks (both sides
@@ -38,7 +38,7 @@ from typing import Any
 
 import polars as pl
 
-from tracediff.engine.sources import is_library
+from tracediff.parse.stacks.library import is_library
 from tracediff.suspects import gitlog, linemap, pysource
 from tracediff.suspects.linemap import Span
 from tracediff.suspects.nostacks import NO_STACKS

@@ -13,7 +13,7 @@ import polars as pl
 from rich.text import Text
 
 from tracediff.engine.result import Comparison
-from tracediff.engine.sources import is_library
+from tracediff.parse.stacks.library import is_library
 from tracediff.report.text import frame_label, safe, short
 from tracediff.suspects import Suspects
 from tracediff.suspects.nostacks import NO_STACKS

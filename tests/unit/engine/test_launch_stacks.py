@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from tracediff.engine.compare import compare
-from tracediff.engine.sources import is_library
 from tracediff.parse import load
+from tracediff.parse.stacks.library import is_library
 
 DATA = Path(__file__).resolve().parent.parents[1] / "data" / "kineto"
 

@@ -22,6 +22,7 @@ from tracediff.engine import sources
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.parse.kineto import read_kineto
+from tracediff.parse.stacks.library import is_library
 from tracediff.runs.runfile import read_run, write_run
 
 DATA = Path(__file__).resolve().parent.parents[1] / "data" / "kineto"
@@ -140,7 +141,7 @@ def test_every_contributor_s_sources_shares_sum_to_one(trace: str) -> None:
     assert got["share"].null_count() == 0
     assert np.allclose(got["share"].to_numpy(), 1.0)
     # launch locations are user code: library frames (torch, built-ins) folded
-    assert not c.sources.select(sources.is_library(pl.col("file"))).to_series().any()
+    assert not c.sources.select(is_library(pl.col("file"))).to_series().any()
     # gaps have no launches, so no sources
     gaps = c.attribution.filter(pl.col("kind") == "gap")["contributor_id"]
     assert not c.sources["contributor_id"].is_in(gaps.implode()).any()
@@ -161,5 +162,5 @@ def test_library_rule() -> None:
             "torchvision_like_user_dir_not_torch/a.py",
         ]
     )
-    got = pl.select(sources.is_library(pl.lit(files))).to_series().to_list()
+    got = pl.select(is_library(pl.lit(files))).to_series().to_list()
     assert got == [True] * 7 + [False] * 3
