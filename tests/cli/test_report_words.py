@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tracediff.cli import main
-from tracediff.commands.compare import distinct_labels
+from tracediff.engine.inputs import distinct_labels
 from tracediff.parse import load
 from tracediff.report.compare_text import STATUSES
 from tracediff.runs import schema

@@ -52,7 +52,7 @@ def test_a_slice_runs_on_the_workers_and_is_the_in_process_one(tmp_path: Path) -
 def test_a_slice_of_a_rank_run_reads_the_gpus_rank_file_only(tmp_path: Path) -> None:
     from distributed import get_task_stream
 
-    from tracediff.commands.compare import load_sides
+    from tracediff.engine.inputs import load_sides
     from tracediff.engine.pipeline.cluster import open_executor
 
     kineto = Path(__file__).resolve().parents[1] / "data" / "kineto"
@@ -63,12 +63,14 @@ def test_a_slice_of_a_rank_run_reads_the_gpus_rank_file_only(tmp_path: Path) -> 
     base, head = tmp_path / "base", tmp_path / "head"
     quiet = lambda _m: None  # noqa: E731
     # two ranks of HTA's 128-rank job
-    b, h, _, _, _ = load_sides(base, head, "auto", quiet, allow_missing_ranks=True)
-    here = compare(b, h, n_boot=50)  # the two files joined into one run, in this process
+    sides = load_sides(base, head, "auto", quiet, allow_missing_ranks=True)
+    here = compare(
+        sides.bases, sides.heads, n_boot=50
+    )  # the two files joined into one run, in this process
     assert here.events_slice is not None
     with open_executor("local:1", "1GiB") as ex:
-        b, h, _, _, _ = load_sides(base, head, "auto", quiet, cluster=ex, allow_missing_ranks=True)
-        c = compare(b, h, n_boot=50, executor=ex)
+        sides = load_sides(base, head, "auto", quiet, cluster=ex, allow_missing_ranks=True)
+        c = compare(sides.bases, sides.heads, n_boot=50, executor=ex)
         assert c.events_slice is not None
         devices = sorted(set(c.cycles["device_id"].to_list()))
         assert len(devices) == 2

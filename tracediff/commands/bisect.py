@@ -221,8 +221,8 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
     OUTDIR (a culprit whose run sets cannot be compared is drawn without its comparison, and
     the reason is said on stderr)."""
     from tracediff.base.errors import TracediffError
-    from tracediff.commands.compare import load_sides, with_inputs
     from tracediff.engine.compare import compare
+    from tracediff.engine.inputs import load_sides
     from tracediff.report.html.bisect_page import render_bisect
     from tracediff.report.html.write import write_html
 
@@ -230,13 +230,11 @@ def write_page(args: argparse.Namespace, result: dict[str, Any]) -> None:
     for c in result["culprits"]:
         parent, culprit = (Path(result["outdir"]) / s[:12] for s in (c["parent"], c["commit"]))
         try:
-            bases, heads, labels, dmatch, inputs = load_sides(
-                parent, culprit, "auto", lambda _m: None
-            )
-            comp = compare(bases, heads, cycle=args.cycle, labels=labels)
+            sides = load_sides(parent, culprit, "auto", lambda _m: None)
+            comp = compare(sides.bases, sides.heads, cycle=args.cycle, labels=sides.labels)
         except TracediffError as e:
             _say(f"--html: {c['commit'][:12]} drawn without its comparison: {e}")
             continue
-        comparisons[c["commit"]] = with_inputs(comp, dmatch, inputs)
+        comparisons[c["commit"]] = sides.onto(comp)
     _say(f"writing {args.html}")
     write_html(render_bisect(result, comparisons), args.html, force=args.force)

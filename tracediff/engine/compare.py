@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -36,12 +36,18 @@ from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.statistics import attribute as at
 from tracediff.runs.runfile import Run
 
+if TYPE_CHECKING:
+    from tracediff.engine.pipeline.rankrun import RankRun
+
+    Source = Run | Path | RankRun
+    """A run as compare takes it: open, its path, or a run of rank files (engine/inputs.py)."""
+
 __all__ = ["compare", "env_diffs"]
 
 
 def compare(
-    base: Run | Path | Sequence[Run | Path],
-    head: Run | Path | Sequence[Run | Path],
+    base: Run | Path | Sequence[Source],
+    head: Run | Path | Sequence[Source],
     *,
     cycle: str | None = None,
     n_boot: int = 1000,
@@ -59,8 +65,8 @@ def compare(
     the driver joins the reduced tables (engine/pipeline/join.py)."""
     say = progress or ex.quiet
     run_ex = executor or ex.InProcess()
-    bases = [base] if isinstance(base, (Run, Path)) else list(base)
-    heads = [head] if isinstance(head, (Run, Path)) else list(head)
+    bases: list[Source] = [base] if isinstance(base, (Run, Path)) else list(base)
+    heads: list[Source] = [head] if isinstance(head, (Run, Path)) else list(head)
     # one run a side keeps its ops (replay, TUI); a run of rank files never gathers them here
     one = len(bases) == 1 and len(heads) == 1 and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
@@ -175,7 +181,7 @@ def _ranked(source: object) -> bool:
     return isinstance(source, RankRun)
 
 
-def _open(source: Run | Path) -> Run:
+def _open(source: Source) -> Run:
     from tracediff.engine.pipeline.rankrun import RankRun
     from tracediff.parse import load
 
@@ -185,8 +191,8 @@ def _open(source: Run | Path) -> Run:
 
 
 def _host_or_refuse(
-    bases: list[Run | Path],
-    heads: list[Run | Path],
+    bases: list[Source],
+    heads: list[Source],
     cycle: str | None,
     n_boot: int,
     labels: tuple[str | None, str | None],
@@ -208,7 +214,7 @@ def _host_or_refuse(
 
 
 def _whole(
-    bases: list[Run | Path], heads: list[Run | Path], one: bool, run_ex: ex.Executor,
+    bases: list[Source], heads: list[Source], one: bool, run_ex: ex.Executor,
     say: Callable[[str], None],
 ) -> list[Reduced]:  # fmt: skip
     """Every run cut as one cycle (base's rule did not fit one of them)."""
@@ -226,8 +232,8 @@ def _whole(
 
 def _final_templates(
     done: list[Reduced],
-    bases: list[Run | Path],
-    heads: list[Run | Path],
+    bases: list[Source],
+    heads: list[Source],
     run_ex: ex.Executor,
     say: Callable[[str], None],
 ) -> tuple[list[Reduced], dict[int, al.DeviceTemplate]]:
@@ -258,8 +264,8 @@ def _final_templates(
 
 def _task_of(
     p: Reduced,
-    bases: list[Run | Path],
-    heads: list[Run | Path],
+    bases: list[Source],
+    heads: list[Source],
     tpl: dict[int, al.DeviceTemplate],
     carry: dict[tuple[int, int], str] | None = None,
 ) -> FileTask:

@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.gen_kineto_nodes import write_kineto_nodes
 from tests.support.gen_nsys import Straggler, write_report
-from tracediff.commands.compare import load_sides
 from tracediff.engine.compare import compare
+from tracediff.engine.inputs import load_sides
 from tracediff.engine.pipeline import rankmerge, rankunit
 from tracediff.engine.pipeline.rankrun import RankRun
 from tracediff.report import render
@@ -32,12 +32,13 @@ class Here:
 
 
 def _json(base: Path, head: Path, layout: str, cluster: object) -> str:
-    bases, heads, labels, dm, _ = load_sides(
+    sides = load_sides(
         base, head, layout, lambda _m: None, None, cluster, allow_missing_ranks=True
     )  # HTA's job: 2 of its 128 ranks
-    assert all(isinstance(r, RankRun) for r in bases + heads) == (cluster is not None)
-    res = compare(bases, heads, n_boot=100, labels=labels)
-    return render(replace(res, device_map=dm.rows()), "json", 10)
+    runs = sides.bases + sides.heads
+    assert all(isinstance(r, RankRun) for r in runs) == (cluster is not None)
+    res = compare(sides.bases, sides.heads, n_boot=100, labels=sides.labels)
+    return render(replace(res, device_map=sides.device_match.rows()), "json", 10)
 
 
 @pytest.fixture(scope="module")
