@@ -25,8 +25,12 @@ The rule, in order (each stage only when the one before could not decide):
    with those, up to --max-runs - N more each. They are extra runs (`captures.extra_runs`; by
    commit `share_runs`); the step's own run sets stay as their steps saw them, so a resumed call
    decides every step the same way. Nothing suspect and the CI at or above SHARE_TO_CONTINUE:
-   C explains its range, stop. Still undecided at the cap: stop, logged as such (nothing moved
-   beside it on the looks).
+   C explains its range, stop. Nothing suspect, the CI of s reaching below SHARE_TO_CONTINUE,
+   but each look's 95 % CI leaving room for less than 1 - SHARE_TO_CONTINUE of the range's
+   change beside C (`reach`): C explains its range too (what rule 1 looks for, 40 % elsewhere,
+   is excluded by the runs already captured; the share's extra runs, up to 2 x (--max-runs - N),
+   had been most of a lone culprit's captures beyond the bound under load). Still undecided at
+   the cap: stop, logged as such (nothing moved beside it on the looks).
 4. A suspect side is confirmed on N fresh runs of its two ends captured interleaved
    (OUTDIR/confirm-<a12>-<z12>/), taken with the earlier runs (2N a side: 4 fresh runs alone
    missed a real half behind one load spike), and searched only when `further` holds.
@@ -64,6 +68,7 @@ moves.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -122,15 +127,26 @@ def beside(
         s, lo_ci, hi_ci = share_of_range(c, rd)
         extra = {} if more is None else {parent: more[0], sha: more[1]}
         looks = [_look(b, a, z, follow, total, extra) for a, z in sides]
+        room = [reach(ci, rd) for _, _, ci in looks]
         # a step between its ends on this side: at or below the parent, or at or above C
         hints = [any(x <= lo if z <= lo else x >= hi for x in splits) for a, z in sides]
-        suspect = [s < SHARE_TO_CONTINUE or h or m for h, (m, _) in zip(hints, looks, strict=True)]
+        suspect = [
+            s < SHARE_TO_CONTINUE or h or m for h, (m, _, _) in zip(hints, looks, strict=True)
+        ]
         have = 0 if more is None else min(len(b.runs_of(f)) for f in more)
         grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
         if any(suspect):
             decision = "part of its range: testing beside it"
         elif not sides or lo_ci >= SHARE_TO_CONTINUE:
             decision = "explains its range"
+        elif all(r < 1 - SHARE_TO_CONTINUE for r in room):
+            # the share's CI leaves room for a further change, the looks beside it do not: the
+            # runs already captured exclude what rule 1 looks for (40 % elsewhere), and the
+            # share's extra runs (up to 2 x (--max-runs - N)) are not needed
+            decision = (
+                f"explains its range (the looks beside it exclude "
+                f"{100 * (1 - SHARE_TO_CONTINUE):.0f} % of its change there)"
+            )
         elif stuck is not None or not b.live:
             why = stuck or "no workload command to capture more"
             decision = f"share undecided ({why}): nothing moved beside it"
@@ -150,11 +166,15 @@ def beside(
                         "first": b.commits[a],
                         "last": b.commits[z],
                         "delta_ms_per_cycle": d,
+                        # the most of the range's change its CI leaves room for
+                        "reach": r,
                         "moved": m,
                         "between": h,
                         "suspect": u,
                     }
-                    for (a, z), (m, d), h, u in zip(sides, looks, hints, suspect, strict=True)
+                    for (a, z), (m, d, _), r, h, u in zip(
+                        sides, looks, room, hints, suspect, strict=True
+                    )
                 ],
                 "wall_s": round(time.monotonic() - t0, 1),
             }
@@ -183,13 +203,23 @@ def beside(
 
 def _look(
     b: Bisection, a: int, z: int, follow: dict[str, Any], total: float, extra: dict[str, Path]
-) -> tuple[bool, float]:
+) -> tuple[bool, float, tuple[float, float]]:
     """Rule 2's look at commits[a..z] on the runs already captured (with the share's extra runs
-    of its parent or culprit end, `extra`): moved, and its change."""
+    of its parent or culprit end, `extra`): moved, its change, and its 95 % CI (summed)."""
     ga, gz = b.commits[a], b.commits[z]
     ra, rz = (b.evidence(x) + (b.runs_of(extra[x]) if x in extra else []) for x in (ga, gz))
     qs = b.quantities(b.compare_runs(ra, rz, (ga[:12], gz[:12])), follow)
-    return moved(qs, total), sum(q.delta for q in qs)
+    ci = (sum(q.ci[0] for q in qs), sum(q.ci[1] for q in qs))
+    return moved(qs, total), sum(q.delta for q in qs), ci
+
+
+def reach(ci: tuple[float, float], rd: float) -> float:
+    """The most of the range's change rd that a look's 95 % CI (summed over the followed
+    quantities) leaves room for beside the culprit, in the regression's direction (inf: no CI)."""
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not rd:
+        return math.inf
+    return max(lo / rd, hi / rd)
 
 
 def moved(qs: list[Q], total: float) -> bool:

@@ -110,3 +110,15 @@ def test_known_evidence_needs_the_fresh_runs_alone_to_show_the_change() -> None:
     assert br.further(
         precise, [Q("cycle time", 8.0, True, 0.03, (4.5, 11.5))], 16.0, CYCLE, fresh=flat
     )
+
+
+def test_a_looks_reach_is_the_most_of_the_change_its_ci_leaves_room_for() -> None:
+    # a slower regression (+10 ms): a look of -1..+3 ms leaves room for 30 % beside the culprit
+    assert br.reach((-1.0, 3.0), 10.0) == pytest.approx(0.3)
+    # a faster one (-10 ms): the same look's -1 ms end is the regression's direction
+    assert br.reach((-1.0, 3.0), -10.0) == pytest.approx(0.1)
+    # a look that cannot say: room for anything
+    assert br.reach((float("-inf"), 3.0), 10.0) == float("inf")
+    assert br.reach((-1.0, 3.0), 0.0) == float("inf")
+    # 40 % or more beside it is what the share's 60 % line looks for: not excluded
+    assert br.reach((-1.0, 4.5), 10.0) >= 1 - br.SHARE_TO_CONTINUE
