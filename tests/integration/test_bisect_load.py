@@ -120,6 +120,9 @@ def report(kind: str, seed: int, rc: int, res: dict, out: Path, **more: object) 
         "captures": cap.get("used"), "bound": cap.get("bound"), "wall_s": round(res["_wall"], 1),
         "capture_s": round(own, 1), "first_bad": res.get("first_bad"),
         "ends": (res.get("steps") or [{}])[0].get("runs"), **more,
+        # where the captures went, and what each step decided
+        "parts": {k: cap.get(k) for k in ("extra_runs", "confirm_runs", "fresh_runs", "failed_runs")},
+        "decisions": [e.get("decision") for e in res.get("steps", [])],
     }  # fmt: skip
     with open(os.environ["BISECT_REPORT"], "a") as f:
         f.write(json.dumps(line) + "\n")

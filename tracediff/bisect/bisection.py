@@ -84,6 +84,7 @@ from tracediff.base.errors import InputError, OutputError, TracediffError, Usage
 from tracediff.bisect import ends as be
 from tracediff.bisect import follow as bf
 from tracediff.bisect import pool as bp
+from tracediff.bisect import quick as bq
 from tracediff.bisect import state as bstate
 from tracediff.bisect.follow import Q
 from tracediff.engine.compare import compare
@@ -141,6 +142,7 @@ class Bisection:
     short: dict[str, str] = field(default_factory=dict)  # a run failed after others finished
     t0: float = field(default_factory=time.monotonic)  # this call's start
     stepped: list[str] = field(default_factory=list)  # the steps' commits, in order (evidence)
+    means: bq.Means = field(default_factory=bq.Means)  # each run's mean cycle time (bisect/quick)
     # run sets read only up to a count: a share's extra runs as its look had them, so that a
     # resumed call (whose folder already holds all of them) logs every look as the first did
     limits: dict[str, int] = field(default_factory=dict)
@@ -444,7 +446,29 @@ class Bisection:
         return self.compare_runs(self.runs_of(fa), self.runs_of(fb), labels)
 
     def compare_runs(self, ra: list[Any], rb: list[Any], labels: tuple[str, str]) -> Any:
-        return compare(ra, rb, cycle=self.spec.cycle, labels=labels)
+        c = compare(ra, rb, cycle=self.spec.cycle, labels=labels)
+        self.means.keep(ra, c.base)
+        self.means.keep(rb, c.head)
+        return c
+
+    def quick(self, ra: list[Any], rb: list[Any], labels: tuple[str, str]) -> Any:
+        """compare_runs for a step's decision: where the cycle time is followed and every run's
+        mean is kept, its cycle-time fields alone, from those means (tracediff/bisect/quick.py)."""
+        follow = self.state.get("follow") or {}
+        ma, mb = self.means.get(ra), self.means.get(rb)
+        if follow.get("what") != "cycle time" or ma is None or mb is None:
+            return self.compare_runs(ra, rb, labels)
+        if min(len(ma), len(mb)) < 2:
+            return self.compare_runs(ra, rb, labels)
+        return bq.cycle_only(ma, mb)
+
+    def learn(self, runs: list[Any], ref: Any) -> None:
+        """Keep the run means of `runs` (new runs of a step) where the cycle time is followed:
+        one comparison against `ref`, a run of an end (1 run a side: no across-run test to
+        invert), whose cycle rule is the one the step's comparison against that end uses."""
+        follow = self.state.get("follow") or {}
+        if follow.get("what") == "cycle time" and self.means.get(runs) is None:
+            self.compare_runs([ref], runs, (Path(ref.path).parent.name, "runs"))
 
     def confirm(
         self, a: str, z: str, n: int | None = None, kind: str = "confirm"

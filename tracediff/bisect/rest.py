@@ -14,7 +14,11 @@ The rule, in order (each stage only when the one before could not decide):
 2. Looks beside it, on the runs already captured (no cost): the ranges a..P and C..z, each
    compared across runs. A side is *suspect* when its look moved (significant at 95 %, in the
    regression's direction), or a step of the search on that side differed from both its ends
-   (`between`), or s < SHARE_TO_CONTINUE (then both sides: the issue's rule). With two culprits
+   (`between`), or s < SHARE_TO_CONTINUE (the issue's rule) where its look's 95 % CI leaves
+   room for the 1 - SHARE_TO_CONTINUE that s leaves unexplained (`reach`: a side whose look
+   excludes it cannot hold it; confirming such a side cost 8 fresh runs, and a lone culprit's
+   share measured at 4-6 runs under load came out below 60 % often: 58 % at a load of 20, its
+   CI 7-104 %). With two culprits
    the search always probes a commit that carries one change and not the other: the culprit's
    parent when the other culprit is below it (the search's last like-good commit), the culprit
    itself when the other is above (its first like-bad). So a second culprit shows in three
@@ -131,7 +135,8 @@ def beside(
         # a step between its ends on this side: at or below the parent, or at or above C
         hints = [any(x <= lo if z <= lo else x >= hi for x in splits) for a, z in sides]
         suspect = [
-            s < SHARE_TO_CONTINUE or h or m for h, (m, _, _) in zip(hints, looks, strict=True)
+            (s < SHARE_TO_CONTINUE and r >= 1 - SHARE_TO_CONTINUE) or h or m
+            for h, (m, _, _), r in zip(hints, looks, room, strict=True)
         ]
         have = 0 if more is None else min(len(b.runs_of(f)) for f in more)
         grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
@@ -208,7 +213,7 @@ def _look(
     of its parent or culprit end, `extra`): moved, its change, and its 95 % CI (summed)."""
     ga, gz = b.commits[a], b.commits[z]
     ra, rz = (b.evidence(x) + (b.runs_of(extra[x]) if x in extra else []) for x in (ga, gz))
-    qs = b.quantities(b.compare_runs(ra, rz, (ga[:12], gz[:12])), follow)
+    qs = b.quantities(b.quick(ra, rz, (ga[:12], gz[:12])), follow)
     ci = (sum(q.ci[0] for q in qs), sum(q.ci[1] for q in qs))
     return moved(qs, total), sum(q.delta for q in qs), ci
 
@@ -272,7 +277,8 @@ def side(
     see `further`)."""
     t0 = time.monotonic()
     ga, gz = b.commits[a], b.commits[z]
-    cz = b.compare(ga, gz)
+    # the cycle time from kept run means where it is followed (bisect/quick.py)
+    cz = b.quick(b.runs_of(b.folder(ga)), b.runs_of(b.folder(gz)), (ga[:12], gz[:12]))
     qs = b.quantities(cz, follow)
     entry: dict[str, Any] = {
         **b.entry(gz, ga, pool=True),
@@ -283,12 +289,14 @@ def side(
     fresh, problem = b.confirm(ga, gz)
     if fresh is not None and problem is None:
         # the fresh runs with the earlier ones: twice the runs, drift halved
-        ra = b.runs_of(b.folder(ga)) + b.runs_of(fresh[0])
-        rz = b.runs_of(b.folder(gz)) + b.runs_of(fresh[1])
-        cf = b.compare_runs(ra, rz, (ga[:12], gz[:12]))
+        fa, fz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
+        ra = b.runs_of(b.folder(ga)) + fa
+        rz = b.runs_of(b.folder(gz)) + fz
+        # the fresh runs alone: what `known` cannot have biased (see `further`); compared in
+        # full, which keeps their run means for the test with the earlier ones (bisect/quick.py)
+        alone = b.quantities(b.compare_runs(fa, fz, (ga[:12], gz[:12])), follow)
+        cf = b.quick(ra, rz, (ga[:12], gz[:12]))
         qs = b.quantities(cf, follow)
-        # the fresh runs alone: what `known` cannot have biased (see `further`)
-        alone = b.quantities(b.compare_sets(*fresh, (ga[:12], gz[:12])), follow)
         yes = further(cf, qs, total, follow, known, alone)
         entry.update(
             decision="regression (confirmed)" if yes else "no further change (confirmed)",

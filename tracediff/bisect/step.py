@@ -148,8 +148,9 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
         fresh = b.fresh(sha, b.commits[lo])
         lo_sha, hi_sha = b.commits[lo], b.commits[hi]
         xr, lr, hr = b.runs_of(b.folder(sha)), b.evidence(lo_sha), b.evidence(hi_sha)
-        cg = b.compare_runs(lr, xr, (lo_sha[:12], sha[:12]))
-        cb = b.compare_runs(xr, hr, (sha[:12], hi_sha[:12]))
+        b.learn(xr, lr[0])  # X's run means (the ends' are kept): the comparisons from means
+        cg = b.quick(lr, xr, (lo_sha[:12], sha[:12]))
+        cb = b.quick(xr, hr, (sha[:12], hi_sha[:12]))
         qg, qb = b.quantities(cg, follow_of(b)), b.quantities(cb, follow_of(b))
         each = [decide(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True)]
         split = any(between(g, z, t) for g, z, t in zip(qg, qb, ends, strict=True))

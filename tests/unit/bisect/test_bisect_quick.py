@@ -1,0 +1,46 @@
+"""bisect's cycle-time comparison from kept run means gives the engine's numbers (issue 31:
+bisect's own time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracediff.bisect import quick as bq
+from tracediff.engine.compare import compare
+from tracediff.parse import load
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "capture-hostonly"
+
+
+@pytest.fixture(scope="module")
+def runs() -> tuple[object, object]:
+    return load(DATA / "base" / "report.sqlite"), load(DATA / "slow" / "report.sqlite")
+
+
+def test_the_cycle_time_from_kept_means_is_the_full_comparisons(runs: tuple) -> None:
+    base, slow = runs
+    means = bq.Means()
+    # the means are kept from one comparison (1 run against 2: no across-run test) ...
+    learn = compare([base], [slow, base])
+    means.keep([slow, base], learn.head)
+    assert set(means.of) == {slow.path, base.path}
+    assert means.of[slow.path] > means.of[base.path]  # the slow workload is slower
+    # ... and give another comparison's cycle-time fields exactly
+    a, b = [base, slow, base], [slow, slow, base, slow]
+    full = compare(a, b)
+    got = bq.cycle_only(means.get(a), means.get(b))
+    assert got.delta_ms_per_cycle == full.delta_ms_per_cycle
+    assert got.delta_ci95 == full.delta_ci95
+    assert got.p_value == full.p_value
+    assert got.significant == full.significant
+
+
+def test_a_run_whose_mean_is_not_kept_leaves_the_full_comparison(runs: tuple) -> None:
+    base, slow = runs
+    means = bq.Means()
+    c = compare([base], [slow])  # one run a side: no run means
+    means.keep([base], c.base)
+    means.keep([slow], c.head)
+    assert means.get([base, slow]) is None

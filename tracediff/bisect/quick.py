@@ -1,0 +1,75 @@
+"""`tracediff bisect`'s cycle-time comparisons from each run's mean: what a step asks of
+`compare` when the cycle time is followed, without reducing every run of both ends again.
+
+Stage: bisect (tracediff/bisect/step.py and rest.py call `Bisection.quick`). Input: the runs of
+two sides; output: the cycle time's change, 95 % CI, p-value and significance, as the engine's
+comparison of those run sets gives them (`CycleOnly`, read by bisect/follow.quantities).
+
+Why. Profiled (cProfile of the bisect process, a 4-commit NVTX bisection at load 16), bisect's
+own time was 46 s of 262 s wall (21 % of the captures' 216 s), 40.7 s of it in 17 engine
+compares, 2.4 s each: the across-run CI inversion over every host phase (26 s) and the phases'
+polars work (17 s). A step decides on the cycle time alone, and with each end taken on all its
+runs so far (bisect/bisection.evidence) every step compared the ends' runs again. Each run's
+mean cycle time depends on that run alone (engine/statistics/verdict.run_means_ms: the run's
+cycles, summed in order), so it is kept from the first full comparison that has it (`Means`);
+the across-run test on those means is the engine's own (runstats.across_runs with verdict's
+significance rule), so the numbers are those a full comparison of the same runs gives
+(tests/unit/test_bisect_quick.py). A side with a run whose mean is not kept, or fewer than 2
+runs (the engine's test is then over cycles), goes through the full comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tracediff.engine.statistics import runstats as rs
+from tracediff.engine.statistics import stats as st
+
+
+@dataclass(frozen=True)
+class CycleOnly:
+    """The cycle-time fields of a comparison of two run sets (engine/statistics/verdict.py)."""
+
+    delta_ms_per_cycle: float
+    delta_ci95: tuple[float, float]
+    significant: bool
+    p_value: float | None
+
+
+class Means:
+    """Each run's mean cycle time (ms), by run file, from the comparisons made so far."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, float] = {}
+
+    def keep(self, runs: Sequence[Any], side: Any) -> None:
+        """The means of `runs` as comparison side `side` has them (in run order; not kept when
+        a run had no cycle, so that the means cannot be matched to the runs)."""
+        means = getattr(side, "run_means_ms", ())
+        if len(runs) >= 2 and len(means) == len(runs):
+            self.of.update({r.path: float(m) for r, m in zip(runs, means, strict=True)})
+
+    def get(self, runs: Sequence[Any]) -> list[float] | None:
+        """The kept means of `runs`, None when one is not kept."""
+        try:
+            return [self.of[r.path] for r in runs]
+        except KeyError:
+            return None
+
+
+def cycle_only(base: list[float], head: list[float]) -> CycleOnly:
+    """The cycle time's comparison of two run sets from their run means, as
+    engine/statistics/verdict.verdict makes it across runs."""
+    t = rs.across_runs(np.array([base]), np.array([head]))
+    d = float(t.delta_ms[0])
+    low, high = float(t.ci95_low[0]), float(t.ci95_high[0])
+    return CycleOnly(
+        delta_ms_per_cycle=d,
+        delta_ci95=(low, high),
+        significant=bool((low > 0 or high < 0) and abs(d) >= st.MIN_EFFECT_MS),
+        p_value=float(t.p_value[0]),
+    )
