@@ -15,6 +15,7 @@ from capture.presets import sglang_eagle3
 from tests.support.capture import capture
 from tracediff.base.errors import UsageError
 from tracediff.commands import capture as cmd
+from tracediff.commands import common
 from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
@@ -51,16 +52,16 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_capture_range_options(argv: list[str], expected: list[str]) -> None:
-    assert cmd.capture_range_args(parse(*argv), []) == expected
+    assert common.capture_range_args(parse(*argv), []) == expected
 
 
 def test_preset_range_applies_only_when_none_is_given() -> None:
     preset = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    assert cmd.capture_range_args(parse(), preset) == preset
-    assert cmd.capture_range_args(parse("--capture-range", "none"), preset) == []
-    assert cmd.capture_range_args(parse("--duration", "5"), preset) == ["--duration=5"]
+    assert common.capture_range_args(parse(), preset) == preset
+    assert common.capture_range_args(parse("--capture-range", "none"), preset) == []
+    assert common.capture_range_args(parse("--duration", "5"), preset) == ["--duration=5"]
     with pytest.raises(UsageError, match="needs --nvtx-capture"):
-        cmd.capture_range_args(parse("--capture-range", "nvtx"), [])
+        common.capture_range_args(parse("--capture-range", "nvtx"), [])
 
 
 def test_preset_command() -> None:

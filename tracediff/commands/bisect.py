@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tracediff.commands.common import add_workload_args, say, workload_spec
+
 POOL_HELP = """\
 pool: --pool DIR takes each commit's runs from DIR instead of capturing them. DIR is what
   tracediff capture --repeat N --commit A --commit B ... -o DIR
@@ -97,22 +99,7 @@ def add_parser(p: argparse.ArgumentParser) -> None:
         "and each culprit's comparison with its parent (as compare --html draws it)",
     )
     p.add_argument("--force", action="store_true", help="overwrite the --html page")
-    n = p.add_argument_group("nsys (as tracediff capture)")
-    n.add_argument("--trace", default="auto", help="nsys -t value (default auto)")
-    n.add_argument("--capture-range", choices=["none", "cudaProfilerApi", "nvtx"], default=None)
-    n.add_argument("--nvtx-capture", metavar="NAME")
-    n.add_argument("--delay", type=float, metavar="S")
-    n.add_argument("--duration", type=float, metavar="S")
-    n.add_argument("--nsys-arg", action="append", default=[], metavar="ARG")
-    n.add_argument("--nsys", metavar="PATH", help="nsys binary")
-    n.add_argument("--no-stacks", action="store_true", help="record no launch stacks (as capture)")
-    n.add_argument("--stack-module", action="append", metavar="MODULE", help="(as capture)")
-    p.add_argument("--pythonpath", action="append", metavar="SUBDIR")
-    p.add_argument("--nvtx-shim", choices=["sglang-eagle"])
-    from capture.presets import sglang_eagle3
-
-    sglang_eagle3.add_arguments(p.add_argument_group("--preset sglang-eagle3 (as capture)"))
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    add_workload_args(p, " (as tracediff capture)")
 
 
 def with_max_runs(argv: list[str], runs: int) -> list[str]:
@@ -135,13 +122,12 @@ def with_max_runs(argv: list[str], runs: int) -> list[str]:
 
 
 def _say(msg: str) -> None:
-    print(f"tracediff: bisect: {msg}", file=sys.stderr, flush=True)
+    say(f"bisect: {msg}")
 
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.bisect.bisection import BisectInterrupted, BisectSpec, NothingToBisect
     from tracediff.bisect.search import run_bisect
-    from tracediff.commands.capture import workload_spec
 
     no_workload = "add `-- COMMAND ARGS...` at the end, --preset NAME, or --pool DIR"
     spec = workload_spec(args, args.good, no_workload if args.pool is None else None)

@@ -9,31 +9,21 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tracediff.commands.common import (
+    add_layout,
+    add_scheduler,
+    check_memory_limit,
+    count,
+    progress,
+    say,
+)
 
 FAIL_EXIT = 3
 UNDECIDED_EXIT = 4
 """`--fail-above`: the gate cannot decide (no CI, too few runs, nothing finite to judge)."""
-MAX_COUNT = 1_000_000
-"""The largest --top, --whatif or --bootstrap taken (far past any table's rows; a number past
-64 bits overflowed in polars with a traceback)."""
-
-
-def count(lo: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from `lo` to MAX_COUNT (argparse's one-line error else)."""
-
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not lo <= n <= MAX_COUNT:
-            raise argparse.ArgumentTypeError(f"{text}: give a number from {lo} to {MAX_COUNT}")
-        return n
-
-    return parse
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -123,66 +113,6 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_layout(p: argparse.ArgumentParser) -> None:
-    """`--layout auto|runs|ranks` of compare and info: how a folder of files is read
-    (tracediff/parse/sides.py `Layout`, `resolve`)."""
-    p.add_argument(
-        "--layout",
-        choices=["auto", "runs", "ranks"],
-        default="auto",
-        help="a folder of files is a run set (runs: repeats of one workload) or one run's per-rank "
-        "files (ranks: e.g. nsys reports named by host); default: told apart by their data, the "
-        "names a hint (README: What tracediff decided your inputs are)",
-    )
-    add_allow_missing(p)
-
-
-def add_allow_missing(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--allow-missing-ranks",
-        action="store_true",
-        help="read a job whose traces name a world size larger than the rank files present "
-        "(default: refused, naming the missing ranks)",
-    )
-
-
-def add_scheduler(
-    p: argparse.ArgumentParser, what: str = "reduce each run on a Dask distributed cluster"
-) -> None:
-    """`--scheduler` / `--memory-limit` (tracediff/base/daskclient.py; compare: engine/pipeline/cluster.py,
-    parse: parse/pool.py)."""
-    p.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help=f"{what}: tcp://HOST:8786 (a running "
-        "scheduler; the workers must see the same files) or local:N (N local worker "
-        "processes); needs pip install 'tracediff[dask]'",
-    )
-    p.add_argument(
-        "--memory-limit",
-        metavar="SIZE",
-        help="with --scheduler local:N: each worker's memory limit (e.g. 4GiB; default: the "
-        "machine's memory / N)",
-    )
-
-
-def check_memory_limit(args: argparse.Namespace) -> None:
-    from tracediff.base.errors import UsageError
-
-    if args.memory_limit and not (args.scheduler or "").startswith("local:"):
-        raise UsageError("--memory-limit sets local:N workers' limit: give --scheduler local:N")
-
-
-def open_scheduler(args: argparse.Namespace) -> Any:
-    """The daskclient.Connection `--scheduler` names (None without it); the caller closes it."""
-    check_memory_limit(args)
-    if not args.scheduler:
-        return None
-    from tracediff.base.daskclient import Connection
-
-    return Connection(args.scheduler, args.memory_limit)
-
-
 def run(args: argparse.Namespace) -> int:
     from tracediff.base.errors import UsageError
 
@@ -192,10 +122,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--fail-above {args.fail_above}: give a percentage >= 0")
     tty = sys.stdout.isatty() and sys.stdin.isatty()
     use_tui = tty and args.format is None and not args.no_tui
-
-    def say(msg: str) -> None:
-        if sys.stderr.isatty():
-            print(f"tracediff: {msg}…", file=sys.stderr)
 
     from tracediff.base.outputs import overlaps, refuse_inputs
 
@@ -238,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
         executor = open_executor(args.scheduler, args.memory_limit)
     try:
-        return _compare(args, say, executor, use_tui)
+        return _compare(args, executor, use_tui)
     finally:
         if executor is not None:
             executor.close()
@@ -261,9 +187,7 @@ def check_html_arg(args: argparse.Namespace) -> None:
     check_html_output(args.html, force=args.force)
 
 
-def _compare(
-    args: argparse.Namespace, say: Callable[[str], None], executor: Any, use_tui: bool
-) -> int:
+def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
     from tracediff.base.errors import UsageError
     from tracediff.base.outputs import Transaction
     from tracediff.engine.compare import compare
@@ -275,7 +199,7 @@ def _compare(
         args.base,
         args.head,
         args.layout,
-        say,
+        progress,
         args.device_map,
         ranks_on,
         allow_missing_ranks=args.allow_missing_ranks,
@@ -291,7 +215,7 @@ def _compare(
         heads,
         cycle=args.cycle,
         n_boot=args.bootstrap,
-        progress=say,
+        progress=progress,
         labels=sides.labels,
         executor=executor,
     )
@@ -300,16 +224,16 @@ def _compare(
     if args.repo is not None:
         from tracediff.suspects import suspects_for
 
-        say(f"ranking the commits of {args.repo}")
+        progress(f"ranking the commits of {args.repo}")
         suspects = suspects_for(result, bases, heads, args.repo, args.commits)
     whatif = None
     if args.whatif:
         from tracediff.replay import recover_top
 
-        say(f"replaying the top {args.whatif} contributors")
+        progress(f"replaying the top {args.whatif} contributors")
         whatif = recover_top(result, args.whatif)
     with Transaction() as txn:  # a failure below removes the outputs written above
-        code = _outputs_and_report(args, result, whatif, use_tui, say, txn, suspects)
+        code = _outputs_and_report(args, result, whatif, use_tui, txn, suspects)
     return code
 
 
@@ -318,22 +242,20 @@ def _outputs_and_report(
     result: Any,
     whatif: Any,
     use_tui: bool,
-    say: Callable[[str], None],
     txn: Any,
     suspects: Any = None,
 ) -> int:
     from tracediff.report import render
-    from tracediff.report.text import safe
 
     if args.export:
         from tracediff.export.parquet import export_comparison
 
-        say(f"writing {args.export}")
+        progress(f"writing {args.export}")
         export_comparison(result, args.export, force=args.force, txn=txn)
     if args.perfetto:
         from tracediff.export.perfetto import write_perfetto
 
-        say(f"writing {args.perfetto}")
+        progress(f"writing {args.perfetto}")
         write_perfetto(result, args.perfetto, force=args.force, txn=txn)
     decision = None
     if args.fail_above is not None:
@@ -344,7 +266,7 @@ def _outputs_and_report(
         from tracediff.report.html import render_compare
         from tracediff.report.html.write import write_html
 
-        say(f"writing {args.html}")
+        progress(f"writing {args.html}")
         page = render_compare(result, whatif=whatif, suspects=suspects, gate=decision)
         write_html(page, args.html, force=args.force, txn=txn)
     if use_tui:
@@ -358,9 +280,9 @@ def _outputs_and_report(
         fmt = args.format or "table"
         if fmt != "table":  # table prints them itself; machine formats keep stdout pure data
             for w in result.warnings:
-                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+                say(f"warning: {w}")
         sys.stdout.write(render(result, fmt, args.top, whatif=whatif, suspects=suspects))
     if decision is not None:
-        print(f"tracediff: gate: {decision.decision}: {safe(decision.reason)}", file=sys.stderr)
+        say(f"gate: {decision.decision}: {decision.reason}")
         return {"fail": FAIL_EXIT, "undecided": UNDECIDED_EXIT}.get(decision.decision, 0)
     return 0

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracediff.commands.compare import add_allow_missing
+from tracediff.commands.common import add_allow_missing, progress, say
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -41,7 +41,6 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.export.parquet import export_runs
     from tracediff.parse.decided import decide
     from tracediff.parse.sides import capture_group
-    from tracediff.report.text import safe
 
     paths: list[Path] = []
     labels: list[str | None] = []
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             decided = decide(folder, allow_missing_ranks=args.allow_missing_ranks)
             side = decided.side
             for w in decided.warnings:
-                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+                say(f"warning: {w}")
             if side.is_run_set:
                 at = len(paths)
                 sets.append((side.path, list(range(at, at + len(side.runs))), side.indexed))
@@ -61,15 +60,11 @@ def run(args: argparse.Namespace) -> int:
     # the folders given and every run in them: replacing DIR would delete them
     refuse_inputs(args.parquet, [*args.runs, *paths], "--parquet folder")
 
-    def say(msg: str) -> None:
-        if sys.stderr.isatty():
-            print(f"tracediff: {msg}…", file=sys.stderr)
-
     info = export_runs(
         paths,
         args.parquet,
         force=args.force,
-        progress=say,
+        progress=progress,
         labels=labels,
         sets=sets,
         allow_missing_ranks=args.allow_missing_ranks,

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracediff.commands.compare import add_layout
+from tracediff.commands.common import add_layout, say
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -32,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.parse.decided import decide
     from tracediff.parse.sides import capture_group
     from tracediff.report.info import render
-    from tracediff.report.text import safe
 
     group = capture_group(args.path)
     if group is not None:  # a several-commit capture folder: each of its run sets
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         info["warnings"][:0] = decided.warnings
         if args.format == "table":
             for w in dict.fromkeys(info["warnings"]):  # each once: runs of a set repeat them
-                print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+                say(f"warning: {w}")
         sys.stdout.write(runsetinfo.render(info, args.format))
         return 0
     run = (
@@ -59,12 +58,11 @@ def run(args: argparse.Namespace) -> int:
     info = summarize(run)
     if args.format == "table":  # JSON holds them; the table's reader sees them on stderr
         for w in info["warnings"]:
-            print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+            say(f"warning: {w}")
         if info["run_file_checksums"] is False:
-            print(
-                f"tracediff: warning: {safe(str(args.path))}: an older run file without checksums: damage "
-                "to it cannot be detected (parse the report again to add them)",
-                file=sys.stderr,
+            say(
+                f"warning: {args.path}: an older run file without checksums: damage "
+                "to it cannot be detected (parse the report again to add them)"
             )
     sys.stdout.write(render(info, args.format))
     return 0
@@ -88,7 +86,7 @@ def _group(group: list[tuple[str, Path]], fmt: str) -> int:
         sys.stdout.write(dumps({"run_sets": infos}))
         return 0
     for w in dict.fromkeys(w for info in infos for w in info["warnings"]):
-        print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+        say(f"warning: {w}")
     parts = [
         f"{len(infos)} run sets (a several-commit capture; compare two of them: "
         f"tracediff compare {group[0][1]} {group[-1][1]})\n"

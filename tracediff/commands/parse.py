@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracediff.commands.compare import add_allow_missing, add_scheduler, open_scheduler
+from tracediff.commands.common import add_allow_missing, add_scheduler, open_scheduler, say
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -39,7 +39,6 @@ def add_parser(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracediff.base.errors import OutputError, UsageError
-    from tracediff.base.inert import safe
     from tracediff.base.outputs import refuse_inputs
     from tracediff.parse import load
     from tracediff.parse.load import load_files
@@ -54,9 +53,6 @@ def run(args: argparse.Namespace) -> int:
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():  # checked before a long parse, not after
         raise OutputError(f"{out}: folder {parent} does not exist", "create it first")
-
-    def say(msg: str) -> None:
-        print(f"tracediff: {safe(msg)}", file=sys.stderr)
 
     if args.scheduler and args.jobs is not None:
         raise UsageError("--jobs sizes the local pool: give --scheduler or --jobs, not both")
@@ -90,13 +86,12 @@ def run(args: argparse.Namespace) -> int:
     if args.label:
         run_.metadata["label"] = args.label
     for w in run_.warnings:
-        print(f"tracediff: warning: {safe(w)}", file=sys.stderr)
+        say(f"warning: {w}")
     write_run(run_, out, force=args.force)
     if run_.checksums is False:  # said after the write, so a failed one stays one line
-        print(
-            f"tracediff: warning: {safe(str(args.report[0]))}: an older run file without checksums: "
-            f"damage to it cannot be detected, and {safe(str(out))}'s checksums cover what was read",
-            file=sys.stderr,
+        say(
+            f"warning: {args.report[0]}: an older run file without checksums: "
+            f"damage to it cannot be detected, and {out}'s checksums cover what was read"
         )
     k = run_.table("kernels").num_rows
     print(

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracediff.commands.compare import count
+from tracediff.commands.common import add_allow_missing, count, progress
 
 
 def add_parser(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,6 @@ def add_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--top", type=count(1), default=10, help="critical-path rows shown (default 10)")
-    from tracediff.commands.compare import add_allow_missing
-
     add_allow_missing(p)
 
 
@@ -44,14 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.engine.compare import compare
     from tracediff.parse import load
     from tracediff.parse.sanity import check_pair
+    from tracediff.parse.sides import resolve
     from tracediff.replay import predict
     from tracediff.report.whatif import render
-
-    def say(msg: str) -> None:
-        if sys.stderr.isatty():
-            print(f"tracediff: {msg}…", file=sys.stderr)
-
-    from tracediff.parse.sides import resolve
 
     for given in (args.base, args.head):
         side = resolve(given)
@@ -60,16 +53,16 @@ def run(args: argparse.Namespace) -> int:
                 f"{given}: is a run set ({len(side.runs)} runs); what-if replays one run's "
                 f"timeline: give one of its runs, e.g. {side.runs[0]}"
             )
-    say(f"reading {args.base}")
+    progress(f"reading {args.base}")
     allow = args.allow_missing_ranks
     base = load(resolve(args.base).runs[0], allow_missing_ranks=allow)
-    say(f"reading {args.head}")
+    progress(f"reading {args.head}")
     head = load(resolve(args.head).runs[0], allow_missing_ranks=allow)
     check_pair(base, head)
     from tracediff.parse.ranks.gpus import align_sides
 
     (base,), (head,), _ = align_sides([base], [head])  # GPUs matched as compare matches them
-    result = compare(base, head, cycle=args.cycle, n_boot=200, progress=say)
-    say("replaying")
+    result = compare(base, head, cycle=args.cycle, n_boot=200, progress=progress)
+    progress("replaying")
     sys.stdout.write(render(predict(result, args.take, top=args.top), args.format))
     return 0
