@@ -105,6 +105,7 @@ class NothingToBisect(TracediffError):
 
     exit_code = 5
     plan_max_runs: int | None = None
+    plan_longer: be.LongerRuns | None = None  # longer runs that would decide it more cheaply
     verdict: str = "nothing to bisect"
 
 
@@ -389,6 +390,21 @@ class Bisection:
             if f != self.folder(sha) and runs_in(f)
         ]
         return [r for f in folders for r in self.runs_of(f)]
+
+    def run_seconds(self, shas: list[str]) -> float | None:
+        """The mean start-to-end time of the finished runs of shas' own run sets (None: none)."""
+        from datetime import datetime
+
+        took = []
+        for sha in shas:
+            folder = self.folder(sha)
+            if not (folder / rs.INDEX).is_file():
+                continue
+            for e in rs.read_index(folder)["runs"]:
+                if e.get("status") == "ok" and e.get("start_utc") and e.get("end_utc"):
+                    a, z = (datetime.fromisoformat(e[k]) for k in ("start_utc", "end_utc"))
+                    took.append((z - a).total_seconds())
+        return sum(took) / len(took) if took else None
 
     def n_runs(self, sha: str) -> int:
         """Finished runs of sha in OUTDIR (taken from the pool or captured)."""

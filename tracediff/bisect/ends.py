@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tracediff.engine.statistics import blocked as bk
@@ -174,6 +175,52 @@ def plan_rounds(paired: Paired | None, have: int) -> int | None:
         return None
     need = max(need, have + 2)
     return need + need % 2
+
+
+@dataclass(frozen=True)
+class LongerRuns:
+    """Runs `times` as long (about `cycles` cycles a run) and `runs` a side would decide the ends
+    at less capture time than `plan_rounds`' runs at the present length."""
+
+    times: int
+    cycles: int
+    runs: int
+    seconds: float  # the estimated capture time a side, against `seconds_now`
+    seconds_now: float
+
+
+def plan_cycles(
+    c: Any, plan: int | None, run_s: float | None, factors: tuple[int, ...] = (2, 3, 4, 6, 8, 10)
+) -> LongerRuns | None:
+    """Whether longer runs would decide the ends more cheaply than `plan` runs a side (None: no).
+
+    A run's mean varies by sb2 + sw2 / C: sb2 from run to run (per-process offsets, load), sw2
+    from cycle to cycle within a run, C its cycles. sw2 is each side's per-cycle variance less
+    that of its run means, sb2 what the run means vary by beyond sw2 / C; runs k times as long
+    need about plan x (sb2 + sw2 / kC) / (sb2 + sw2 / C) runs a side (at least the blocked
+    test's floor, 6). A run costs its fixed part (process start, nsys, import: `run_s` less C
+    cycles) plus k C cycles. Estimates from the ends' runs, not a test."""
+    if not plan or not run_s:
+        return None
+    parts = []
+    for side in (c.base, c.head):
+        means = np.asarray(side.run_means_ms, dtype=np.float64)
+        if len(means) < 2 or side.runs < 2 or not side.cycles:
+            return None
+        rm2 = float(means.var(ddof=1))
+        per = side.wall_mean_ms if side.wall_mean_ms is not None else side.mean_ms
+        parts.append((rm2, max(float(side.std_ms) ** 2 - rm2, 0.0), side.cycles / side.runs, per))
+    rm2, sw2, cycles, cycle_ms = (sum(x) / 2 for x in zip(*parts, strict=True))
+    sb2 = max(rm2 - sw2 / cycles, 0.0)
+    fixed = max(run_s - cycles * cycle_ms / 1000, 0.0)
+    now = plan * run_s
+    best = None
+    for k in factors:
+        runs = max(math.ceil(plan * (sb2 + sw2 / (k * cycles)) / (sb2 + sw2 / cycles)), 6)
+        cost = runs * (fixed + k * cycles * cycle_ms / 1000)
+        if cost < now and (best is None or cost < best.seconds):
+            best = LongerRuns(k, round(k * cycles), runs, cost, now)
+    return best
 
 
 def pick_rows(cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict[str, Any]]]:

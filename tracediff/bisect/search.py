@@ -110,6 +110,7 @@ def _ends(
     b.state["follow"] = follow
     b.state["log"] = []
     plan = None if follow is not None else be.plan_rounds(paired, max(got))
+    longer = be.plan_cycles(c0, plan, b.run_seconds([good, bad])) if plan else None
     b.log(
         {
             **b.entry(bad, good, pool=True),  # step 0: the log was just emptied
@@ -124,11 +125,15 @@ def _ends(
             # significant rows the rule did not follow, with why (tracediff/bisect/ends.py)
             "not_followed": seen.left_out,
             **({"plan_max_runs": plan} if plan else {}),
+            # longer runs that would decide at less capture time (an estimate: be.plan_cycles)
+            **({"plan_longer_runs": vars(longer)} if longer else {}),
             "wall_s": round(time.monotonic() - t0, 1),
         }
     )
     if follow is None:
-        raise nothing_error(b, spec, c0, paired, seen, got, exhausted, plan)
+        err = nothing_error(b, spec, c0, paired, seen, got, exhausted, plan)
+        err.plan_longer = longer
+        raise err
     return c0, follow
 
 

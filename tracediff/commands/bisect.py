@@ -153,6 +153,14 @@ def run(args: argparse.Namespace) -> int:
     except NothingToBisect as e:
         if e.plan_max_runs:
             _say(f"to decide it: {shlex.join(with_max_runs(sys.argv[1:], e.plan_max_runs))}")
+        if e.plan_longer is not None:
+            k = e.plan_longer
+            _say(
+                f"or, at less capture time (about {k.seconds:.0f} s a side against "
+                f"{k.seconds_now:.0f} s): runs {k.times}x as long (about {k.cycles} cycles a run; "
+                f"the runs' spread is mostly cycle to cycle) and --repeat {k.runs}, on a new -o "
+                "(an estimate from the ends' runs)"
+            )
         raise
     except KeyboardInterrupt:  # between captures (during one, capture_runsets reports it)
         raise BisectInterrupted(

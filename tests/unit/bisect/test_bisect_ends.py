@@ -178,3 +178,35 @@ def test_the_printed_command_is_the_same_one_with_max_runs() -> None:
         "--", "python", "b.py", "20",
     ]  # fmt: skip
     assert with_max_runs(["bisect", "--max-runs=6", "--pool", "p"], 10)[-2:] == ["--max-runs", "10"]
+
+
+def _side(means: list[float], std_ms: float, cycles_per_run: int, cycle_ms: float) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        run_means_ms=means,
+        runs=len(means),
+        cycles=cycles_per_run * len(means),
+        wall_mean_ms=cycle_ms,
+        mean_ms=cycle_ms,
+        std_ms=std_ms,
+    )
+
+
+def test_longer_runs_are_planned_only_where_the_spread_is_cycle_to_cycle() -> None:
+    from types import SimpleNamespace
+
+    from tracediff.bisect import ends as be
+
+    # 20 cycles of ~20 ms, 8 s a run (nsys and the start dominate): per-cycle sd 10 ms makes the
+    # run means vary by ~10 / sqrt(20) = 2.2 ms, all of it cycle to cycle
+    spread = [18.0, 21.0, 20.5, 17.5, 22.0, 19.0]
+    noisy = SimpleNamespace(base=_side(spread, 10.0, 20, 20.0), head=_side(spread, 10.0, 20, 21.0))
+    got = be.plan_cycles(noisy, 24, 8.0)
+    assert got is not None and got.times > 1 and got.cycles == 20 * got.times
+    assert got.runs < 24 and got.seconds < got.seconds_now
+    # the same run means from per-process offsets (per-cycle sd 0.5 ms): longer runs do not help
+    offsets = SimpleNamespace(base=_side(spread, 0.5, 20, 20.0), head=_side(spread, 0.5, 20, 21.0))
+    assert be.plan_cycles(offsets, 24, 8.0) is None
+    # nothing planned, or no run times: nothing to say
+    assert be.plan_cycles(noisy, None, 8.0) is None and be.plan_cycles(noisy, 24, None) is None
