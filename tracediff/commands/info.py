@@ -2,7 +2,8 @@
 each run of a set) holds; a folder of files is read as compare reads it (parse/sides.py).
 
 The summary: tracediff/engine/runinfo.py; the output and its JSON schema: tracediff/report/info.py.
-A run set (parse/sides.py) lists its runs with their cycles and kernels: tracediff/report/runsetinfo.py.
+A run set (parse/sides.py) lists its runs with their cycles and kernels: computed by
+tracediff/engine/runinfo.py (summarize_set), rendered by tracediff/report/runsetinfo.py.
 A several-commit capture folder (`capture --commit A --commit B ... -o DIR`, DIR/runsets.json)
 lists each of its run sets so; JSON: {"run_sets": [{"name", "commit", "ref", ...run set info}]}.
 """
@@ -39,11 +40,10 @@ def run(args: argparse.Namespace) -> int:
     decided = decide(args.path, args.layout, allow_missing_ranks=args.allow_missing_ranks)
     side = decided.side
     if side.is_run_set:
+        from tracediff.engine.runinfo import summarize_set
         from tracediff.report import runsetinfo
 
-        info = runsetinfo.summarize_set(
-            side, allow_missing_ranks=args.allow_missing_ranks, layout=args.layout
-        )
+        info = summarize_set(side, allow_missing_ranks=args.allow_missing_ranks, layout=args.layout)
         info["warnings"][:0] = decided.warnings
         if args.format == "table":
             for w in dict.fromkeys(info["warnings"]):  # each once: runs of a set repeat them
@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _group(group: list[tuple[str, Path]], fmt: str) -> int:
     """Each run set of a several-commit capture folder, in its index's order."""
+    from tracediff.engine.runinfo import summarize_set
     from tracediff.parse.sides import resolve
     from tracediff.report import runsetinfo
     from tracediff.report.jsonout import dumps
@@ -79,7 +80,7 @@ def _group(group: list[tuple[str, Path]], fmt: str) -> int:
     sets = read_group_index(group[0][1].parent).get("sets", {})
     infos = []
     for name, folder in group:
-        info = runsetinfo.summarize_set(resolve(folder, "runs"))
+        info = summarize_set(resolve(folder, "runs"))
         meta = sets.get(name) or {}
         infos.append({"name": name, "commit": meta.get("commit"), "ref": meta.get("ref"), **info})
     if fmt == "json":
