@@ -72,6 +72,9 @@ def _windows(api: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_BY = ["process_id", "thread_id"]
+
+
 def find_syncs(h: pl.DataFrame, api: object, host: np.ndarray) -> HostSyncs:
     """Sync windows that lie inside a cycle with launches after them. `h`: graph.py's op frame
     (chain order; `_i`, `_cyc`, `_o` the cycle origin, relative `launch_start_ns`/`end_ns`)."""
@@ -85,87 +88,21 @@ def find_syncs(h: pl.DataFrame, api: object, host: np.ndarray) -> HostSyncs:
     win = _windows(api_df)
     if win.height == 0:
         return none(n)
-    launches = (
-        h.select(
-            "_i",
-            "_cyc",
-            "process_id",
-            "launch_thread_id",
-            (pl.col("launch_start_ns") + pl.col("_o")).alias("_la"),
-            pl.Series("_host", host),
-        )
-        .filter(pl.col("_la").is_not_null())
-        .rename({"launch_thread_id": "thread_id"})
-        .sort("_la")
-    )
-    by = ["process_id", "thread_id"]
-    win = (
-        win.sort("start_ns")
-        .join_asof(
-            launches.rename({"_i": "_prev", "_cyc": "_cp"}).select(
-                "_prev", "_cp", "_host", *by, "_la"
-            ),
-            left_on="start_ns",
-            right_on="_la",
-            by=by,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .drop("_la")
-    )
-    win = (
-        win.sort("end_ns")
-        .join_asof(
-            launches.select(pl.col("_cyc").alias("_cn"), *by, "_la"),
-            left_on="end_ns",
-            right_on="_la",
-            by=by,
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .drop("_la")
-    )
-    win = win.filter(pl.col("_cp").is_not_null() & (pl.col("_cp") == pl.col("_cn")))
+    launches = _launches(h, host)
+    win = _inside_cycles(win, launches)
     if win.height == 0:
         return none(n)
-    # the op the host waited for: the last to end on the process's GPUs before the sync returned
-    ends = h.select(
-        pl.col("_i").alias("_w"),
-        pl.col("_cyc").alias("_cp"),
-        "process_id",
-        (pl.col("end_ns") + pl.col("_o")).alias("_we"),
-        pl.col("_o"),
-    ).sort("_we")
-    win = win.sort("end_ns").join_asof(
-        ends,
-        left_on="end_ns",
-        right_on="_we",
-        by=["_cp", "process_id"],
-        strategy="backward",
-        check_sortedness=False,
-    )
-    win = (
-        win.filter(pl.col("_w").is_not_null())
-        .with_columns(
-            (pl.col("end_ns") - pl.max_horizontal("start_ns", "_we"))
-            .clip(lower_bound=0)
-            .alias("_wake"),
-            (pl.col("start_ns") - pl.col("_o")).alias("_s"),
-            (pl.col("end_ns") - pl.col("_o")).alias("_e"),
-        )
-        .sort("_host", "start_ns")
-        .with_row_index("_k")
-    )
+    win = _waited_for(win, h)
     if win.height == 0:
         return none(n)
     # each op: the thread's last window that returned before the op's launch, in the same cycle
     k = launches.join_asof(
-        win.select("_k", *by, pl.col("_cp").alias("_wc"), pl.col("end_ns").alias("_we2")).sort(
+        win.select("_k", *_BY, pl.col("_cp").alias("_wc"), pl.col("end_ns").alias("_we2")).sort(
             "_we2"
         ),
         left_on="_la",
         right_on="_we2",
-        by=by,
+        by=_BY,
         strategy="backward",
         check_sortedness=False,
     ).filter(pl.col("_k").is_not_null() & (pl.col("_wc") == pl.col("_cyc")))
@@ -183,6 +120,89 @@ def find_syncs(h: pl.DataFrame, api: object, host: np.ndarray) -> HostSyncs:
         w=col("_w"),
         prev_op=col("_prev"),
         op_win=op_win,
+    )
+
+
+def _launches(h: pl.DataFrame, host: np.ndarray) -> pl.DataFrame:
+    """Each op's launch: `_i`, `_cyc`, process, thread, absolute launch start `_la` and the
+    host chain `_host` it is on, in launch order (ops without a launch record left out)."""
+    return (
+        h.select(
+            "_i",
+            "_cyc",
+            "process_id",
+            "launch_thread_id",
+            (pl.col("launch_start_ns") + pl.col("_o")).alias("_la"),
+            pl.Series("_host", host),
+        )
+        .filter(pl.col("_la").is_not_null())
+        .rename({"launch_thread_id": "thread_id"})
+        .sort("_la")
+    )
+
+
+def _inside_cycles(win: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """The windows with a launch of their thread before them (`_prev`, its cycle `_cp`, its
+    `_host`) and one after them in the same cycle."""
+    win = (
+        win.sort("start_ns")
+        .join_asof(
+            launches.rename({"_i": "_prev", "_cyc": "_cp"}).select(
+                "_prev", "_cp", "_host", *_BY, "_la"
+            ),
+            left_on="start_ns",
+            right_on="_la",
+            by=_BY,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .drop("_la")
+    )
+    win = (
+        win.sort("end_ns")
+        .join_asof(
+            launches.select(pl.col("_cyc").alias("_cn"), *_BY, "_la"),
+            left_on="end_ns",
+            right_on="_la",
+            by=_BY,
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .drop("_la")
+    )
+    return win.filter(pl.col("_cp").is_not_null() & (pl.col("_cp") == pl.col("_cn")))
+
+
+def _waited_for(win: pl.DataFrame, h: pl.DataFrame) -> pl.DataFrame:
+    """The windows with the op each waited for (`_w`: the last to end on the process's GPUs
+    before the sync returned), the wake-up after it (`_wake`), the window relative to its cycle
+    (`_s`, `_e`), in host-chain order and numbered (`_k`)."""
+    ends = h.select(
+        pl.col("_i").alias("_w"),
+        pl.col("_cyc").alias("_cp"),
+        "process_id",
+        (pl.col("end_ns") + pl.col("_o")).alias("_we"),
+        pl.col("_o"),
+    ).sort("_we")
+    win = win.sort("end_ns").join_asof(
+        ends,
+        left_on="end_ns",
+        right_on="_we",
+        by=["_cp", "process_id"],
+        strategy="backward",
+        check_sortedness=False,
+    )
+    return (
+        win.filter(pl.col("_w").is_not_null())
+        .with_columns(
+            (pl.col("end_ns") - pl.max_horizontal("start_ns", "_we"))
+            .clip(lower_bound=0)
+            .alias("_wake"),
+            (pl.col("start_ns") - pl.col("_o")).alias("_s"),
+            (pl.col("end_ns") - pl.col("_o")).alias("_e"),
+        )
+        .sort("_host", "start_ns")
+        .with_row_index("_k")
     )
 
 

@@ -189,6 +189,12 @@ def _kinds(
     return out, paths
 
 
+_StackKey = tuple[str, str, int]
+"""A launch stack of one contributor on one side: (contributor_id, side, stack_id)."""
+_Stacks = dict[_StackKey, tuple[float, list[_Frame]]]
+"""Each stack's share and its frames mapped to repo files, innermost first (k = index)."""
+
+
 def rank(
     launch_stacks: pl.DataFrame,
     attribution: pl.DataFrame,
@@ -234,8 +240,40 @@ def rank(
         )
         return out
 
-    # every stack: its mapped frames, innermost first (k = index), with its share
-    stacks: dict[tuple[str, str, int], tuple[float, list[_Frame]]] = {}
+    stacks = _stacks(ls, path_of)
+    frames = {f for _, fl in stacks.values() for f in fl}
+    qual, shapes = _resolve(frames, repo, {"base": base, "head": head})
+    kinds_of, paths_of = _kinds(frames, shapes, commits)
+    index: dict[_Frame, list[tuple[_StackKey, int]]] = defaultdict(list)
+    for key, (_, fl) in stacks.items():
+        for k, f in enumerate(fl):
+            index[f].append((key, k))
+    total = sum(weight.values()) or 1.0
+    for pos, c in enumerate(commits):
+        kinds = kinds_of[pos]
+        if not kinds:
+            continue
+        row = _commit_row(c, kinds, index, stacks, weight, delta, total, qual, paths_of[pos])
+        if row is not None:
+            out.rows.append({**row, "_pos": pos})
+    out.rows.sort(key=lambda r: (-r["score"], r["_pos"]))
+    for r in out.rows:
+        del r["_pos"]
+    if not out.rows:
+        names = sorted({f.path for f in frames})
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        out.notes.append(
+            f"none of the {len(commits)} commits touched a file of the moved contributors' "
+            f"launch stacks ({', '.join(names[:3])}{more}); CUDA-graph replays are launched "
+            "from the replay call until capture-time stacks are recorded"
+        )
+    return out
+
+
+def _stacks(ls: pl.DataFrame, path_of: dict[str, str]) -> _Stacks:
+    """Every stack of `ls` (launch_stacks rows): its share and its frames in repo files
+    (`path_of`), innermost first, each with the name its callee is called by."""
+    stacks: _Stacks = {}
     rows = ls.sort("contributor_id", "side", "stack_id", "depth").iter_rows(named=True)
     prev: dict[str, Any] | None = None
     for r in rows:
@@ -248,9 +286,14 @@ def rank(
         path = path_of.get(r["file"]) if r["file"] is not None else None
         if path is not None:
             entry[1].append(_Frame(r["side"], path, r["function"], r["line"], callee))
+    return stacks
 
-    frames = {f for _, fl in stacks.values() for f in fl}
-    at = {"base": base, "head": head}
+
+def _resolve(
+    frames: set[_Frame], repo: Path, at: dict[str, str]
+) -> tuple[dict[_Frame, str | None], dict[_Frame, _Shape | None]]:
+    """Each frame's function found in its side's source (`at`: side -> commit): its qualified
+    name and its shape (None where the file is not Python or the function is not found)."""
     cap = gitlog.blobs(repo, {f"{at[f.side]}:{f.path}" for f in frames if f.path.endswith(".py")})
     parsed = {name: pysource.parse(data) for name, data in cap.items()}
     qual: dict[_Frame, str | None] = {}
@@ -260,82 +303,68 @@ def rank(
         found = src.find(f.function, f.line) if src is not None else None
         qual[f] = found.qualname if found is not None else None
         shapes[f] = _shape(found, f.callee) if found is not None else None
-    stacked_paths = {f.path for f in frames}
-    kinds_of, paths_of = _kinds(frames, shapes, commits)
-    index: dict[_Frame, list[tuple[tuple[str, str, int], int]]] = defaultdict(list)
-    for key, (_, fl) in stacks.items():
-        for k, f in enumerate(fl):
-            index[f].append((key, k))
-    total = sum(weight.values()) or 1.0
-    for pos, c in enumerate(commits):
-        kinds = kinds_of[pos]
-        if not kinds:
-            continue
-        per_stack: dict[tuple[str, str, int], tuple[float, int, _Frame, str]] = {}
-        through: set[str] = set()  # contributors whose stacks run through a function it changed
-        for f, kind in kinds.items():
-            for key, k in index[f]:
-                w = KIND_WEIGHT[kind] * DEPTH_DECAY**k
-                had = per_stack.get(key)
-                if had is None or (w, -k) > (had[0], -had[1]):  # innermost of equal weights
-                    per_stack[key] = (w, k, f, kind)
-                if kind != "file":
-                    through.add(key[0])
-        score = 0.0
-        best_of: dict[str, tuple[float, _Frame, str]] = {}
-        for key, (w, _k, f, kind) in per_stack.items():
-            cid = key[0]
-            score += weight[cid] * stacks[key][0] * w
-            if cid not in best_of or w > best_of[cid][0]:
-                best_of[cid] = (w, f, kind)
-        if not best_of:
-            continue
-        hit = list(through)
-        changed_w = sum(weight[cid] for cid in hit)
-        changed_d = sum(delta[cid] for cid in hit)
-        order = sorted(best_of, key=lambda cid: (-weight[cid], cid))
-        funcs = sorted(
+    return qual, shapes
+
+
+def _commit_row(
+    c: gitlog.Commit,
+    kinds: dict[_Frame, str],
+    index: dict[_Frame, list[tuple[_StackKey, int]]],
+    stacks: _Stacks,
+    weight: dict[str, float],
+    delta: dict[str, float],
+    total: float,
+    qual: dict[_Frame, str | None],
+    path_at: dict[_Frame, str],
+) -> dict[str, Any] | None:
+    """Commit `c`'s suspect row: what it changed (`kinds`: frame -> how) weighed over the
+    stacks running through it; None where no stack runs through what it changed."""
+    per_stack: dict[_StackKey, tuple[float, int, _Frame, str]] = {}
+    through: set[str] = set()  # contributors whose stacks run through a function it changed
+    for f, kind in kinds.items():
+        for key, k in index[f]:
+            w = KIND_WEIGHT[kind] * DEPTH_DECAY**k
+            had = per_stack.get(key)
+            if had is None or (w, -k) > (had[0], -had[1]):  # innermost of equal weights
+                per_stack[key] = (w, k, f, kind)
+            if kind != "file":
+                through.add(key[0])
+    score = 0.0
+    best_of: dict[str, tuple[float, _Frame, str]] = {}
+    for key, (w, _k, f, kind) in per_stack.items():
+        cid = key[0]
+        score += weight[cid] * stacks[key][0] * w
+        if cid not in best_of or w > best_of[cid][0]:
+            best_of[cid] = (w, f, kind)
+    if not best_of:
+        return None
+    hit = list(through)
+    changed_w = sum(weight[cid] for cid in hit)
+    changed_d = sum(delta[cid] for cid in hit)
+    order = sorted(best_of, key=lambda cid: (-weight[cid], cid))
+    funcs = sorted(
+        {f"{path_at[f]}:{qual.get(f) or f.function}" for f, kind in kinds.items() if kind != "file"}
+    )
+    return {
+        "commit": c.sha,
+        "subject": c.subject,
+        "author": c.author,
+        "date": c.date,
+        "score": score,
+        "share": changed_w / total,
+        "delta_ms_per_cycle": changed_d,
+        "files": sorted(c.files),
+        "functions": funcs,
+        "contributors": sorted(hit, key=lambda cid: (-weight[cid], cid)),
+        "evidence": [
             {
-                f"{paths_of[pos][f]}:{qual.get(f) or f.function}"
-                for f, kind in kinds.items()
-                if kind != "file"
+                "contributor": cid,
+                "file": best_of[cid][1].path,
+                "line": best_of[cid][1].line,
+                "function": best_of[cid][1].function,
+                "kind": best_of[cid][2],
             }
-        )
-        out.rows.append(
-            {
-                "commit": c.sha,
-                "subject": c.subject,
-                "author": c.author,
-                "date": c.date,
-                "score": score,
-                "share": changed_w / total,
-                "delta_ms_per_cycle": changed_d,
-                "files": sorted(c.files),
-                "functions": funcs,
-                "contributors": sorted(hit, key=lambda cid: (-weight[cid], cid)),
-                "evidence": [
-                    {
-                        "contributor": cid,
-                        "file": best_of[cid][1].path,
-                        "line": best_of[cid][1].line,
-                        "function": best_of[cid][1].function,
-                        "kind": best_of[cid][2],
-                    }
-                    for cid in order[:EVIDENCE_MAX]
-                ],
-                "hunk": c.files[paths_of[pos][best_of[order[0]][1]]].text[:HUNK_LINES],
-                "_pos": pos,
-            }
-        )
-    out.rows.sort(key=lambda r: (-r["score"], r["_pos"]))
-    for r in out.rows:
-        del r["_pos"]
-    if not out.rows:
-        names = sorted(stacked_paths)
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        out.notes.append(
-            f"none of the {len(commits)} commits touched a file of the moved contributors' "
-            f"launch stacks ({', '.join(names[:3])}{more}); CUDA-graph replays are launched "
-            "from the replay call until capture-time stacks are recorded"
-        )
-    return out
+            for cid in order[:EVIDENCE_MAX]
+        ],
+        "hunk": c.files[path_at[best_of[order[0]][1]]].text[:HUNK_LINES],
+    }
