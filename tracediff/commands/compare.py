@@ -218,6 +218,10 @@ def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
         progress=progress,
         labels=sides.labels,
         executor=executor,
+        # a report alone reads no op: the ops are kept only for what reads them
+        keep_ops=use_tui
+        or bool(args.html or args.export or args.perfetto or args.whatif)
+        or args.repo is not None,
     )
     result = sides.onto(result)
     suspects = None

@@ -54,6 +54,7 @@ def compare(
     progress: Callable[[str], None] | None = None,
     labels: tuple[str | None, str | None] = (None, None),
     executor: ex.Executor | None = None,
+    keep_ops: bool = True,
 ) -> Comparison:
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared.
 
@@ -62,13 +63,16 @@ def compare(
     side each run's mean is one sample of the statistics. `labels`: the sides' names for run
     sets (the user's folder names). A run is an open `Run` or the path of one; each is reduced
     on its own (engine/pipeline/reduce.py, on `executor`: in-process by default), one at a time, and
-    the driver joins the reduced tables (engine/pipeline/join.py)."""
+    the driver joins the reduced tables (engine/pipeline/join.py). `keep_ops` False: nothing
+    will read one run's ops (a report alone: no TUI, what-if, export), so none are kept; the
+    events are then built from the files again if asked for, as for run sets."""
     say = progress or ex.quiet
     run_ex = executor or ex.InProcess()
     bases: list[Source] = [base] if isinstance(base, (Run, Path)) else list(base)
     heads: list[Source] = [head] if isinstance(head, (Run, Path)) else list(head)
     # one run a side keeps its ops (replay, TUI); a run of rank files never gathers them here
-    one = len(bases) == 1 and len(heads) == 1 and not any(_ranked(s) for s in bases + heads)
+    single = len(bases) == 1 and len(heads) == 1
+    one = keep_ops and single and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
     first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
     if first.no_ops:
@@ -82,40 +86,18 @@ def compare(
     _refused(first)
     rule = first.rule
     templates = {d: t[0] for d, t in first.tops.items()}
-    rest = [FileTask("base", i, r, rule, keep_ops=one) for i, r in enumerate(bases) if i] + [
-        FileTask("head", i, r, rule, keep_ops=one) for i, r in enumerate(heads)
-    ]
-    for t in rest:
-        t.templates = templates
+    rest = [FileTask(s, i, r, rule, templates=templates, keep_ops=one)
+            for s, runs in (("base", bases), ("head", heads)) for i, r in enumerate(runs)
+            if s == "head" or i]  # fmt: skip
     done = [first, *run_ex.map(rest, say)]
     if not every_run:  # read by the per-file stage: their metadata came back with it
         tracers = correspond.check_tracers(*_infos(done), cycle)
     for p in done:
         _refused(p)
-    fallback = None
     # why no range cut them holds whatever they are cut by next (whole runs, a redo below)
     notes = {(p.side, p.index): [w for w in p.seg_warnings if w.startswith(NO_OWN_RANGES)]
              for p in done}  # fmt: skip
-    mismatch = next((p for p in done if p.mismatch is not None), None)
-    others = [(_run_name(p.side, p.index, len(bases if p.side == "base" else heads)), p.per_cycle)
-              for p in done[1:]]  # fmt: skip
-    why = None if mismatch else correspond.cut_fallback(rule, first.per_cycle, others)
-    if mismatch is not None or why is not None:  # never a per-cycle verdict from two cuts
-        done = _whole(bases, heads, one, run_ex, say)
-        if mismatch is not None:
-            fallback = f"not cut as base is ({rule.label}): {mismatch.mismatch}"
-            done[len(bases)].seg_warnings.append(
-                f"{fallback}; compared the whole runs as one cycle each (pass --cycle NAME with "
-                "an NVTX range both runs have)"
-            )
-        else:
-            fallback = why
-            done[len(bases)].seg_warnings.append(
-                f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges "
-                "around each cycle and pass --cycle NAME)"
-            )
-    elif note := correspond.range_note(rule, first.per_cycle, others):
-        done[len(bases)].seg_warnings.append(note)  # the cut holds; few ops in common
+    done, fallback = _cut_or_whole(done, bases, heads, one, run_ex, say)
     done, tpl = _final_templates(done, bases, heads, run_ex, say)
     carry = al.carried([p.slot_changes for p in done if p.side == "head"])
     if carry:  # head renamed an op in every cycle: base's ops in its slot take head's name
@@ -159,6 +141,42 @@ def compare(
     return join(
         parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers, events_slice
     )
+
+
+def _cut_or_whole(
+    done: list[Reduced],
+    bases: list[Source],
+    heads: list[Source],
+    one: bool,
+    run_ex: ex.Executor,
+    say: Callable[[str], None],
+) -> tuple[list[Reduced], str | None]:
+    """The files as base's rule cut them, or, where it did not fit one of them or the runs'
+    cycles do not correspond, every run again as one cycle, with why (the fallback). Never a
+    per-cycle verdict from two cuts."""
+    first, rule = done[0], done[0].rule
+    mismatch = next((p for p in done if p.mismatch is not None), None)
+    others = [(_run_name(p.side, p.index, len(bases if p.side == "base" else heads)), p.per_cycle)
+              for p in done[1:]]  # fmt: skip
+    why = None if mismatch else correspond.cut_fallback(rule, first.per_cycle, others)
+    if mismatch is None and why is None:
+        if note := correspond.range_note(rule, first.per_cycle, others):
+            done[len(bases)].seg_warnings.append(note)  # the cut holds; few ops in common
+        return done, None
+    done = _whole(bases, heads, one, run_ex, say)
+    if mismatch is not None:
+        fallback = f"not cut as base is ({rule.label}): {mismatch.mismatch}"
+        done[len(bases)].seg_warnings.append(
+            f"{fallback}; compared the whole runs as one cycle each (pass --cycle NAME with "
+            "an NVTX range both runs have)"
+        )
+        return done, fallback
+    assert why is not None
+    done[len(bases)].seg_warnings.append(
+        f"{why}; compared the whole runs as one cycle each (capture with NVTX ranges "
+        "around each cycle and pass --cycle NAME)"
+    )
+    return done, why
 
 
 def _refused(p: Reduced) -> None:

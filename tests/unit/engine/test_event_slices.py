@@ -84,3 +84,19 @@ def test_a_range_no_file_holds_is_empty(bundled: Comparison, lo: int, hi: int) -
     top = int(c.cycles.filter(pl.col("side") == "head")["cycle"].max())
     got = c.events_slice("head", 0, top + lo, top + hi)
     assert got.height == 0 and got.columns == c.events.columns
+
+
+def test_a_report_alone_keeps_no_ops_and_still_gives_the_same_events() -> None:
+    """compare(keep_ops=False), the CLI's report-only run: no op kept (no replay inputs), the
+    same tables, and events built again from the runs on first read equal the kept ones."""
+    base, head = load(SAMPLES / "g_good.arrow"), load(SAMPLES / "g_bad.arrow")
+    kept = compare(base, head, n_boot=50)
+    lean = compare(base, head, n_boot=50, keep_ops=False)
+    assert kept.replay_inputs.ops.height > 0 and kept.replay_inputs.head_api is not None
+    assert lean.replay_inputs.ops.height == 0 and lean.replay_inputs.head_api is None
+    for name in ("attribution", "cycles", "totals", "collectives", "across_gpus", "host"):
+        assert getattr(lean, name).equals(getattr(kept, name)), name
+    assert lean.delta_ms_per_cycle == kept.delta_ms_per_cycle
+    assert lean.delta_ci95 == kept.delta_ci95
+    assert lean.events.equals(kept.events)
+    assert every_slice_is_the_table(lean, 5) > 0

@@ -218,7 +218,10 @@ def test_refuses_what_it_does_not_decode(tmp_path: Path) -> None:
         assert df.rows() == [(1, 2)]
         (df,) = src.read([Read("dflt", {"a": pl.Int64(), "b": pl.Int64()})])
         assert df.rows() == [(1, 7)]
-        assert src._adbc_cons  # these went through SQLite
+        # these went through SQLite: small tables through the stdlib, ADBC not even imported
+        assert not src._adbc_cons and src._adbc_module is None
+        (df,) = src.read([Read("big", {"a": pl.Int64()})])
+        assert df.rows() == [(1,)]
     finally:
         src.close()
 

@@ -209,12 +209,16 @@ def slot_changes(ops: pl.DataFrame) -> pl.DataFrame:
     """device_id, slot, n, name, count of one head file's aligned ops: per template slot its op
     count (`n`) and the names of the ops in it that are not the template's (null name, count
     0: none), what `carried` sums over head's files."""
+    both = ops.schema["contributor"] == ops.schema["name"] == pl.Categorical
+    # categoricals of one dtype share their categories: equal codes are equal names (no text
+    # made per op)
+    con, name = (
+        (pl.col("contributor"), pl.col("name"))
+        if both
+        else (pl.col("contributor").cast(pl.String), pl.col("name").cast(pl.String))
+    )
     o = ops.filter(pl.col("slot").is_not_null()).select(
-        "device_id",
-        "slot",
-        pl.when(pl.col("contributor").cast(pl.String) != pl.col("name").cast(pl.String))
-        .then(pl.col("name"))
-        .alias("moved"),
+        "device_id", "slot", pl.when(con != name).then(pl.col("name")).alias("moved")
     )
     n = o.group_by("device_id", "slot").agg(pl.len().cast(pl.Int64).alias("n"))
     moved = (

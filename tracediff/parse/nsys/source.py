@@ -113,6 +113,7 @@ class SqliteSource:
     """A read-only nsys SQLite export. Queries run through ADBC (Arrow) with a stdlib fallback."""
 
     CHUNK_ROWS = 262_144  # a table split into rowid ranges (see _plan) has more rows than this
+    SMALL_ROWS = 10_000  # a whole table this small is read through the stdlib (`_small`)
 
     def __init__(self, path: Path, workers: int | None = None, pages: bool | None = None) -> None:
         self.path = Path(path)
@@ -311,7 +312,7 @@ class SqliteSource:
             if paged is not None:
                 return paged
         have = [c for c in read.cols if c in set(self.columns(read.table))]
-        if self._adbc is not None:
+        if not self._small(read.table, rowids) and self._adbc is not None:
             # One batch per query: the driver infers column types from the first batch, so a
             # column NULL for 64k rows and then text fails with smaller ones; and one batch is
             # one chunk (1 M kernels: 0.94 instead of 1.07 CPU-s, and no 0.1 s rechunk copy).
@@ -331,6 +332,15 @@ class SqliteSource:
                     df.rename(dict(zip(df.columns, have, strict=False))), read, have, self.src
                 )
         return self._fetch_stdlib(read, rowids, have)
+
+    def _small(self, table: str, rowids: tuple[int, int] | None) -> bool:
+        """A whole table of at most SMALL_ROWS rows the page decoder left (an environment value
+        on overflow pages): read through the stdlib, as fast there, and the ADBC driver's import
+        (pyarrow.dataset and .compute with it: ~0.15 CPU-s) is not paid for it."""
+        if rowids is not None or self._pages is None:  # no pages: ADBC reads, as asked
+            return False
+        bounds = self._bounds(table)
+        return bounds is None or bounds[1] - bounds[0] < self.SMALL_ROWS
 
     def _fetch_stdlib(
         self, read: Read, rowids: tuple[int, int] | None, have: list[str]
