@@ -214,6 +214,36 @@ def devices_of(side: Side) -> list[int]:
     return sorted({d for p in side.parts for d in p.devices})
 
 
+def _both(b: Side, h: Side, name: str) -> pl.DataFrame:
+    """Table `name` of both sides' files, stacked (`_stack`); empty when no file has rows."""
+    frames = [f for f in (_stack(b, name, "base"), _stack(h, name, "head")) if f.height]
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+
+def _stack_tables(
+    parts_b: list[Reduced], parts_h: list[Reduced], attribution: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`Comparison.sources` and `.launch_stacks` from the files' launch-stack sums and frames
+    (sums None: some file has no stacks)."""
+    every = parts_b + parts_h
+    sums = (
+        None
+        if any(p.stack_sums is None for p in every)
+        else pl.concat(
+            [p.stack_sums.with_columns(pl.lit(p.side).alias("side"))
+             for p in every if p.stack_sums is not None],
+            how="vertical_relaxed",
+        )
+    )  # fmt: skip
+    frames = sources.frames_joined([p.frames for p in every])
+    frames_b = sources.frames_joined([p.frames for p in parts_b])
+    frames_h = sources.frames_joined([p.frames for p in parts_h])
+    return (
+        sources.sources(sums, attribution, frames),
+        sources.launch_stacks(sums, attribution, frames_b, frames_h),
+    )
+
+
 def join(
     parts_b: list[Reduced],
     parts_h: list[Reduced],
@@ -243,23 +273,10 @@ def join(
     t = cycle_times(cyc)
     v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     ndev = len(set(devices["base"]) | set(devices["head"]))
-    coll = (
-        pl.concat(
-            [f for f in (_stack(b, "coll", "base"), _stack(h, "coll", "head")) if f.height],
-            how="vertical_relaxed",
-        )
-        if any(p.coll.height for p in parts_b + parts_h)
-        else pl.DataFrame()
-    )
-    coll = collective_waits(coll, ndev)
+    coll = collective_waits(_both(b, h, "coll"), ndev)
     coll, skew_warnings, clocks = sk.guard_split(coll, b.infos, h.infos)  # across hosts
     warnings += skew_warnings
-    long_ops = pl.concat(
-        [f for f in (_stack(b, "long", "base"), _stack(h, "long", "head")) if f.height],
-        how="vertical_relaxed",
-    )
-    long = contributions(long_ops, coll, cyc)
-    del long_ops
+    long = contributions(_both(b, h, "long"), coll, cyc)
     pairs = pl.concat(
         [p.pairs.with_columns(pl.lit(p.side).alias("side")) for p in parts_b + parts_h]
     ).unique()
@@ -286,21 +303,7 @@ def join(
             for p in ps
         ]
     )
-    frames_b = sources.frames_joined([p.frames for p in parts_b])
-    frames_h = sources.frames_joined([p.frames for p in parts_h])
-    frames = sources.frames_joined([p.frames for p in parts_b + parts_h])
-    sums = (
-        None
-        if any(p.stack_sums is None for p in parts_b + parts_h)
-        else pl.concat(
-            [
-                p.stack_sums.with_columns(pl.lit(p.side).alias("side"))
-                for p in parts_b + parts_h
-                if p.stack_sums is not None
-            ],
-            how="vertical_relaxed",
-        )
-    )
+    stack_tables = _stack_tables(parts_b, parts_h, attribution)
     set_b = vd.run_set_of(v, "base", b.infos, labels[0])
     set_h = vd.run_set_of(v, "head", h.infos, labels[1])
     base, head = b.infos[0], h.infos[0]
@@ -326,8 +329,8 @@ def join(
         if coll.height
         else schema.conform_diff("collectives", pl.DataFrame()),
         totals=tb.totals(totals),
-        sources=sources.sources(sums, attribution, frames),
-        launch_stacks=sources.launch_stacks(sums, attribution, frames_b, frames_h),
+        sources=stack_tables[0],
+        launch_stacks=stack_tables[1],
         warnings=warnings,
         replay_inputs=replay,
         noise_unit=v.noise_unit,
