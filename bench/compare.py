@@ -1,6 +1,7 @@
 """Compare benchmark: wall time and peak RSS of parse and compare, beside `nsys-ai diff`.
 
     bench/compare.py [--work DIR] [--pairs h200x50,h200x500,gen8] [--nsys-ai PATH] [--timeout S]
+                     [--before DIR --rounds N]
 
 Pairs (built once into --work, not timed):
 - h200xN: tests/data/h200/g_good.sqlite vs g_bad.sqlite, each replicated N times by
@@ -19,6 +20,12 @@ Steps, each in its own child process (peak RSS = ru_maxrss of that child, from o
   ~/.duckdb/extensions/v1.4.4/linux_amd64/ (without the sqlite extension nsys-ai tries to download
   it, waits ~12 s per profile on an offline machine, and falls back to plain SQLite).
 
+`--before DIR` (a copy of the tracediff package with its compiled modules, e.g. `git archive
+REV tracediff | tar -x -C DIR` and the three .so files copied in): the two compare steps run for
+this checkout and that one in turn, `--rounds` times (after first in odd rounds), each reported
+as its medians, with the ratio of the median CPU seconds (after/before) and whether the JSON
+is the same. Run it with PYTHONDONTWRITEBYTECODE unset, or every child compiles ~200 modules.
+
 Prints one table (markdown) and the machine's CPU count and load average (other work on the
 machine inflates wall times; RSS is unaffected).
 """
@@ -29,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -127,7 +135,39 @@ def build(work: Path, pair: str) -> tuple[Path, Path, int]:
     return b, h, int(k)
 
 
-def bench_pair(work: Path, pair: str, nsys_ai: str | None, timeout: float) -> list[dict]:
+def interleaved(
+    args: list[str], before: Path | None, rounds: int, timeout: float
+) -> dict[str, Measure]:
+    """`tracediff ARGS` of this checkout ("after") and, with `before` (a copy of the tracediff
+    package with its compiled modules, put first on PYTHONPATH), of that one, in turn for
+    `rounds` rounds (after first in odd rounds): each one's median wall, CPU and peak, and its
+    last output."""
+    runs: dict[str, list[Measure]] = {"after": []} | ({"before": []} if before else {})
+    for r in range(rounds):
+        order = list(runs) if r % 2 == 0 else list(runs)[::-1]
+        for who in order:
+            env = {"PYTHONPATH": str(before)} if who == "before" else None
+            runs[who].append(run_child([*TRACEDIFF, *args], timeout, env))
+    return {
+        who: Measure(
+            statistics.median(m.wall_s for m in ms),
+            statistics.median(m.cpu_s for m in ms),
+            statistics.median(m.rss_mib for m in ms),
+            max((m.rc for m in ms), key=abs),
+            ms[-1].out,
+        )
+        for who, ms in runs.items()
+    }
+
+
+def bench_pair(
+    work: Path,
+    pair: str,
+    nsys_ai: str | None,
+    timeout: float,
+    before: Path | None = None,
+    rounds: int = 1,
+) -> list[dict]:
     b, h, kernels = build(work, pair)
     rows = []
 
@@ -157,18 +197,24 @@ def bench_pair(work: Path, pair: str, nsys_ai: str | None, timeout: float) -> li
         m = run_child([*TRACEDIFF, "parse", str(src), "-o", str(out), "--force"], timeout)
         row("tracediff", f"parse {side} (.sqlite -> .arrow)", m)
         arrows.append(out)
-    m = run_child(
-        [*TRACEDIFF, "compare", str(arrows[0]), str(arrows[1]), "--format", "json"], timeout
-    )
-    note = ""
-    if m.rc == 0:
-        d = json.loads(m.out)
-        note = (
-            f"{d['base']['cycles']} cycles; delta {d['delta_ms_per_cycle']['mean']:+.4f} ms/cycle"
-        )
-    row("tracediff", "compare (.arrow pair)", m, note)
-    m = run_child([*TRACEDIFF, "compare", str(b), str(h), "--format", "json"], timeout)
-    row("tracediff", "compare (.sqlite pair, end to end)", m)
+    for step, pair_in in (
+        ("compare (.arrow pair)", arrows),
+        ("compare (.sqlite pair, end to end)", [b, h]),
+    ):
+        cmd = ["compare", str(pair_in[0]), str(pair_in[1]), "--format", "json"]
+        got = interleaved(cmd, before, rounds, timeout)
+        m = got["after"]
+        note = ""
+        if m.rc == 0:
+            d = json.loads(m.out)
+            note = f"{d['base']['cycles']} cycles; delta {d['delta_ms_per_cycle']['mean']:+.4f} ms/cycle"
+        if before is not None:
+            same = got["after"].out == got["before"].out
+            note += f"; {rounds} rounds, medians; JSON {'the same' if same else 'DIFFERS'}"
+        row("tracediff", step, m, note)
+        if before is not None:
+            ratio = got["after"].cpu_s / got["before"].cpu_s
+            row("tracediff (before)", step, got["before"], f"after/before CPU {ratio:.3f}")
     if nsys_ai:
         for p in (b, h):
             for c in p.parent.glob(p.stem + ".nsys-cache*"):
@@ -188,6 +234,13 @@ def main() -> int:
     ap.add_argument("--pairs", default="h200x50,h200x500,gen8")
     ap.add_argument("--nsys-ai", default=shutil.which("nsys-ai") or "/tmp/nsysai-venv/bin/nsys-ai")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="a baseline: a copy of the tracediff package (with its compiled modules) whose "
+        "compare steps run in turn with this checkout's, first on PYTHONPATH",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the compare steps")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     nsys_ai = args.nsys_ai if args.nsys_ai and Path(args.nsys_ai).exists() else None
@@ -199,7 +252,9 @@ def main() -> int:
     load0 = os.getloadavg()
     rows = []
     for pair in args.pairs.split(","):
-        rows += bench_pair(args.work, pair.strip(), nsys_ai, args.timeout)
+        rows += bench_pair(
+            args.work, pair.strip(), nsys_ai, args.timeout, args.before, max(1, args.rounds)
+        )
     load1 = os.getloadavg()
     print(
         f"machine: {os.cpu_count()} CPUs; load average (1 min) {load0[0]:.1f} before, "
