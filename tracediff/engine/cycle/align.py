@@ -112,63 +112,13 @@ def align_to(
 
     Works on numpy arrays of the few columns it needs; the wide frame only gains columns."""
     ops, n = seqs.ops, seqs.ops.height
-    gid, first, lengths, pos, h, g_dev = (
-        seqs.gid,
-        seqs.first,
-        seqs.lengths,
-        seqs.pos,
-        seqs.h,
-        seqs.g_dev,
-    )
+    gid, g_dev = seqs.gid, seqs.g_dev
     texts = list(seqs.texts)
     code_of = {t: i for i, t in enumerate(texts)}
     codes = seqs.codes
-    kind_col = ops["kind"]
     missing = sorted(set(np.unique(g_dev).tolist()) - set(templates))
     own = own_templates(seqs) if missing else {}
-    used: dict[int, int] = {}
-
-    def kinds(lo: int, ln: int) -> list[str]:
-        return kind_col.slice(lo, ln).cast(pl.String).to_list()
-
-    g_off = np.zeros(len(first), np.int64)  # each group's offset into `flat` (slot per position)
-    flat_parts: list[np.ndarray] = []
-    t_off: dict[int, int] = {}  # each device's offset into `t_flat` (template code per slot)
-    t_parts: list[np.ndarray] = []
-    used_n = 0
-    t_used = 0
-    for dev in np.unique(g_dev).tolist():
-        t = templates.get(dev) or own[dev]
-        used[dev] = t.hash
-        for name in t.names:  # a template name this file lacks gets a code of its own
-            if name not in code_of:
-                code_of[name] = len(texts)
-                texts.append(name)
-        tpl = np.array([code_of[x] for x in t.names], dtype=np.int64)
-        tkind = list(t.kinds)
-        t_off[dev] = t_used
-        t_parts.append(tpl)
-        t_used += len(tpl)
-        on_dev = np.flatnonzero(g_dev == dev)
-        dh, d_first, d_inv = np.unique(h[on_dev], return_index=True, return_inverse=True)
-        offs = np.zeros(len(dh), np.int64)
-        for i, hv in enumerate(dh.tolist()):  # one alignment per distinct sequence
-            g = int(on_dev[d_first[i]])
-            s0, ln = int(first[g]), int(lengths[g])
-            if hv == (t.hash & 0xFFFFFFFFFFFFFFFF):
-                slots = np.arange(ln, dtype=np.int32)
-            else:
-                seq = codes[s0 : s0 + ln]
-                slots = np.asarray(
-                    _align_seq(seq.tolist(), tpl.tolist(), kinds(s0, ln), tkind), dtype=np.int32
-                )
-            offs[i] = used_n
-            flat_parts.append(slots)
-            used_n += ln
-        g_off[on_dev] = offs[d_inv.ravel()]
-    flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
-    t_flat = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
-    slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int32)
+    slot, t_flat, t_off, used = _slots(seqs, {**own, **templates}, code_of, texts)
     matched = slot >= 0
     # the template op's name at this slot; where it differs, the contributor is "old → new"
     devs = np.array(sorted(t_off), dtype=np.int64)
@@ -203,6 +153,73 @@ def align_to(
         .alias("contributor"),
     )
     return ops.drop("_slot", "_differs", "_renamed"), used
+
+
+def _slots(
+    seqs: Sequences,
+    templates: dict[int, DeviceTemplate],
+    code_of: dict[str, int],
+    texts: list[str],
+) -> tuple[np.ndarray, np.ndarray, dict[int, int], dict[int, int]]:
+    """Each op's slot in its device's template (-1: unmatched), one alignment per distinct
+    sequence of a device; the templates' codes (`t_flat`, each device's from `t_off[dev]`) and
+    the template hash used per device. A template name the file lacks gets a code of its own
+    (`code_of` and `texts` gain it)."""
+    n = seqs.ops.height
+    gid, first, lengths, pos, h, g_dev = (
+        seqs.gid,
+        seqs.first,
+        seqs.lengths,
+        seqs.pos,
+        seqs.h,
+        seqs.g_dev,
+    )
+    codes = seqs.codes
+    kind_col = seqs.ops["kind"]
+    used: dict[int, int] = {}
+
+    def kinds(lo: int, ln: int) -> list[str]:
+        return kind_col.slice(lo, ln).cast(pl.String).to_list()
+
+    g_off = np.zeros(len(first), np.int64)  # each group's offset into `flat` (slot per position)
+    flat_parts: list[np.ndarray] = []
+    t_off: dict[int, int] = {}  # each device's offset into `t_flat` (template code per slot)
+    t_parts: list[np.ndarray] = []
+    used_n = 0
+    t_used = 0
+    for dev in np.unique(g_dev).tolist():
+        t = templates[dev]
+        used[dev] = t.hash
+        for name in t.names:  # a template name this file lacks gets a code of its own
+            if name not in code_of:
+                code_of[name] = len(texts)
+                texts.append(name)
+        tpl = np.array([code_of[x] for x in t.names], dtype=np.int64)
+        tkind = list(t.kinds)
+        t_off[dev] = t_used
+        t_parts.append(tpl)
+        t_used += len(tpl)
+        on_dev = np.flatnonzero(g_dev == dev)
+        dh, d_first, d_inv = np.unique(h[on_dev], return_index=True, return_inverse=True)
+        offs = np.zeros(len(dh), np.int64)
+        for i, hv in enumerate(dh.tolist()):  # one alignment per distinct sequence
+            g = int(on_dev[d_first[i]])
+            s0, ln = int(first[g]), int(lengths[g])
+            if hv == (t.hash & 0xFFFFFFFFFFFFFFFF):
+                slots = np.arange(ln, dtype=np.int32)
+            else:
+                seq = codes[s0 : s0 + ln]
+                slots = np.asarray(
+                    _align_seq(seq.tolist(), tpl.tolist(), kinds(s0, ln), tkind), dtype=np.int32
+                )
+            offs[i] = used_n
+            flat_parts.append(slots)
+            used_n += ln
+        g_off[on_dev] = offs[d_inv.ravel()]
+    flat = np.concatenate(flat_parts) if flat_parts else np.zeros(0, np.int32)
+    t_flat = np.concatenate(t_parts) if t_parts else np.zeros(0, np.int64)
+    slot = flat[g_off[gid] + pos] if n else np.zeros(0, np.int32)
+    return slot, t_flat, t_off, used
 
 
 def slot_changes(ops: pl.DataFrame) -> pl.DataFrame:
