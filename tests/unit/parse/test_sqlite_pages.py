@@ -224,6 +224,12 @@ def test_refuses_what_it_does_not_decode(tmp_path: Path) -> None:
         assert df.rows() == [(1,)]
     finally:
         src.close()
+    one = SqliteSource(path, workers=1)  # one worker plans no rowid ranges: a WITHOUT ROWID
+    try:  # table is read (through ADBC), not taken for a corrupt file
+        (df,) = one.read([Read("wr", {"a": pl.Int64(), "b": pl.Int64()})])
+        assert df.rows() == [(1, 2)]
+    finally:
+        one.close()
 
 
 def test_a_cycle_in_the_tree_is_refused(tmp_path: Path) -> None:

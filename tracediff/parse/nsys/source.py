@@ -339,7 +339,10 @@ class SqliteSource:
         (pyarrow.dataset and .compute with it: ~0.15 CPU-s) is not paid for it."""
         if rowids is not None or self._pages is None:  # no pages: ADBC reads, as asked
             return False
-        bounds = self._bounds(table)
+        try:
+            bounds = self._bounds(table)
+        except InputError:  # no rowid (a WITHOUT ROWID table): ADBC reads it, as before
+            return False
         return bounds is None or bounds[1] - bounds[0] < self.SMALL_ROWS
 
     def _fetch_stdlib(
