@@ -56,35 +56,31 @@ class Variable:
     read_by: str
 
 
-NSYS = Variable("TRACEDIFF_NSYS", "tracediff")
-NSYS_TIMEOUT = Variable("TRACEDIFF_NSYS_TIMEOUT", "tracediff")
-SQLITE_PAGES = Variable("TRACEDIFF_SQLITE_PAGES", "tracediff")
-KINETO_SCAN = Variable("TRACEDIFF_KINETO_SCAN", "tracediff")
-KINETO_STACKS = Variable("TRACEDIFF_KINETO_STACKS", "tracediff")
-KINETO_THREADS = Variable("TRACEDIFF_KINETO_THREADS", "tracediff")
-MEMORY_BYTES = Variable("TRACEDIFF_MEMORY_BYTES", "tracediff")
-SET_ALLOC = Variable("TRACEDIFF_SET_ALLOC", "tracediff")
-NVTX_SHIM = Variable("TRACEDIFF_NVTX_SHIM", "workload")
-NVTX_BACKEND = Variable("TRACEDIFF_NVTX_BACKEND", "workload")
-SHIM_DEBUG = Variable("TRACEDIFF_SHIM_DEBUG", "workload")
-CAPTURE_COMMIT = Variable("TRACEDIFF_CAPTURE_COMMIT", "workload")
-UPDATE_GOLDEN = Variable("TRACEDIFF_UPDATE_GOLDEN", "tests")
+_DECLARED: list[Variable] = []
 
-VARIABLES: tuple[Variable, ...] = (
-    NSYS,
-    NSYS_TIMEOUT,
-    SQLITE_PAGES,
-    KINETO_SCAN,
-    KINETO_STACKS,
-    KINETO_THREADS,
-    MEMORY_BYTES,
-    SET_ALLOC,
-    NVTX_SHIM,
-    NVTX_BACKEND,
-    SHIM_DEBUG,
-    CAPTURE_COMMIT,
-    UPDATE_GOLDEN,
-)
+
+def _variable(name: str, read_by: str) -> Variable:
+    """A variable, listed in VARIABLES in the order declared."""
+    v = Variable(name, read_by)
+    _DECLARED.append(v)
+    return v
+
+
+NSYS = _variable("TRACEDIFF_NSYS", "tracediff")
+NSYS_TIMEOUT = _variable("TRACEDIFF_NSYS_TIMEOUT", "tracediff")
+SQLITE_PAGES = _variable("TRACEDIFF_SQLITE_PAGES", "tracediff")
+KINETO_SCAN = _variable("TRACEDIFF_KINETO_SCAN", "tracediff")
+KINETO_STACKS = _variable("TRACEDIFF_KINETO_STACKS", "tracediff")
+KINETO_THREADS = _variable("TRACEDIFF_KINETO_THREADS", "tracediff")
+MEMORY_BYTES = _variable("TRACEDIFF_MEMORY_BYTES", "tracediff")
+SET_ALLOC = _variable("TRACEDIFF_SET_ALLOC", "tracediff")
+NVTX_SHIM = _variable("TRACEDIFF_NVTX_SHIM", "workload")
+NVTX_BACKEND = _variable("TRACEDIFF_NVTX_BACKEND", "workload")
+SHIM_DEBUG = _variable("TRACEDIFF_SHIM_DEBUG", "workload")
+CAPTURE_COMMIT = _variable("TRACEDIFF_CAPTURE_COMMIT", "workload")
+UPDATE_GOLDEN = _variable("TRACEDIFF_UPDATE_GOLDEN", "tests")
+
+VARIABLES: tuple[Variable, ...] = tuple(_DECLARED)
 """Every TRACEDIFF_* variable, as the docstring and README.md's "Environment variables" list them."""
 
 DEFAULT_NSYS_TIMEOUT_S = 1800.0

@@ -23,6 +23,17 @@ file reads them as empty / null (ADDED_IN_2)."""
 
 _name = pa.dictionary(pa.int32(), pa.string())
 
+# Where and when a GPU operation ran, the first columns of kernels and memops alike (the
+# engine's OP_COLUMNS, engine/result.py, read them with the launch's).
+_SPAN: list[tuple[str, pa.DataType]] = [
+    ("device_id", pa.int32()),
+    ("process_id", pa.int64()),
+    ("stream_id", pa.int64()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("duration_ns", pa.int64()),
+]
+
 # A GPU operation's launch, the same columns for kernels and memops: the API call that launched it,
 # which each reader joins on the correlation id once for both tables (parse/nsys/tables.py,
 # parse/kineto/tables.py).
@@ -37,13 +48,8 @@ _LAUNCH: list[tuple[str, pa.DataType]] = [
 ]
 
 KERNELS = pa.schema(
-    [
-        ("device_id", pa.int32()),
-        ("process_id", pa.int64()),
-        ("stream_id", pa.int64()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("duration_ns", pa.int64()),
+    _SPAN
+    + [
         ("name", _name),  # demangled
         ("short_name", _name),  # base name, without template arguments or parameters
         ("grid_x", pa.int32()),
@@ -60,13 +66,8 @@ KERNELS = pa.schema(
 )
 
 MEMOPS = pa.schema(
-    [
-        ("device_id", pa.int32()),
-        ("process_id", pa.int64()),
-        ("stream_id", pa.int64()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("duration_ns", pa.int64()),
+    _SPAN
+    + [
         ("kind", _name),  # "memcpy" | "memset"
         ("copy_kind", _name),  # HtoD, DtoH, DtoD, HtoH, PtoP; null for memset
         ("bytes", pa.int64()),
