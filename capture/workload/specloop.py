@@ -39,6 +39,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 VARIANTS = ("good", "bad", "slow-verify", "extra-sync", "slow-extend")
 
@@ -65,6 +67,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _process_group(dev: Any) -> Any:
+    """A world-size-1 NCCL process group (torch.distributed), or None where it cannot be made:
+    a single-GPU box without NCCL still runs the loop."""
+    try:
+        import torch.distributed as tdist
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29511")
+        tdist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
+        return tdist
+    except Exception as e:
+        print(f"specloop: no NCCL process group ({e})", file=sys.stderr)
+        return None
+
+
+def _timed(torch: Any, cycle: Callable[[], Any], warmup: int, cycles: int) -> float:
+    """Seconds per cycle of `cycles` cycles run inside cudaProfilerStart/Stop (what a capture
+    with --capture-range cudaProfilerApi records), after `warmup` cycles outside it."""
+    for _ in range(warmup):
+        cycle()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    t0 = time.perf_counter()
+    for _ in range(cycles):
+        cycle()
+    torch.cuda.synchronize()
+    dt = (time.perf_counter() - t0) / max(cycles, 1)
+    torch.cuda.cudart().cudaProfilerStop()
+    return dt
+
+
+def _graph(torch: Any, verify: Callable[[], Any]) -> tuple[Any, Any]:
+    """`verify` captured as a CUDA graph, after three warm-up calls on a side stream (as torch
+    asks): the graph and the output tensor its replays write."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            verify()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = verify()
+    return graph, out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -82,17 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     H, L, K = args.hidden, args.layers, args.k  # noqa: N806
     v = args.variant
 
-    dist = None
-    if not args.no_dist:
-        try:
-            import torch.distributed as tdist
-
-            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", "29511")
-            tdist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
-            dist = tdist
-        except Exception as e:  # a single-GPU box without NCCL still runs the loop
-            print(f"specloop: no NCCL process group ({e})", file=sys.stderr)
+    dist = None if args.no_dist else _process_group(dev)
 
     def allreduce(x: torch.Tensor, outplace: bool = False) -> torch.Tensor:
         if dist is None:
@@ -169,25 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with torch.no_grad():
         if args.graph:
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    run(target, static_in, **verify_kw)
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                static_out = run(target, static_in, **verify_kw)
-        for _ in range(args.warmup):
-            cycle()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        t0 = time.perf_counter()
-        for _ in range(args.cycles):
-            cycle()
-        torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / max(args.cycles, 1)
-        torch.cuda.cudart().cudaProfilerStop()
+            graph, static_out = _graph(torch, lambda: run(target, static_in, **verify_kw))
+        dt = _timed(torch, cycle, args.warmup, args.cycles)
     print(f"specloop: variant={v} ms_per_cycle={dt * 1e3:.3f} dist={dist is not None}")
     if dist is not None:
         dist.destroy_process_group()
