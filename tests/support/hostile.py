@@ -49,10 +49,17 @@ def assert_error(r: Result, names: object, *phrases: str, code: int = 1) -> str:
 # traceback and 1 for an uncaught exception. Used where a test runs dozens of independent calls
 # whose outputs it then checks one by one: each process start costs ~0.5 CPU-s of imports.
 _BATCH = """\
-import json, os, sys, traceback
+import json, os, sys, traceback, warnings
 from tracediff.cli import main
 
+FILTERS = list(warnings.filters)
+
 def run(argv, out, err):
+    # a warning shows in every call, as in a process of its own: the registries of warnings
+    # already shown are dropped (resetwarnings makes them stale) and the filters put back
+    warnings.resetwarnings()
+    warnings.filters[:] = FILTERS
+    warnings.onceregistry.clear()
     sys.stdout.flush(); sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     with open(out, "wb") as o, open(err, "wb") as e:
