@@ -402,9 +402,15 @@ def _score(cand: Candidate, covered: int, n_ops: int) -> tuple[bool, int, int, i
 
 
 def _found(ops: pl.DataFrame, cands: list[Candidate]) -> tuple[int, pl.DataFrame] | None:
-    """`best` of `cands` over `ops`, with its `_assign` (tag's first step: made once)."""
+    """`best` of `cands` over `ops`, with its `_assign` (tag's first step: made once). A
+    candidate that could not beat the best so far even launching every op with a launch
+    record (its score's bound) is not assigned at all: the same choice, fewer assignments."""
     top = None
+    most = int(ops["launch_start_ns"].is_not_null().sum())  # what `_assign` can place at most
     for i, cand in enumerate(cands):
+        bound = _score(cand, most, ops.height)
+        if bound is None or (top is not None and not bound > top[0]):
+            continue
         made = _assign(ops, cand[2])
         score = _score(cand, made.height, ops.height)
         if score is not None and (top is None or score > top[0]):
