@@ -19,7 +19,9 @@ import pytest
 
 from tracediff.parse.kineto import read_kineto
 
-TRACE = Path(__file__).resolve().parent.parents[1] / "data/h200-suspects/kineto/c5_unused_graph.json.gz"
+TRACE = (
+    Path(__file__).resolve().parent.parents[1] / "data/h200-suspects/kineto/c5_unused_graph.json.gz"
+)
 
 
 @pytest.fixture(scope="module")
