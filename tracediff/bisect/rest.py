@@ -18,7 +18,10 @@ The rule, in order (each stage only when the one before could not decide):
    room for the 1 - SHARE_TO_CONTINUE that s leaves unexplained (`reach`: a side whose look
    excludes it cannot hold it; confirming such a side cost 8 fresh runs, and a lone culprit's
    share measured at 4-6 runs under load came out below 60 % often: 58 % at a load of 20, its
-   CI 7-104 %). With two culprits
+   CI 7-104 %). A side suspect by s alone is confirmed only once s is still below the line with
+   the share's extra runs (rule 3's, up to --max-runs) or none can be had: a lone culprit whose
+   s came out low by noise costs 4-8 extra runs, not 2 x 2N confirmation runs (the sweep's
+   seed 208 at load 18: 16 of its 42 captures). With two culprits
    the search always probes a commit that carries one change and not the other: the culprit's
    parent when the other culprit is below it (the search's last like-good commit), the culprit
    itself when the other is above (its first like-bad). So a second culprit shows in three
@@ -134,14 +137,23 @@ def beside(
         room = [reach(ci, rd) for _, _, ci in looks]
         # a step between its ends on this side: at or below the parent, or at or above C
         hints = [any(x <= lo if z <= lo else x >= hi for x in splits) for a, z in sides]
-        suspect = [
-            (s < SHARE_TO_CONTINUE and r >= 1 - SHARE_TO_CONTINUE) or h or m
-            for h, (m, _, _), r in zip(hints, looks, room, strict=True)
-        ]
+        # a side the share alone points at (s below the line, the side's look leaving room),
+        # and one its own evidence does (a step there between its ends, its look moved)
+        low = [s < SHARE_TO_CONTINUE and r >= 1 - SHARE_TO_CONTINUE for r in room]
+        strong = [h or m for h, (m, _, _) in zip(hints, looks, strict=True)]
+        suspect = [x or y for x, y in zip(low, strong, strict=True)]
         have = 0 if more is None else min(len(b.runs_of(f)) for f in more)
         grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
-        if any(suspect):
+        can_grow = stuck is None and b.live and grow > have
+        if any(strong) or (any(low) and not can_grow):
             decision = "part of its range: testing beside it"
+        elif any(low):
+            # the share alone is a point estimate of two noisy ones: its own extra runs (4 a
+            # look) before the sides' confirmation (2N fresh runs each)
+            decision = (
+                f"share undecided: below {100 * SHARE_TO_CONTINUE:.0f} %: parent and culprit "
+                f"to {grow} extra runs each"
+            )
         elif not sides or lo_ci >= SHARE_TO_CONTINUE:
             decision = "explains its range"
         elif all(r < 1 - SHARE_TO_CONTINUE for r in room):
