@@ -206,7 +206,7 @@ def beside(
             b.limits.update({str(f): grow for f in more})
         if problem is not None:
             stuck = "a run failed"
-        c.update(bres.culprit(b, lo, hi, follow, total, total_ci, more))
+        c.update(bres.remeasured(b, lo, hi, follow, total, total_ci, more))
     found = []
     # evidence of a further change gathered before the side's own test: a step there differed
     # from both its ends, or the share's whole CI is below SHARE_TO_CONTINUE

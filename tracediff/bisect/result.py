@@ -35,12 +35,50 @@ def culprit(
     sets (and the run sets `more` of an undecided share's extra runs, tracediff/bisect/rest.py)."""
     parent, sha = b.commits[lo], b.commits[hi]
     c = b.compare_runs(*pair_runs(b, parent, sha, more), (parent[:12], sha[:12]))
+    return about(b, c, lo, hi, measure(b, c, follow, total, total_ci))
+
+
+def remeasured(
+    b: Bisection,
+    lo: int,
+    hi: int,
+    follow: dict[str, Any],
+    total: float,
+    total_ci: tuple[float, float],
+    more: tuple[Path, Path] | None,
+) -> dict[str, Any]:
+    """Culprit commits[hi]'s numbers again with an undecided share's extra runs `more` (its
+    contributors stay those of its step's runs): where the cycle time is followed, from the
+    runs' kept means (tracediff/bisect/quick.py; a full comparison a share look had cost 4 s of
+    bisect's own time under load)."""
+    parent, sha = b.commits[lo], b.commits[hi]
+    c = b.quick(*pair_runs(b, parent, sha, more), (parent[:12], sha[:12]))
+    return measure(b, c, follow, total, total_ci)
+
+
+def measure(
+    b: Bisection, c: Any, follow: dict[str, Any], total: float, total_ci: tuple[float, float]
+) -> dict[str, Any]:
+    """A culprit's change, share and their CIs, from comparison c of its parent and itself."""
     qs = b.quantities(c, follow)
     delta = sum(q.delta for q in qs)
     # the sum's CI from the rows' (one row, the cycle time, is the usual case): wider, not exact
     ci = bs.ci_of(qs)
     # over the ends' CI too (tracediff/bisect/share.py: both are estimates)
     share_ci = bs.ratio_ci(ci, total_ci) if total else [math.nan, math.nan]
+    return {
+        "delta_ms_per_cycle": delta,
+        "share": delta / total if total else math.nan,
+        "delta_ci95": list(ci),
+        "share_ci95": share_ci,
+        "p_value": c.p_value,
+    }
+
+
+def about(b: Bisection, c: Any, lo: int, hi: int, m: dict[str, Any]) -> dict[str, Any]:
+    """Culprit commits[hi] as reported: its commit, its numbers `m` (`measure`), what moved
+    (comparison c of its parent commits[lo] and itself) and where to compare them."""
+    parent, sha = b.commits[lo], b.commits[hi]
     att = c.attribution.with_columns(pl.col("delta_ms_per_cycle").abs().alias("_abs"))
     # what moved significantly first (a culprit's host-bound gaps swing more, and mean nothing)
     att = att.with_columns(pl.col("significant").fill_null(False))
@@ -50,10 +88,10 @@ def culprit(
         "commit": sha,
         "subject": info["subject"],
         "parent": parent,
-        "delta_ms_per_cycle": delta,
-        "share": delta / total if total else math.nan,
-        "delta_ci95": list(ci),
-        "share_ci95": share_ci,
+        "delta_ms_per_cycle": m["delta_ms_per_cycle"],
+        "share": m["share"],
+        "delta_ci95": m["delta_ci95"],
+        "share_ci95": m["share_ci95"],
         "measured_on": "its step's run sets",  # or fresh interleaved runs (bisect/share)
         # whether fresh interleaved runs saw its change again (bisect/share.remeasure); None:
         # not measured again, its step's decision stands
@@ -62,7 +100,7 @@ def culprit(
         "date": info["date"],
         "files": info["files"],
         "skipped_between": b.commits[lo + 1 : hi],
-        "p_value": c.p_value,
+        "p_value": m["p_value"],
         "top_contributors": [
             {
                 "kind": r["kind"],
