@@ -16,12 +16,21 @@ the across-run test on those means is the engine's own (runstats.across_runs wit
 significance rule), so the numbers are those a full comparison of the same runs gives
 (tests/unit/test_bisect_quick.py). A side with a run whose mean is not kept, or fewer than 2
 runs (the engine's test is then over cycles), goes through the full comparison.
+
+One BLAS thread (`one_blas_thread`, for the bisect process only: its captures are other
+processes). The across-run CI is inverted by 2 x 48 permutation tests, each a product of the
+runs with every split (43,758 at 10 v 8 runs); at a load of 13-16 on the 2 shared cores
+OpenBLAS's default threads made one such test 1.9-3.4 s, one thread 0.2-0.9 s (interleaved,
+same process and data).
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,6 +68,31 @@ class Means:
             return [self.of[r.path] for r in runs]
         except KeyError:
             return None
+
+
+def one_blas_thread() -> bool:
+    """Tell numpy's bundled OpenBLAS to use one thread in this process (False where it is not
+    found: another BLAS, or none bundled; nothing changes then). Not through the environment,
+    which the captured workloads would inherit."""
+    import numpy
+
+    libs = Path(numpy.__file__).parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else []:
+        try:
+            lib = ctypes.CDLL(os.fspath(path))
+        except OSError:
+            continue
+        for name in (
+            "scipy_openblas_set_num_threads64_",
+            "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_",
+            "openblas_set_num_threads",
+        ):
+            f = getattr(lib, name, None)
+            if f is not None:
+                f(1)
+                return True
+    return False
 
 
 def cycle_only(base: list[float], head: list[float]) -> CycleOnly:

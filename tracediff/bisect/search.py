@@ -15,6 +15,7 @@ from typing import Any
 
 from tracediff.bisect import ends as be
 from tracediff.bisect import order as bo
+from tracediff.bisect import quick as bq
 from tracediff.bisect import rest as br
 from tracediff.bisect import result as bres
 from tracediff.bisect import share as bs
@@ -32,6 +33,7 @@ from tracediff.bisect.follow import row_label
 def run_bisect(spec: BisectSpec, say: Callable[[str], None]) -> dict[str, Any]:
     """The whole bisection; raises NothingToBisect, BisectInterrupted or TracediffError."""
     t0 = time.monotonic()
+    bq.one_blas_thread()  # bisect's own statistics beside its captures (bisect/quick.py)
     b = Bisection(spec, say)
     with b.hold():
         b.load_state()

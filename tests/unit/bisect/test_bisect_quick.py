@@ -44,3 +44,11 @@ def test_a_run_whose_mean_is_not_kept_leaves_the_full_comparison(runs: tuple) ->
     means.keep([base], c.base)
     means.keep([slow], c.head)
     assert means.get([base, slow]) is None
+
+
+def test_bisect_sets_one_blas_thread_where_numpy_bundles_openblas() -> None:
+    # this venv's numpy bundles OpenBLAS (numpy.libs): found and set; elsewhere a no-op (False)
+    import numpy
+
+    bundled = any((Path(numpy.__file__).parent.parent / "numpy.libs").glob("*openblas*.so*"))
+    assert bq.one_blas_thread() is bundled

@@ -122,3 +122,21 @@ def test_a_looks_reach_is_the_most_of_the_change_its_ci_leaves_room_for() -> Non
     assert br.reach((-1.0, 3.0), 0.0) == float("inf")
     # 40 % or more beside it is what the share's 60 % line looks for: not excluded
     assert br.reach((-1.0, 4.5), 10.0) >= 1 - br.SHARE_TO_CONTINUE
+
+
+def test_known_evidence_takes_the_fresh_runs_alone_when_they_are_significant() -> None:
+    """Two culprits at load 15-18: the side's fresh runs alone +13.7 ms (significant), with the
+    ends' runs captured minutes before +6.8 (not): the second half is there."""
+    pooled = Cmp(6.8, (-1.5, 15.0), 0.09, False)
+    both = [Q("cycle time", 6.8, False, 0.09, (-1.5, 15.0))]
+    fresh = [Q("cycle time", 13.7, True, 0.029, (4.0, 22.0))]
+    assert br.further(pooled, both, 13.2, CYCLE, known=True, fresh=fresh)
+    # not without the earlier evidence (`known`), nor when the fresh runs are not significant
+    assert not br.further(pooled, both, 13.2, CYCLE, known=False, fresh=fresh)
+    weak = [Q("cycle time", 13.7, False, 0.11, (-2.0, 29.0))]
+    assert not br.further(pooled, both, 13.2, CYCLE, known=True, fresh=weak)
+    # nor when they moved the other way, or too little of the change
+    faster = [Q("cycle time", -13.7, True, 0.029, (-22.0, -4.0))]
+    assert not br.further(pooled, both, 13.2, CYCLE, known=True, fresh=faster)
+    tiny = [Q("cycle time", 0.9, True, 0.029, (0.2, 1.6))]
+    assert not br.further(pooled, both, 13.2, CYCLE, known=True, fresh=tiny)
