@@ -213,20 +213,7 @@ def chunks(
     the pieces' elements joined by commas, and JSON's grammar makes them exactly its elements."""
     hint = src.size_hint if stop is None else stop - start + 1
     w = _Window(src, min(CHUNK_BYTES + (2 << 20), hint + 64), base=max(start - 1, 0))
-    if start == 0:
-        w.fill(CHUNK_BYTES)
-        m = _KEY.search(w.buf, 0, w.hi)
-        if m is None or (stop is not None and m.end() >= stop):
-            raise NotChunked
-        try:  # the document up to the array, closed: proves the key is the top-level one
-            head = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
-        except _ERRORS:
-            raise NotChunked from None
-        out.append(Doc(head))
-        pos = m.end()  # first byte of the array's content; buf[pos - 1] is not part of a piece
-    else:
-        src.seek(start - 1)
-        pos = 1
+    pos = _array_start(src, w, exact, out, start, stop)
     want = CHUNK_BYTES + (1 << 20)
     while True:
         w.lo = pos - 1
@@ -302,6 +289,28 @@ def chunks(
     tail.traceEvents = None
     yield events
     out.append(Doc(tail))
+
+
+def _array_start(
+    src: Any, w: _Window, exact: bool, out: list[Doc], start: int, stop: int | None
+) -> int:
+    """Where `chunks`' first piece begins in `w`'s buffer (the byte before it is not part of a
+    piece). The whole document (`start` 0): the traceEvents array's first byte, after checking
+    that the key is the top-level one (the document up to it, closed, decodes: its Doc is
+    appended to `out`). A segment: `src` positioned at the byte before `start`."""
+    if start == 0:
+        w.fill(CHUNK_BYTES)
+        m = _KEY.search(w.buf, 0, w.hi)
+        if m is None or (stop is not None and m.end() >= stop):
+            raise NotChunked
+        try:  # the document up to the array, closed: proves the key is the top-level one
+            head = decode_any(exact, lambda k: k.doc.decode(bytes(w.buf[: m.end()]) + b"]}"))
+        except _ERRORS:
+            raise NotChunked from None
+        out.append(Doc(head))
+        return m.end()  # first byte of the array's content; buf[pos - 1] is not part of a piece
+    src.seek(start - 1)
+    return 1
 
 
 def _tail(rest: bytes, exact: bool) -> Any:

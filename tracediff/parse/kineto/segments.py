@@ -26,12 +26,15 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import events, scan, source
 from .clock import Clock
 from .roles import Roles
 from .source import Source
+
+if TYPE_CHECKING:
+    import subprocess
 
 SEGMENT_BYTES = 64 << 20
 """JSON bytes per segment: large enough that a segment's fixed costs (its first and last
@@ -388,33 +391,19 @@ class _Feed:
             return self.given - 1
 
 
-def _parallel(
-    path: Path,
-    exact: bool,
-    segs: Iterator[tuple[int, int | None]],
-    fd: int | None = None,
-    folder: str | None = None,
-) -> list[Any] | None:
-    """Segments read here and in a worker process (a fresh interpreter running `_serve`, which
-    neither forks this process's threads nor runs its __main__); None when none can start.
-    `segs` is iterated here first, while the worker reads the segments it has yielded (a gzip
-    trace's, as they are inflated); then this process reads the rest alongside it. `fd`: the
-    text is that open file's (`read_segment`); the worker's results go to a file with no name
-    in `folder` (the temp folder by default), so a kill leaves nothing of them either."""
+def _start_worker(
+    path: Path, exact: bool, fd: int | None, out: int
+) -> tuple[subprocess.Popen[bytes], int, int] | None:
+    """The worker process of `_parallel`: a fresh interpreter running `_serve` on `path`,
+    writing its results to `out`. Returns it, the write end of the pipe that feeds it segments
+    and the read end of the pipe it answers on; None when it cannot start (the pipes and `out`
+    then closed)."""
     import json
-    import pickle
     import subprocess
     import sys
-    import tempfile
-    from multiprocessing.connection import Connection
 
     import tracediff
 
-    feed = _Feed()
-    try:
-        out = _temp_file(folder or tempfile.gettempdir())
-    except OSError:  # nowhere to put the worker's results: read alone
-        return None
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     job = {
@@ -439,12 +428,41 @@ def _parallel(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    except OSError:  # no process can be started here: read alone
+    except OSError:
         for f in (down_r, down_w, up_r, up_w, out):
             os.close(f)
         return None
     os.close(down_r)
     os.close(up_w)
+    return proc, down_w, up_r
+
+
+def _parallel(
+    path: Path,
+    exact: bool,
+    segs: Iterator[tuple[int, int | None]],
+    fd: int | None = None,
+    folder: str | None = None,
+) -> list[Any] | None:
+    """Segments read here and in a worker process (a fresh interpreter running `_serve`, which
+    neither forks this process's threads nor runs its __main__); None when none can start.
+    `segs` is iterated here first, while the worker reads the segments it has yielded (a gzip
+    trace's, as they are inflated); then this process reads the rest alongside it. `fd`: the
+    text is that open file's (`read_segment`); the worker's results go to a file with no name
+    in `folder` (the temp folder by default), so a kill leaves nothing of them either."""
+    import pickle
+    import tempfile
+    from multiprocessing.connection import Connection
+
+    feed = _Feed()
+    try:
+        out = _temp_file(folder or tempfile.gettempdir())
+    except OSError:  # nowhere to put the worker's results: read alone
+        return None
+    started = _start_worker(path, exact, fd, out)
+    if started is None:  # no process can be started here: read alone
+        return None
+    proc, down_w, up_r = started
     down, up = Connection(down_w, readable=False), Connection(up_r, writable=False)
     parts: dict[int, Any] = {}
     failed: list[bool] = []

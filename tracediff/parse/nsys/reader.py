@@ -80,24 +80,7 @@ __all__ = [
 def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     """Read every table of an nsys export from `source` into a Run."""
     have = source.tables
-    if not is_nsys(have):
-        raise InputError(
-            f"{path}: not an Nsight Systems export (no nsys tables)",
-            "export the report with `nsys export --type sqlite REPORT.nsys-rep`",
-        )
-    event_tables = (KERNEL, RUNTIME, NVTX, MEMCPY, MEMSET, SYNC, events.CUDA_EVENT)
-    if not have & set(event_tables):  # StringIds alone (or a metadata stub) is not an empty run
-        raise InputError(
-            f"{path}: an nsys export without events: it has none of the tables "
-            f"{', '.join(event_tables)}",
-            "export the full report again (`nsys export --type sqlite REPORT.nsys-rep`); "
-            "profile with `-t cuda,nvtx`",
-        )
-    warnings: list[str] = []
-    for table, what in [(KERNEL, "kernels"), (RUNTIME, "CUDA API calls"), (NVTX, "NVTX ranges"),
-                        (STRINGS, "names (kernel, API and range names will be null)")]:  # fmt: skip
-        if table not in have:
-            warnings.append(f"{path}: no {table} table: the report has no {what}")
+    warnings = _checked(have, path)
     meta_table = next((t for t in META_TABLES if t in have), META_TABLES[0])
     nvtx_types = (NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN)
     node_table = graph_nodes.node_table(have, source.columns)
@@ -156,33 +139,10 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["collectives"] = nccl.collectives_from(
         tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
     )
-    unnamed = kern["demangledName"].null_count()
-    if unnamed:
-        warnings.append(
-            f"{path}: {unnamed} kernels have no name (NULL demangledName); names are null"
-        )
-    if strings.missing + api_names.missing:
-        warnings.append(
-            f"{path}: {strings.missing + api_names.missing} name ids are not in {STRINGS}; "
-            "those names are null"
-        )
-    nvtx_coll = pl.Series(tables["collectives"].column("source").cast(pa.string())).eq("nvtx").sum()
-    if nvtx_coll and payload.filter(pl.col("name") == "Message size [bytes]").height:
-        warnings.append(
-            f"{path}: NCCL NVTX payloads (message sizes) are not decoded; "
-            "collectives.bytes from NVTX is null"
-        )
+    warnings += _unread(kern, strings.missing + api_names.missing, tables, payload, path)
     md = dict(zip(meta["name"].to_list(), meta["value"].to_list(), strict=True))
     version = md.get("EXPORT_SCHEMA_VERSION")
-    if (
-        version
-        and version.split(".")[0].isdigit()
-        and int(version.split(".")[0]) > KNOWN_SCHEMA_MAJOR
-    ):
-        warnings.append(
-            f"{path}: nsys export schema {version} is newer than tracediff knows (3.x); "
-            "check the result"
-        )
+    warnings += _newer_schema(version, path)
     metadata = {
         "source": str(path),
         "source_format": source_format,
@@ -193,6 +153,72 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         **identity(sysenv),
     }
     return Run(tables=tables, metadata=metadata, warnings=warnings)
+
+
+def _checked(have: set[str], path: Path) -> list[str]:
+    """Refuse what is not an nsys export with events (InputError); the warnings for the main
+    tables it lacks."""
+    if not is_nsys(have):
+        raise InputError(
+            f"{path}: not an Nsight Systems export (no nsys tables)",
+            "export the report with `nsys export --type sqlite REPORT.nsys-rep`",
+        )
+    event_tables = (KERNEL, RUNTIME, NVTX, MEMCPY, MEMSET, SYNC, events.CUDA_EVENT)
+    if not have & set(event_tables):  # StringIds alone (or a metadata stub) is not an empty run
+        raise InputError(
+            f"{path}: an nsys export without events: it has none of the tables "
+            f"{', '.join(event_tables)}",
+            "export the full report again (`nsys export --type sqlite REPORT.nsys-rep`); "
+            "profile with `-t cuda,nvtx`",
+        )
+    warnings: list[str] = []
+    for table, what in [(KERNEL, "kernels"), (RUNTIME, "CUDA API calls"), (NVTX, "NVTX ranges"),
+                        (STRINGS, "names (kernel, API and range names will be null)")]:  # fmt: skip
+        if table not in have:
+            warnings.append(f"{path}: no {table} table: the report has no {what}")
+    return warnings
+
+
+def _unread(
+    kern: pl.DataFrame,
+    missing_names: int,
+    tables: dict[str, pa.Table],
+    payload: pl.DataFrame,
+    path: Path,
+) -> list[str]:
+    """The warnings for what the export holds and the run leaves null: kernels without a name,
+    name ids not in the string table, NCCL NVTX payloads (message sizes)."""
+    warnings: list[str] = []
+    unnamed = kern["demangledName"].null_count()
+    if unnamed:
+        warnings.append(
+            f"{path}: {unnamed} kernels have no name (NULL demangledName); names are null"
+        )
+    if missing_names:
+        warnings.append(
+            f"{path}: {missing_names} name ids are not in {STRINGS}; those names are null"
+        )
+    nvtx_coll = pl.Series(tables["collectives"].column("source").cast(pa.string())).eq("nvtx").sum()
+    if nvtx_coll and payload.filter(pl.col("name") == "Message size [bytes]").height:
+        warnings.append(
+            f"{path}: NCCL NVTX payloads (message sizes) are not decoded; "
+            "collectives.bytes from NVTX is null"
+        )
+    return warnings
+
+
+def _newer_schema(version: str | None, path: Path) -> list[str]:
+    """A warning where the export's schema is of a newer major version than tracediff knows."""
+    if (
+        version
+        and version.split(".")[0].isdigit()
+        and int(version.split(".")[0]) > KNOWN_SCHEMA_MAJOR
+    ):
+        return [
+            f"{path}: nsys export schema {version} is newer than tracediff knows (3.x); "
+            "check the result"
+        ]
+    return []
 
 
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"
