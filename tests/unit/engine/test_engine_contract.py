@@ -96,6 +96,25 @@ def test_events_are_built_on_first_read_only(comparisons: dict[str, Comparison])
     assert calls == [1]
 
 
+def test_a_comparison_is_frozen_and_its_split_is_computed_once(
+    comparisons: dict[str, Comparison],
+) -> None:
+    """Every field is given when it is built (a caller adds with dataclasses.replace), and the
+    change split every reader prints is the one value of the comparison's own attribution."""
+    from dataclasses import FrozenInstanceError, replace
+
+    from tracediff.engine.result import change_split
+
+    c = comparisons["g (NVTX, CUDA graph)"]
+    with pytest.raises(FrozenInstanceError):
+        c.device_map = []  # type: ignore[misc]
+    split = c.change_split
+    assert split is not None and split is c.change_split  # computed once, then kept
+    assert split == change_split(c.attribution)
+    host_only = replace(c, attribution=c.attribution.with_columns(pl.lit("host").alias("kind")))
+    assert host_only.change_split is None and c.change_split is split  # its own attribution
+
+
 def _engine_imports(engine: Path = ENGINE) -> dict[str, list[tuple[str, list[str]]]]:
     """module -> [(imported tracediff module, names used from it)], function-level imports too;
     a module imported whole (`from tracediff.engine.cycle import find as cy`) lists the attributes
