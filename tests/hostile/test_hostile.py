@@ -17,14 +17,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from tests.support import make_corpus
-from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli, cli_batch
+from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli, cli_batches
 from tracediff.runs.runfile import read_run
 
 GOOD_RUN = make_corpus.RUN
@@ -135,6 +134,28 @@ PARSE_ERRORS = [
 ]
 
 
+BAD_RUN_FILES = [
+    ("run_future_version.arrow", "run file format 99 is newer than this tracediff reads"),
+    ("run_truncated_half.arrow", "run file is truncated"),
+    ("run_metadata_not_object.arrow", "footer is corrupt"),
+    ("run_kernels_corrupt_body.arrow", "table 'kernels' is corrupt"),
+    ("run_checked_kernels_bitflip.arrow", "table 'kernels' is damaged"),
+    ("run_checked_footer_bitflip.arrow", "footer is damaged"),
+    ("run_no_kernels_table.arrow", "run file has no 'kernels' table"),
+]
+COMPARED_TOO = (
+    "run_future_version.arrow",
+    "run_kernels_corrupt_body.arrow",
+    "run_checked_kernels_bitflip.arrow",
+    "run_no_kernels_table.arrow",
+)
+DAMAGE_AS_DATA = [
+    "nsys_kernels_duplicated.sqlite",
+    "nsys_kernel_11_days.sqlite",
+    "kineto_kernels_zero.json",
+]
+
+
 @pytest.fixture(scope="session")
 def parsed(
     corpus: Path, tmp_path_factory: pytest.TempPathFactory
@@ -144,23 +165,32 @@ def parsed(
     through the CLI's main with its own stdout, stderr and exit code), not one process each: the
     66 process starts cost ~35 CPU-s, the batch ~2 (every result the same, checked 2026-12-02)."""
     root = tmp_path_factory.mktemp("parsed")
-    names = [name for name, _ in PARSE_ERRORS]
-    outs = [root / name for name in names]
-    for out in outs:
+    outs = {name: root / name for name, _ in PARSE_ERRORS}
+    for out in outs.values():
         out.mkdir()
-    calls: list[list[object]] = [
-        ["parse", corpus / name, "-o", out / "run.arrow"]
-        for name, out in zip(names, outs, strict=True)
-    ]
-    halves = [list(range(len(calls)))[k::2] for k in range(2)]
-    with ThreadPoolExecutor(2) as pool:
-        done = pool.map(
-            lambda k: cli_batch([calls[i] for i in halves[k]], root / f".batch{k}"), range(2)
-        )
-        results: dict[int, Result] = {}
-        for k, got in enumerate(done):
-            results.update(zip(halves[k], got, strict=True))
-    return {name: (outs[i], results[i]) for i, name in enumerate(names)}
+    calls: dict[str, list[object]] = {
+        name: ["parse", corpus / name, "-o", out / "run.arrow"] for name, out in outs.items()
+    }
+    results = cli_batches(calls, root / ".batches")
+    return {name: (outs[name], results[name]) for name in outs}
+
+
+@pytest.fixture(scope="session")
+def read(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Result]:
+    """The independent `info` and `compare` calls of the parametrized cases below, batched as
+    `parsed` is: (command, case) -> result."""
+    calls: dict[tuple[str, str], list[object]] = {}
+    for name, _ in BAD_RUN_FILES:
+        calls["info", name] = ["info", corpus / name]
+        if name in COMPARED_TOO:
+            calls["compare", name] = ["compare", GOOD_RUN, corpus / name, "--format", "json"]
+    for name in DAMAGE_AS_DATA:
+        base = make_corpus.KINETO if name.startswith("kineto") else GOOD_NSYS
+        calls["info", name] = ["info", corpus / name]
+        calls["compare", name] = ["compare", base, corpus / name, "--format", "json"]
+    for table in MISSING:
+        calls["info json", table] = ["info", corpus / f"nsys_no_{table}.sqlite", "--format", "json"]
+    return cli_batches(calls, tmp_path_factory.mktemp("read"))
 
 
 @pytest.mark.parametrize(("name", "phrase"), PARSE_ERRORS)
@@ -170,29 +200,13 @@ def test_parse_refuses_with_one_line(corpus: Path, parsed: dict, name: str, phra
     assert_nothing_written(out)
 
 
-@pytest.mark.parametrize(
-    ("name", "phrase"),
-    [
-        ("run_future_version.arrow", "run file format 99 is newer than this tracediff reads"),
-        ("run_truncated_half.arrow", "run file is truncated"),
-        ("run_metadata_not_object.arrow", "footer is corrupt"),
-        ("run_kernels_corrupt_body.arrow", "table 'kernels' is corrupt"),
-        ("run_checked_kernels_bitflip.arrow", "table 'kernels' is damaged"),
-        ("run_checked_footer_bitflip.arrow", "footer is damaged"),
-        ("run_no_kernels_table.arrow", "run file has no 'kernels' table"),
-    ],
-)
-def test_info_and_compare_refuse_bad_run_files(corpus: Path, name: str, phrase: str) -> None:
-    assert_error(cli("info", corpus / name), corpus / name, phrase)
-    if name in (
-        "run_future_version.arrow",
-        "run_kernels_corrupt_body.arrow",
-        "run_checked_kernels_bitflip.arrow",
-        "run_no_kernels_table.arrow",
-    ):
-        assert_error(
-            cli("compare", GOOD_RUN, corpus / name, "--format", "json"), corpus / name, phrase
-        )
+@pytest.mark.parametrize(("name", "phrase"), BAD_RUN_FILES)
+def test_info_and_compare_refuse_bad_run_files(
+    corpus: Path, read: dict, name: str, phrase: str
+) -> None:
+    assert_error(read["info", name], corpus / name, phrase)
+    if name in COMPARED_TOO:
+        assert_error(read["compare", name], corpus / name, phrase)
 
 
 def test_future_version_differs_only_in_version(corpus: Path) -> None:
@@ -356,10 +370,10 @@ MISSING = {
 
 
 @pytest.mark.parametrize("table", list(MISSING))
-def test_nsys_export_missing_table(corpus: Path, table: str) -> None:
+def test_nsys_export_missing_table(corpus: Path, read: dict, table: str) -> None:
     assert set(MISSING) == set(make_corpus.OPTIONAL_TABLES)
     path = corpus / f"nsys_no_{table}.sqlite"
-    r = cli("info", path, "--format", "json")
+    r = read["info json", table]
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     info = json.loads(r.stdout)
     changed, phrase = MISSING[table]
@@ -395,18 +409,14 @@ def test_compare_without_api_calls_is_one_line(corpus: Path) -> None:
     assert d["head"]["cycle_method"] == "whole-run"
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["nsys_kernels_duplicated.sqlite", "nsys_kernel_11_days.sqlite", "kineto_kernels_zero.json"],
-)
-def test_info_and_compare_refuse_damage_that_reads_as_data(corpus: Path, name: str) -> None:
+@pytest.mark.parametrize("name", DAMAGE_AS_DATA)
+def test_info_and_compare_refuse_damage_that_reads_as_data(
+    corpus: Path, read: dict, name: str
+) -> None:
     """Issue 17: info summed the damage (a doubled or 11-day total) and compare reported it as
     a change ('+1.5e9 %, not significant'); both refuse alike now."""
-    base = make_corpus.KINETO if name.startswith("kineto") else GOOD_NSYS
-    line = assert_error(cli("info", corpus / name), corpus / name)
-    assert (
-        assert_error(cli("compare", base, corpus / name, "--format", "json"), corpus / name) == line
-    )
+    line = assert_error(read["info", name], corpus / name)
+    assert assert_error(read["compare", name], corpus / name) == line
 
 
 def test_negative_durations_are_not_summed(corpus: Path) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 TRACEDIFF = Path(sys.executable).with_name("tracediff")
 
@@ -14,6 +17,7 @@ TIMEOUT = 60  # s; every case here finishes in a few seconds, so hitting this is
 
 
 Result = subprocess.CompletedProcess[str]
+K = TypeVar("K", bound=Hashable)
 
 
 def cli(*args: object, timeout: float = TIMEOUT, **kw: object) -> Result:
@@ -113,3 +117,15 @@ def cli_batch(calls: list[list[object]], where: Path, timeout: float = 300) -> l
         )
         for argv, (o, e), code in zip(argvs, outs, codes, strict=True)
     ]
+
+
+def cli_batches(calls: dict[K, list[object]], where: Path, processes: int = 2) -> dict[K, Result]:
+    """cli_batch over `processes` processes side by side: key -> its call's result."""
+    keys = list(calls)
+    parts = [keys[k::processes] for k in range(processes)]
+    with ThreadPoolExecutor(processes) as pool:
+        done = pool.map(
+            lambda k: cli_batch([calls[key] for key in parts[k]], where / f"batch{k}"),
+            range(processes),
+        )
+        return {key: r for k, got in enumerate(done) for key, r in zip(parts[k], got, strict=True)}
