@@ -145,32 +145,7 @@ def beside(
         have = 0 if more is None else min(len(b.runs_of(f)) for f in more)
         grow = min(have + RUNS_PER_EXTRA, b.max_runs - b.spec.repeat)
         can_grow = stuck is None and b.live and grow > have
-        if any(strong) or (any(low) and not can_grow):
-            decision = "part of its range: testing beside it"
-        elif any(low):
-            # the share alone is a point estimate of two noisy ones: its own extra runs (4 a
-            # look) before the sides' confirmation (2N fresh runs each)
-            decision = (
-                f"share undecided: below {100 * SHARE_TO_CONTINUE:.0f} %: parent and culprit "
-                f"to {grow} extra runs each"
-            )
-        elif not sides or lo_ci >= SHARE_TO_CONTINUE:
-            decision = "explains its range"
-        elif all(r < 1 - SHARE_TO_CONTINUE for r in room):
-            # the share's CI leaves room for a further change, the looks beside it do not: the
-            # runs already captured exclude what rule 1 looks for (40 % elsewhere), and the
-            # share's extra runs (up to 2 x (--max-runs - N)) are not needed
-            decision = (
-                f"explains its range (the looks beside it exclude "
-                f"{100 * (1 - SHARE_TO_CONTINUE):.0f} % of its change there)"
-            )
-        elif stuck is not None or not b.live:
-            why = stuck or "no workload command to capture more"
-            decision = f"share undecided ({why}): nothing moved beside it"
-        elif grow > have:
-            decision = f"share undecided: parent and culprit to {grow} extra runs each"
-        else:
-            decision = "share undecided at --max-runs: nothing moved beside it"
+        decision = _decision(sides, lo_ci, room, low, strong, (grow, have, can_grow), stuck, b.live)
         b.log(
             {
                 **b.entry(sha, parent, pool=True),
@@ -216,6 +191,49 @@ def beside(
         if qs is not None:
             found.append((a, z, qs))
     return found
+
+
+def _decision(
+    sides: list[tuple[int, int]],
+    lo_ci: float,
+    room: list[float],
+    low: list[bool],
+    strong: list[bool],
+    runs: tuple[int, int, bool],
+    stuck: str | None,
+    live: bool,
+) -> str:
+    """What beside() decides on one pass: test the sides, take the share's extra runs, or the
+    culprit explains its range. runs = (grow, have, can_grow): the share's extra runs of parent
+    and culprit to take next, taken so far, and whether more can be captured."""
+    grow, have, can_grow = runs
+    if any(strong) or (any(low) and not can_grow):
+        decision = "part of its range: testing beside it"
+    elif any(low):
+        # the share alone is a point estimate of two noisy ones: its own extra runs (4 a
+        # look) before the sides' confirmation (2N fresh runs each)
+        decision = (
+            f"share undecided: below {100 * SHARE_TO_CONTINUE:.0f} %: parent and culprit "
+            f"to {grow} extra runs each"
+        )
+    elif not sides or lo_ci >= SHARE_TO_CONTINUE:
+        decision = "explains its range"
+    elif all(r < 1 - SHARE_TO_CONTINUE for r in room):
+        # the share's CI leaves room for a further change, the looks beside it do not: the
+        # runs already captured exclude what rule 1 looks for (40 % elsewhere), and the
+        # share's extra runs (up to 2 x (--max-runs - N)) are not needed
+        decision = (
+            f"explains its range (the looks beside it exclude "
+            f"{100 * (1 - SHARE_TO_CONTINUE):.0f} % of its change there)"
+        )
+    elif stuck is not None or not live:
+        why = stuck or "no workload command to capture more"
+        decision = f"share undecided ({why}): nothing moved beside it"
+    elif grow > have:
+        decision = f"share undecided: parent and culprit to {grow} extra runs each"
+    else:
+        decision = "share undecided at --max-runs: nothing moved beside it"
+    return decision
 
 
 def _look(
