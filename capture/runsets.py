@@ -44,6 +44,7 @@ from capture import worktree as wt
 from capture.outdir import locked, prepare_runset_outdir
 from capture.runner import (
     CaptureSpec,
+    NoReport,
     capture,
     comparable_env,
     find_nsys,
@@ -75,8 +76,8 @@ class RunSetsResult:
     exit_code: int
     problem: str | None = None
     warnings: list[str] = field(default_factory=list)
-    # the failed run failed in an external tool (nsys gave no report, git), not by the
-    # workload's own exit code: a retry may pass (bisect retries once)
+    # the failed run failed in an external tool (nsys gave no report and capture did not retry
+    # it already, git), not by the workload's own exit code: a retry may pass (bisect retries once)
     tool_failure: bool = False
 
 
@@ -410,11 +411,15 @@ def _one_run(
         code, problem, status = 130, "interrupted", "interrupted"
     except TracediffError as e:
         code, problem, status = e.exit_code, str(e), "failed"
-        if isinstance(e, ToolError):
+        if isinstance(e, NoReport) and e.retried:  # capture's own retry of nsys, counted
+            entry["failed_attempts"] = int(entry.get("failed_attempts") or 0) + e.retried
+        elif isinstance(e, ToolError):  # a retry may pass; not once capture has retried
             entry["tool_failure"] = True
     else:
         code, problem = result.exit_code, result.problem
         status = {0: "ok", 130: "interrupted"}.get(code, "failed")
+        if retried := len(result.manifest.get("nsys_failed_attempts") or []):
+            entry["failed_attempts"] = int(entry.get("failed_attempts") or 0) + retried
         for w in result.warnings:  # once per distinct warning (capture_runsets' `step`)
             say(f"warning: {w}")
         entry.update(

@@ -1,11 +1,11 @@
-"""`tracediff bisect` retries a capture once where nsys itself failed (no report), not where the
-workload failed.
+"""A capture whose nsys fails on its own (no report) is retried once, not one whose workload fails.
 
 Under load on the shared 2-core machine nsys sometimes writes no report ("Local Endpoint is not
-available", "nsys produced no report"): 5 of 20 seeded bisections stopped on it in session 8, four
+available", "Connection to Agent lost"): 5 of 20 seeded bisections stopped on it in session 8, four
 of them at an end, which ends the bisection. Such a failure cannot be produced on demand, so the
-real nsys is wrapped by a script that fails its Nth `profile` call once the way nsys does (exit 1,
-no report, nothing run) and otherwise execs the real nsys; every capture is the real nsys's.
+real nsys is wrapped by a script that fails its Nth `profile` call the way nsys does (exit 1,
+no report, nothing run) and otherwise execs the real nsys; every capture is the real nsys's. The
+retry is capture's own (capture/runner.nsys_lost); bisect counts the failed attempt.
 """
 
 from __future__ import annotations
@@ -16,35 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.bisect import SLOW_MS, bisect, build_repo, check_accounting, counted
+from tests.support.capture import flaky_nsys
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
-
-WRAPPER = """\
-#!/bin/sh
-if [ "$1" = profile ]; then
-    n=$(($(cat "{calls}" 2>/dev/null || echo 0) + 1))
-    echo "$n" > "{calls}"
-    if [ "$n" = "{fail_at}" ]; then
-        echo "Local Endpoint is not available" >&2
-        exit 1
-    fi
-fi
-exec "{real}" "$@"
-"""
-
-
-def flaky_nsys(nsys: str, where: Path, fail_at: int) -> tuple[Path, Path]:
-    """A wrapper of the real nsys failing its fail_at-th profile call; (wrapper, call counter).
-    QdstrmImporter is linked beside it (capture looks for it beside the nsys it runs)."""
-    where.mkdir()
-    calls = where / "calls"
-    w = where / "nsys"
-    w.write_text(WRAPPER.format(calls=calls, fail_at=fail_at, real=Path(nsys).resolve()))
-    w.chmod(0o755)
-    importer = Path(nsys).resolve().parent / "QdstrmImporter"
-    if importer.exists():
-        (where / "QdstrmImporter").symlink_to(importer)
-    return w, calls
 
 
 def test_an_nsys_failure_at_an_end_is_retried_once_and_counted(tmp_path: Path, nsys: str) -> None:
@@ -55,7 +29,7 @@ def test_an_nsys_failure_at_an_end_is_retried_once_and_counted(tmp_path: Path, n
     shas = build_repo(
         repo, [("good", 0.0, False, "v1"), ("the culprit", SLOW_MS, False, "v2")], noise=2.0
     )
-    wrapped, calls = flaky_nsys(nsys, tmp_path / "nsys", fail_at=3)  # an end's second round
+    wrapped, calls = flaky_nsys(nsys, tmp_path / "nsys", fail_at=(3,))  # an end's second round
     counter = tmp_path / "counter.txt"
     r = bisect(repo, tmp_path / "out", str(wrapped), "--good", shas[0], "--bad", shas[1],
                COUNTER=str(counter), SEED="7")  # fmt: skip
@@ -89,7 +63,7 @@ def test_a_workload_that_fails_is_not_retried(tmp_path: Path, nsys: str) -> None
         ],
         noise=2.0,
     )
-    wrapped, _ = flaky_nsys(nsys, tmp_path / "nsys", fail_at=0)
+    wrapped, _ = flaky_nsys(nsys, tmp_path / "nsys", fail_at=())
     counter = tmp_path / "counter.txt"
     r = bisect(repo, tmp_path / "out", str(wrapped), "--good", shas[0], "--bad", shas[2],
                COUNTER=str(counter), SEED="7")  # fmt: skip

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from capture.presets import sglang_eagle3
-from tests.support.capture import capture
+from tests.support.capture import capture, flaky_nsys
 from tracediff.base.errors import UsageError
 from tracediff.commands import capture as cmd
 from tracediff.commands import common
@@ -129,3 +129,31 @@ def test_nvtx_capture_range_with_real_nsys(repo: Path, nsys: str, tmp_path: Path
     assert r.returncode == 0, r.stderr  # the workload ran to the end: not killed at range end
     names = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))["name"].to_list()
     assert names == ["verify"]  # collection opened and closed with the first verify range
+
+
+def test_nsys_losing_its_agent_is_retried_once(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
+    """nsys's own failure before any report (seen under load in a fresh-clone suite: "Connection
+    to Agent lost") is retried once inside the capture: the run is captured, the failed attempt
+    is kept in the manifest and its log beside capture.log."""
+    wrapped, calls = flaky_nsys(nsys, tmp_path / "nsys", fail_at=(1,))
+    out = tmp_path / "o"
+    r = capture(repo, "base", out, nsys=str(wrapped))
+    assert r.returncode == 0, r.stderr
+    assert "retrying once: nsys produced no report (exit 1): Local Endpoint" in r.stderr
+    assert int(calls.read_text()) == 2
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["nsys_failed_attempts"] == ["Local Endpoint is not available"]
+    assert "Local Endpoint" in (out / "capture.attempt-1.log").read_text()
+    assert "Local Endpoint" not in (out / "capture.log").read_text()
+    assert read_run(out / "run.arrow").table("nvtx_ranges").num_rows > 0
+
+
+def test_nsys_failing_twice_is_one_error(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811
+    wrapped, calls = flaky_nsys(nsys, tmp_path / "nsys", fail_at=(1, 2))
+    out = tmp_path / "o"
+    r = capture(repo, "base", out, nsys=str(wrapped))
+    assert r.returncode == 1, r.stderr
+    assert int(calls.read_text()) == 2  # one retry, not more
+    last = r.stderr.strip().splitlines()[-1]
+    assert "nsys produced no report (exit 1, and on its retry): Local Endpoint" in last
+    assert not out.exists() and not list(tmp_path.glob(".o.capture-*"))  # nothing half-made

@@ -72,3 +72,34 @@ def capture(
 def ranges(run_file: Path, name: str) -> pl.DataFrame:
     t = pl.from_arrow(read_run(run_file).table("nvtx_ranges"))
     return t.filter(pl.col("name") == name)
+
+
+WRAPPER = """\
+#!/bin/sh
+if [ "$1" = profile ]; then
+    n=$(($(cat "{calls}" 2>/dev/null || echo 0) + 1))
+    echo "$n" > "{calls}"
+    if echo " {fail_at} " | grep -q " $n "; then
+        echo "Local Endpoint is not available" >&2
+        exit 1
+    fi
+fi
+exec "{real}" "$@"
+"""
+
+
+def flaky_nsys(nsys: str, where: Path, fail_at: tuple[int, ...]) -> tuple[Path, Path]:
+    """A wrapper of the real nsys failing the profile calls numbered in fail_at (from 1) the way nsys
+    does under load (exit 1, no report, nothing run), else exec-ing the real nsys; (wrapper, call counter).
+    QdstrmImporter is linked beside it (capture looks for it beside the nsys it runs)."""
+    where.mkdir()
+    calls = where / "calls"
+    w = where / "nsys"
+    w.write_text(
+        WRAPPER.format(calls=calls, fail_at=" ".join(map(str, fail_at)), real=Path(nsys).resolve())
+    )
+    w.chmod(0o755)
+    importer = Path(nsys).resolve().parent / "QdstrmImporter"
+    if importer.exists():
+        (where / "QdstrmImporter").symlink_to(importer)
+    return w, calls

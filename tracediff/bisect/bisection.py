@@ -269,11 +269,11 @@ class Bisection:
     def _capture(
         self, outdir: Path, shas: list[str], n: int, counts: list[int] | None = None
     ) -> Any:
-        """capture_runsets into outdir; nsys's own failure (no report: "Local Endpoint is not
-        available" under load, in 5 of 20 seeded bisections on the shared machine) is retried
-        once, resuming the run sets (the failed slot redone, its attempt counted: runset.json
-        failed_attempts); a workload's own exit code is not (a commit that does not run is
-        skipped)."""
+        """capture_runsets into outdir. nsys's known transient failures are retried once by the
+        capture itself (capture.runner.nsys_lost); another tool failure (git, an nsys failure
+        not known as transient) is retried once here, resuming the run sets (the failed slot
+        redone, its attempt counted: runset.json failed_attempts); a workload's own exit code
+        is not (a commit that does not run is skipped)."""
         spec = replace(self.spec.capture, outdir=outdir, force=False)
         r = self._runsets(spec, shas, n, counts)
         if r.exit_code not in (0, 130) and r.tool_failure:
@@ -416,6 +416,8 @@ class Bisection:
             self.say(f"  {m.group(2)} run {m.group(1)}")
         elif msg.startswith("resuming"):
             self.say(f"  {msg}")
+        elif ": retrying once: " in msg:  # capture's own retry of nsys (capture.runner.nsys_lost)
+            self.say(f"  {msg.split(': ', 1)[1]}")
 
     def runs_of(self, folder: Path) -> list[Any]:
         """The loaded runs of a run set (kept while it does not grow: ends are compared at
