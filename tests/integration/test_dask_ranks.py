@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dask import ROOT, cli, compare_json
+from tests.support.dask import ROOT, cli, compare_json, padded_kineto
 from tests.support.gen_kineto_nodes import write_kineto_nodes
 from tests.support.gen_nodes import split_nodes
 from tests.support.gen_nsys import SlowerCollective, Straggler, write_report
@@ -81,12 +81,22 @@ def test_local_cluster_gives_the_in_process_answer(jobs: dict[str, tuple[Path, P
 
 
 def _reduced_on(addr: str) -> dict[str, list[str]]:
-    """worker address -> the base rank files it reduced, from the worker's own log."""
+    """worker address -> the base rank files it reduced, from the worker's own log: the keys it
+    ran to the end (a transition executing -> memory). A key can appear in the log of a worker
+    that did not run it (a task stolen from it before it started, a result it fetched): a
+    fresh-clone suite failed once on counting those as reduced there."""
     from distributed import Client
 
     def files(dask_worker: object) -> list[str]:
         log = dask_worker.state.log  # type: ignore[attr-defined]
-        keys = {str(x[0]) for x in log if str(x[0]).startswith("tracediff-reduced-base-")}
+        keys = {
+            str(x[0])
+            for x in log
+            if str(x[0]).startswith("tracediff-reduced-base-")
+            and len(x) >= 4
+            and x[1] == "executing"
+            and x[3] == "memory"
+        }
         return sorted({k[len("tracediff-reduced-base-") :].rsplit("-", 1)[0] for k in keys})
 
     with Client(addr, timeout="30s") as c:
@@ -182,18 +192,23 @@ def test_a_damaged_rank_file_is_one_line_naming_it(
 
 
 def test_a_rank_file_whose_worker_dies_twice_is_named_in_one_line(
-    jobs: dict[str, tuple[Path, Path]],
+    jobs: dict[str, tuple[Path, Path]], tmp_path: Path
 ) -> None:
-    """A memory limit below what reading a rank file needs (above the ~190 MiB refused before the
-    work: tests/cli/test_bad_options.py): the nanny kills the worker holding
-    it, Dask runs it again on the restarted worker, which dies too; one line names the file."""
-    base, head = jobs["hta"]
+    """A memory limit below what reading a rank file needs (above the ~200 MiB refused before the
+    work: tests/cli/test_bad_options.py): the nanny kills the worker holding it, Dask runs it
+    again on the restarted worker, which dies too; one line names the file. The file needs
+    ~560 MiB to read (a 400 MiB string field): HTA's own ranks need ~210 MiB of a worker here,
+    which a 240 MiB limit killed on one machine and not on another."""
+    base, head = tmp_path / "base", jobs["hta"][1]
+    shutil.copytree(jobs["hta"][0], base)
+    big = base / "sampled_rank-1.json.gz"
+    padded_kineto(jobs["hta"][0] / big.name, big, 400)
     p = cli("compare", str(base), str(head), "--format", "json", "--allow-missing-ranks",
             "--scheduler", "local:1", "--memory-limit", "240MiB")  # fmt: skip
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert "sampled_rank-" in lines[0] and "rank file failed twice" in lines[0], lines[0]
+    assert str(big) in lines[0] and "rank file failed twice" in lines[0], lines[0]
 
 
 def _on_a_terminal(*argv: str) -> tuple[int, str, str]:

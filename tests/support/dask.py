@@ -114,3 +114,19 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]
                 p.kill()
                 p.wait()
         log.close()
+
+
+def padded_kineto(src: Path, dst: Path, mib: int) -> None:
+    """A copy of the Kineto trace `src` whose JSON carries a `mib`-MiB string field: a file of a few
+    hundred KB that needs more than `mib` MiB to read (the reader holds the decompressed text), so a
+    worker under a lower memory limit dies reading it whatever the machine's baseline."""
+    import gzip
+
+    raw = gzip.decompress(src.read_bytes())
+    i = raw.index(b"{") + 1
+    with gzip.open(dst, "wb", compresslevel=1) as f:
+        f.write(raw[:i] + b'"padding": "')
+        chunk = b"x" * (1 << 20)
+        for _ in range(mib):
+            f.write(chunk)
+        f.write(b'", ' + raw[i:])
