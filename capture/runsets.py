@@ -94,11 +94,17 @@ def spread(counts: list[int]) -> list[tuple[int, int]]:
     """(set index, run number from 1) in capture order for sets of unequal run counts: run j of a
     set of c runs sits at (j - 1/2) / c of the call, so every set's mean capture time is the
     call's middle and a linear drift over the call moves all sets alike (bisect: a step's 4 runs
-    with 2 fresh runs of an end, X A X X A X). Equal counts: `interleave`'s order."""
+    with a fresh run of each end, X X A B X X). Slots at the same time go in set order in the
+    call's first half and in reverse in its second, so that a tie moves no set off the middle.
+    Equal counts: `interleave`'s order."""
     if len(set(counts)) == 1:
         return interleave(len(counts), counts[0])
-    slots = [((j - 0.5) / c, s, j) for s, c in enumerate(counts) for j in range(1, c + 1)]
-    return [(s, j) for _, s, j in sorted(slots)]
+    slots = [
+        ((j - 0.5) / c, s if (j - 0.5) / c <= 0.5 else -s, s, j)
+        for s, c in enumerate(counts)
+        for j in range(1, c + 1)
+    ]
+    return [(s, j) for _, _, s, j in sorted(slots)]
 
 
 def folder_name(ref: str, commit: str) -> str:

@@ -72,7 +72,7 @@ def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
     # its share is measured between two run sets captured at other times than the ends: on this
     # shared machine 0.49-1.13 was seen over 20 seeds
     assert top["share"] > 0.4 and top["files"] == ["work.py"]
-    # their own run sets: a step's commit is captured with fresh runs of its like-good end
+    # their own run sets: a step's commit is captured with fresh runs of its range's ends
     # into OUTDIR/step-<sha12>/ (its run set there)
     assert top["compare_command"] == (
         f"tracediff compare {tmp / 'out' / ('step-' + shas[4][:12]) / shas[4][:12]} "
@@ -194,7 +194,7 @@ def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: st
     r = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[1]
+    assert res["first_bad"] == shas[1], r.stderr
     assert res["captures"]["reused"] >= 8 and "resuming" in r.stderr
     # nothing captured twice but the interrupted run
     assert len(counted(counter)) == before + res["captures"]["captured_now"]
@@ -380,7 +380,7 @@ def test_a_commit_whose_later_run_fails_is_decided_on_the_runs_it_has(
     assert res["captures"]["failed_runs"] == 1
     check_accounting(res, ran, skipped=[])
     if step["decision"] == "like bad":  # 3 runs told it apart (else: undecided, and said so)
-        assert res["first_bad"] == shas[1]
+        assert res["first_bad"] == shas[1], r.stderr
     else:
         assert step["decision"] == "undecided: a run failed", step
 

@@ -109,7 +109,7 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
     ran at least its finished runs and at most those plus its failed attempts."""
     cap = res["captures"]
     by = cap["by_commit"]
-    # (fresh_runs: a step's like-good end, captured interleaved with the step's commit)
+    # (fresh_runs: a step's ends, captured interleaved with the step's commit)
     done = {
         s: k["runs"] + k["share_runs"] + k["confirm_runs"] + k.get("fresh_runs", 0)
         for s, k in by.items()
@@ -131,12 +131,13 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
     assert confirmed(res["steps"]) == {
         s: k["confirm_runs"] for s, k in by.items() if k["confirm_runs"]
     }
-    # a step captures one fresh run of its like-good end per 2 of its commit's runs (issue 31:
-    # N of them had cost 2N + 3 x 2N = 32 captures for a lone culprit at N = 4, against 30)
+    # a step captures one fresh run of each end per 4 of its commit's runs (issue 31:
+    # N of one end had cost 2N + 3 x 2N = 32 captures for a lone culprit at N = 4, against 30)
     stepped = [e for e in res["steps"] if e.get("fresh_good_runs")]
     for e in stepped:
-        assert e["fresh_good_runs"] == -(-e["runs"] // 2), e
-    assert sum(e["fresh_good_runs"] for e in last_step(stepped)) == cap.get("fresh_runs", 0)
+        assert e["fresh_good_runs"] == e["fresh_bad_runs"] == -(-e["runs"] // 4), e
+    fresh = sum(e["fresh_good_runs"] + e["fresh_bad_runs"] for e in last_step(stepped))
+    assert fresh == cap.get("fresh_runs", 0)
 
 
 def last_step(entries: list[dict]) -> list[dict]:

@@ -22,15 +22,17 @@ Algorithm (after Chromium Pinpoint):
    in the CLI, which prints that command).
 2. Binary search over `git rev-list --first-parent GOOD..BAD` (ordered by the commit suspects
    where the ends' runs carry launch stacks, within the same bound: tracediff/bisect/order.py).
-   At a commit X: capture N runs, interleaved with N/2 fresh runs of the range's like-good end
-   (X A X X A X: each side's mean capture time the call's middle, capture/runsets.spread;
+   At a commit X: capture N runs, interleaved with N/4 fresh runs of each of the range's ends
+   (X X A B X X: each set's mean capture time the call's middle, capture/runsets.spread;
    OUTDIR/step-<X12>/; without a pool), and compare GOOD->X and X->BAD, each end on all its
    runs so far (`Bisection.evidence`: its own run set and its fresh runs from the steps taken
-   up to this one). The fresh runs put part of the end's evidence beside X's in time (a culprit
-   measured against GOOD's run set captured minutes before alone had shown 36 % of the change
-   at a load of 17 and come out like good); N of them a step had cost 2N + 3 x 2N = 32
-   captures for a lone culprit in 7 commits, against 1.5 x the bound (30). Per followed
-   quantity, with D the GOOD->BAD change:
+   up to this one). The fresh runs put part of each end's evidence beside X's in time (a
+   culprit measured against GOOD's run set captured minutes before alone had shown 36 % of the
+   change at a load of 17 and come out like good; with fresh runs of the like-good end only,
+   X -> BAD still compared captures minutes apart: seed 213 of the under-load sweep named a
+   commit after the culprit, 94 captures). N fresh runs of one end a step had cost
+   2N + 3 x 2N = 32 captures for a lone culprit in 7 commits, against 1.5 x the bound (30):
+   N/4 of each end keeps a step at 1.5 N. Per followed quantity, with D the GOOD->BAD change:
    - differs from GOOD (significant, same direction as D) and not from BAD: like bad;
    - differs from BAD and not from GOOD: like good;
    - differs from both (X sits between the ends: two culprits): like bad when X has moved at
@@ -56,9 +58,8 @@ Algorithm (after Chromium Pinpoint):
 
 Captures are counted against the bound of a plain binary search, 2N + ceil(log2(commits)) * N,
 plus the extra runs (beyond N at a commit: undecided steps and shares), the failed runs, the
-confirmation runs and the fresh runs of each step's like-good end (half a step's runs); every
-run in OUTDIR's run
-sets is counted, by commit (tracediff/bisect/result.py).
+confirmation runs and the fresh runs of each step's ends (a quarter of a step's runs each);
+every run in OUTDIR's run sets is counted, by commit (tracediff/bisect/result.py).
 
 Resume: every run set is resumed by capture_runsets (finished runs reused); decisions are
 recomputed from the captures (the run-level test is exact, so the same runs give the same
@@ -94,8 +95,8 @@ from tracediff.runs import runset as rs
 SHARE_TO_CONTINUE = 0.6
 MAX_CULPRITS = 4
 RUNS_PER_EXTRA = 2
-FRESH_PART = 2
-"""A step captures one fresh run of its like-good end per FRESH_PART runs of its commit."""
+FRESH_PART = 4
+"""A step captures one fresh run of each end of its range per FRESH_PART runs of its commit."""
 
 
 class NothingToBisect(TracediffError):
@@ -248,12 +249,13 @@ class Bisection:
         return paired if (paired / rs.INDEX).is_file() else self.outdir / sha[:12]
 
     def step_dir(self, sha: str) -> Path:
-        """Where a step at sha captures it interleaved with fresh runs of its like-good end."""
+        """Where a step at sha captures it interleaved with fresh runs of its range's ends."""
         return self.outdir / f"step-{sha[:12]}"
 
     def fresh(self, sha: str, against: str) -> Path | None:
-        """The fresh runs of `against` captured interleaved with sha's (None: there are none:
-        a pool's runs, or sha captured alone by an earlier version)."""
+        """The fresh runs of `against` (an end of sha's step) captured interleaved with sha's
+        (None: there are none: a pool's runs, or sha captured alone or beside its like-good end
+        only by an earlier version)."""
         f = self.step_dir(sha) / against[:12]
         return f if self.folder(sha).parent == self.step_dir(sha) and runs_in(f) else None
 
@@ -348,13 +350,14 @@ class Bisection:
                 )
         return got
 
-    def runs_at(self, sha: str, n: int, against: str | None = None) -> str:
+    def runs_at(self, sha: str, n: int, against: tuple[str, str] | None = None) -> str:
         """Up to n runs at sha: "ok"; "skipped" (recorded) when its workload fails;
         "exhausted" when the pool has fewer and no workload is given to capture the rest;
         "short" when a run failed at a commit that has finished runs. Without a pool and with
-        `against` (the end a step compares it with), sha's runs are captured interleaved with
-        as many fresh runs of `against` (A X X A ..., OUTDIR/step-<sha12>/): the comparison
-        then sees no drift between capture times (issue 31)."""
+        `against` (the like-good and like-bad ends a step compares it with), sha's runs are
+        captured interleaved with fresh runs of each (`fresh_count`: X X A B X X,
+        OUTDIR/step-<sha12>/): each comparison then has runs of its end captured beside sha's,
+        not only minutes before (issue 31)."""
         if sha in self.state["skipped"]:
             return "skipped"
         k = self._pooled(sha, n)
@@ -364,7 +367,9 @@ class Bisection:
             return "exhausted"
         if self.pool is None and against is not None:
             self.stepped.append(sha)
-            r = self._capture(self.step_dir(sha), [against, sha], n, [fresh_count(n), n])
+            lo, hi = against
+            f = fresh_count(n)
+            r = self._capture(self.step_dir(sha), [lo, sha, hi], n, [f, n, f])
         else:
             r = self._capture(self.folder(sha), [sha], n - k)
         if r.exit_code and self.n_runs(sha) > 0:
@@ -517,9 +522,10 @@ class Bisection:
 
 
 def fresh_count(n: int) -> int:
-    """Fresh runs of the like-good end captured with a step's n runs (issue 31: N of them made a
-    lone culprit cost 2N + 3 x 2N = 32 captures at N = 4 against the 1.5 x 20 allowed): half, the
-    rest of that end's evidence being its earlier runs (`Bisection.evidence`)."""
+    """Fresh runs of each end of its range captured with a step's n runs (issue 31: N of one
+    end made a lone culprit cost 2N + 3 x 2N = 32 captures at N = 4 against the 1.5 x 20
+    allowed): a quarter each, so a step costs what N/2 of one end did; the rest of an end's
+    evidence is its earlier runs (`Bisection.evidence`)."""
     return max(1, math.ceil(n / FRESH_PART))
 
 

@@ -174,11 +174,11 @@ def result(
             "extra_runs": extra,
             # fresh interleaved runs that confirmed (or not) a change beside a culprit
             "confirm_runs": confirm,
-            # fresh runs of each step's like-good end, interleaved with the step's commit
+            # fresh runs of each step's ends, interleaved with the step's commit
             "fresh_runs": fresh,
             "bound": bound,
             "bound_rule": "2N + ceil(log2(commits)) * N per search, plus extra (beyond N at a "
-            "commit), failed, confirm and fresh runs (each step's like-good end, interleaved)",
+            "commit), failed, confirm and fresh runs (each step's ends, interleaved)",
             "captured_now": b.captured,
             "reused": b.reused,
             "from_pool": sum(b.from_pool.values()),
@@ -231,7 +231,7 @@ def tally(b: Bisection) -> dict[str, dict[str, int]]:
     full = {s[:12]: s for s in b.commits}
     by: dict[str, dict[str, int]] = {}
     sets = [(b.folder(s), s, "runs") for s in b.commits]
-    # fresh runs of a step's like-good end, captured interleaved with the step's commit (the
+    # fresh runs of a step's ends, captured interleaved with the step's commit (the
     # commit's own runs there are its run set: b.folder)
     sets += [
         (f, full.get(f.name, f.name), "fresh_runs")

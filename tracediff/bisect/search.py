@@ -69,14 +69,52 @@ def _run(b: Bisection, spec: BisectSpec, say: Callable[[str], None], t0: float) 
         lo, hi, splits = bst.search(b, start, end, ends, order if len(searches) == 1 else None)
         c = bres.culprit(b, lo, hi, follow, total, total_ci)
         c["search"] = len(searches)  # 1: the whole range; later: a range left beside a culprit
+        if len(searches) == 1 and hi == n_commits:
+            bad_itself(b, c, follow, total, total_ci)  # NothingToBisect when not seen again
         culprits.append(c)
         found = br.beside(b, c, (start, end), lo, hi, ends, splits, follow, total, total_ci)
-        if len(searches) > 1 or found:
+        if (len(searches) > 1 or found) and c["confirmed"] is None:
             # its share matters (beside another culprit): measured free of drift
             # (tracediff/bisect/share.py)
             bs.remeasure(b, c, follow, total, total_ci)
         todo.extend(found)
     return bres.result(b, follow, total, culprits, searches, t0)
+
+
+def bad_itself(
+    b: Bisection,
+    c: dict[str, Any],
+    follow: dict[str, Any],
+    total: float,
+    total_ci: tuple[float, float],
+) -> None:
+    """BAD as the whole range's culprit (every step came out like good): its change is measured
+    again on N fresh runs of its parent and itself captured interleaved (bisect/share.remeasure),
+    then on --max-runs of them if not seen, before it is named. Not seen again on either:
+    NothingToBisect, "not decided". Why: when the ends' test calls a change that is not there
+    (its level, 1 in 26 equal-commit seeds under load: seed 300 at 8 runs a side), no commit
+    between them moves, every step comes out like good and BAD was named; its fresh runs
+    against its parent are a test the ends' runs cannot have biased. A real culprit at BAD
+    shows again on them; one lost to a load spike is "not decided", never another commit."""
+    bs.remeasure(b, c, follow, total, total_ci)
+    if c["confirmed"] is False and b.max_runs > b.spec.repeat:
+        b.say(f"  {c['commit'][:12]}: capturing it and its parent to {b.max_runs} fresh runs")
+        bs.remeasure(b, c, follow, total, total_ci, b.max_runs)
+    if c["confirmed"] is not False:
+        return
+    lo, hi = c["delta_ci95"]
+    err = NothingToBisect(
+        f"not decided: good {b.commits[0][:12]} and bad {c['commit'][:12]} differed "
+        f"({total:+.3f} ms/cycle) but no commit between them did (every step came out like "
+        f"good), and bad against its parent {c['parent'][:12]} shows "
+        f"{c['delta_ms_per_cycle']:+.3f} ms/cycle (95 % CI {lo:+.3f} to {hi:+.3f}) on fresh "
+        "interleaved runs: the ends' change is not found at any commit",
+        "the ends' difference may be the load's: run `tracediff compare` on fresh runs of "
+        "GOOD and BAD, or bisect again with a larger --repeat on the same -o (it reuses every "
+        "capture)",
+    )
+    err.verdict = "not decided"
+    raise err
 
 
 def _ends(

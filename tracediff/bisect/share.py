@@ -62,13 +62,14 @@ def remeasure(
     follow: dict[str, Any],
     total: float,
     total_ci: tuple[float, float],
+    n: int | None = None,
 ) -> None:
-    """Measure culprit c's step on N fresh interleaved runs of its parent and itself (point 1
+    """Measure culprit c's step on n (N) fresh interleaved runs of its parent and itself (point 1
     above) and set its change, share and share CI from them; logged as a step. Nothing changes
     when they cannot be captured (no workload command; a run that fails is logged)."""
     t0 = time.monotonic()
     parent, sha = c["parent"], c["commit"]
-    fresh, problem = b.confirm(parent, sha)
+    fresh, problem = b.confirm(parent, sha, n)
     if fresh is None:
         return
     if problem is not None:  # what ran is logged (and counted); the step's measure is kept

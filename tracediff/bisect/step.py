@@ -131,22 +131,22 @@ def search(
 
 
 def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | None, bool]:
-    """Capture at commits[x], interleaved with fresh runs of commits[lo] (or take its runs
-    from the pool) until decided or at the cap;
+    """Capture at commits[x], interleaved with fresh runs of commits[lo] and commits[hi] (or
+    take its runs from the pool) until decided or at the cap;
     None: skipped (does not run) or undecided with no more runs to be had. True: X differs from
     both ends (`between`)."""
     t0 = time.monotonic()
     sha, n = b.commits[x], b.spec.repeat
     while True:
-        status = b.runs_at(sha, n, against=b.commits[lo])
+        status = b.runs_at(sha, n, against=(b.commits[lo], b.commits[hi]))
         runs = b.n_runs(sha)
         if status == "skipped" or (status in ("exhausted", "short") and runs < 2):
             not_decided(b, sha, status, runs, t0)
             return None, False
-        # each end on all its runs so far: the fresh ones of lo captured interleaved with X's,
-        # and the earlier ones (bisection.fresh_count: half as many fresh runs as X's)
-        fresh = b.fresh(sha, b.commits[lo])
+        # each end on all its runs so far: the fresh ones captured interleaved with X's, and
+        # the earlier ones (bisection.fresh_count: a quarter as many fresh runs of each as X's)
         lo_sha, hi_sha = b.commits[lo], b.commits[hi]
+        fresh = [b.fresh(sha, e) for e in (lo_sha, hi_sha)]
         xr, lr, hr = b.runs_of(b.folder(sha)), b.evidence(lo_sha), b.evidence(hi_sha)
         b.learn(xr, lr[0])  # X's run means (the ends' are kept): the comparisons from means
         cg = b.quick(lr, xr, (lo_sha[:12], sha[:12]))
@@ -177,9 +177,10 @@ def step(b: Bisection, lo: int, x: int, hi: int, ends: list[Q]) -> tuple[str | N
                     "p_value_vs_bad": cb.p_value,
                     "ci95_vs_good": [list(q.ci) for q in qg],
                     "fraction_of_change": frac,
-                    # fresh runs of the like-good end, interleaved with X's, and all the runs
-                    # of each end that its test used (fresh and earlier)
-                    "fresh_good_runs": 0 if fresh is None else runs_in(fresh),
+                    # fresh runs of each end, interleaved with X's, and all the runs of each
+                    # end that its test used (fresh and earlier)
+                    "fresh_good_runs": 0 if fresh[0] is None else runs_in(fresh[0]),
+                    "fresh_bad_runs": 0 if fresh[1] is None else runs_in(fresh[1]),
                     "end_runs": [len(lr), len(hr)],
                     # how far from the like-bad line, and (one quantity) its CI
                     "margin": frac - LIKE_BAD_LINE,
