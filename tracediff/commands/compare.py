@@ -188,13 +188,21 @@ def check_html_arg(args: argparse.Namespace) -> None:
 
 
 def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
+    from functools import partial
+
     from tracediff.base.errors import UsageError
     from tracediff.base.outputs import Transaction
-    from tracediff.engine.compare import compare
+    from tracediff.engine.compare import compare, reduce_first
     from tracediff.engine.inputs import load_sides
 
     # --whatif replays and --repo ranks a run's own ops: those read the runs here
     ranks_on = executor if not (args.whatif or args.repo is not None) else None
+    # a report alone reads no op: the ops are kept only for what reads them
+    keep_ops = (
+        use_tui
+        or bool(args.html or args.export or args.perfetto or args.whatif)
+        or args.repo is not None
+    )
     sides = load_sides(
         args.base,
         args.head,
@@ -203,6 +211,8 @@ def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
         args.device_map,
         ranks_on,
         allow_missing_ranks=args.allow_missing_ranks,
+        # base reduced before head is read, its events let go (on a cluster: on its workers)
+        reduce_base=None if keep_ops or executor else partial(reduce_first, cycle=args.cycle),
     )
     bases, heads = sides.bases, sides.heads
     if args.whatif and (len(bases) > 1 or len(heads) > 1):
@@ -218,10 +228,8 @@ def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
         progress=progress,
         labels=sides.labels,
         executor=executor,
-        # a report alone reads no op: the ops are kept only for what reads them
-        keep_ops=use_tui
-        or bool(args.html or args.export or args.perfetto or args.whatif)
-        or args.repo is not None,
+        keep_ops=keep_ops,
+        first=sides.first,
     )
     result = sides.onto(result)
     suspects = None

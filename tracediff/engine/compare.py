@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     Source = Run | Path | RankRun
     """A run as compare takes it: open, its path, or a run of rank files (engine/inputs.py)."""
 
-__all__ = ["compare", "env_diffs"]
+__all__ = ["compare", "env_diffs", "reduce_first"]
 
 
 def compare(
@@ -55,6 +55,7 @@ def compare(
     labels: tuple[str | None, str | None] = (None, None),
     executor: ex.Executor | None = None,
     keep_ops: bool = True,
+    first: Reduced | None = None,
 ) -> Comparison:
     """Compare two runs cycle by cycle. Raises AnalysisError when the runs cannot be compared.
 
@@ -65,7 +66,9 @@ def compare(
     on its own (engine/pipeline/reduce.py, on `executor`: in-process by default), one at a time, and
     the driver joins the reduced tables (engine/pipeline/join.py). `keep_ops` False: nothing
     will read one run's ops (a report alone: no TUI, what-if, export), so none are kept; the
-    events are then built from the files again if asked for, as for run sets."""
+    events are then built from the files again if asked for, as for run sets. `first`: base's
+    first run already reduced as this starts it with `keep_ops` False (`reduce_first`, before
+    head was read: engine/inputs.py)."""
     say = progress or ex.quiet
     run_ex = executor or ex.InProcess()
     bases: list[Source] = [base] if isinstance(base, (Run, Path)) else list(base)
@@ -74,7 +77,8 @@ def compare(
     single = len(bases) == 1 and len(heads) == 1
     one = keep_ops and single and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
-    first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
+    if first is None or one:
+        first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too
@@ -141,6 +145,13 @@ def compare(
     return join(
         parts_b, parts_h, n_boot, labels, events, replay, say, fallback, tracers, events_slice
     )
+
+
+def reduce_first(run: Run, cycle: str | None) -> Reduced | None:
+    """Base's first run through the per-file stage in this process as `compare(keep_ops=False)`
+    starts it (its `first`); None where it has no GPU operations (engine/host.py reads the run)."""
+    got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle))
+    return None if got.no_ops else got
 
 
 def _cut_or_whole(

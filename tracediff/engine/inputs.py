@@ -35,6 +35,16 @@ class Scanner(Protocol):
 
 
 @dataclass(frozen=True)
+class Early:
+    """Base's run reduced as soon as it was read (`load_sides`' `reduce_base`), and what the
+    checks of both sides read of its tables, taken before they went."""
+
+    first: Any
+    gpus: list[Any]  # parse/ranks/gpus.py gpus_of
+    kernels: int  # parse/sanity.py kernel_count
+
+
+@dataclass(frozen=True)
 class Sides:
     """Both sides as `load_sides` read them."""
 
@@ -48,6 +58,10 @@ class Sides:
     inputs: dict[str, Any]
     """What was decided each side is (parse/decided.py): `base` / `head` each {line, runs,
     run_set, identities}, `allow_missing_ranks`, and `warnings`: what the decisions gave."""
+    first: Any = None
+    """What `load_sides`' `reduce_base` made of base's run before head was read (the per-file
+    stage's `Reduced`, its `info` as the run's metadata ended); None where it was not called.
+    `bases[0]` then holds no tables (runs/runfile.py `Reread`)."""
 
     def onto(self, result: Comparison) -> Comparison:
         """`result` with what was read of its runs: the GPU match (`device_map`), what was
@@ -83,6 +97,7 @@ def load_sides(
     device_map: str | None = None,
     cluster: Scanner | None = None,
     allow_missing_ranks: bool = False,
+    reduce_base: Callable[[Run], Any] | None = None,
 ) -> Sides:
     """Each side's runs (one, or a run set's: parse/sides.py), read and checked against their
     data (parse/grouping.py: ranks or runs, one workload), their GPUs matched to base's first
@@ -90,12 +105,15 @@ def load_sides(
     apart from the other's); the GPU match of head's first run; what was decided (`inputs`:
     parse/decided.py, each side's line and identities, and the warnings the decisions gave).
     `cluster` (engine/pipeline/cluster.py): a run of several rank files is not read here but scanned on
-    its workers (engine/pipeline/rankunit.py), file by file, and reduced there later."""
+    its workers (engine/pipeline/rankunit.py), file by file, and reduced there later.
+    `reduce_base`: where base is one report read here, its run goes to it before head is read;
+    what it returns (None: keep the run) is `Sides.first`, and the run's tables are let go
+    (`_early`), so both sides' events are never held at once."""
     from tracediff.parse import grouping, load
     from tracediff.parse import identity as idn
     from tracediff.parse.decided import Decided, decide, describe
     from tracediff.parse.ranks import gpus
-    from tracediff.parse.sanity import check_pair
+    from tracediff.parse.sanity import check_pair, kernel_count
     from tracediff.parse.sides import resolve
 
     given = gpus.parse_device_map(device_map) if device_map is not None else None
@@ -113,6 +131,7 @@ def load_sides(
     ranked = _ranked(cluster, decided, layout, say, allow_missing_ranks)
     runs: dict[str, SideRuns] = {}
     notes: list[str] = []
+    early: Early | None = None
     for name, d in decided.items():
         side = d.side
         notes += [f"{name}: {w}" for w in d.warnings]
@@ -125,9 +144,10 @@ def load_sides(
                 f"reading {path}"
                 + (f" ({name} run {i + 1}/{len(side.runs)})" if side.is_run_set else "")
             )
-            runs[name].append(
-                load(path, layout=layout, say=say, allow_missing_ranks=allow_missing_ranks)  # type: ignore[arg-type]
-            )
+            run = load(path, layout=layout, say=say, allow_missing_ranks=allow_missing_ranks)  # type: ignore[arg-type]
+            if name == "base" and reduce_base is not None and len(side.runs) == 1:
+                early, run = _early(run, path, reduce_base)
+            runs[name].append(run)
         if side.is_run_set:
             notes += [
                 f"{name}: {w}"
@@ -139,10 +159,14 @@ def load_sides(
                     forced=layout == "runs",
                 )
             ]
-    bases, heads, dmatch = gpus.align_sides(runs["base"], runs["head"], given)
-    for b in bases:
-        for h in heads:
-            check_pair(b, h)
+    ref = early.gpus if early is not None else None
+    bases, heads, dmatch = gpus.align_sides(runs["base"], runs["head"], given, ref)
+    kb = [early.kernels if early is not None and not i else kernel_count(b)
+          for i, b in enumerate(bases)]  # fmt: skip
+    kh = [kernel_count(h) for h in heads]
+    for b, nb in zip(bases, kb, strict=True):
+        for h, nh in zip(heads, kh, strict=True):
+            check_pair(b, h, (nb, nh))
     sb, sh = decided["base"].side, decided["head"].side
     inputs = {
         "base": describe("base", bases, sb.is_run_set),
@@ -154,9 +178,37 @@ def load_sides(
         bases[0].metadata["label"], heads[0].metadata["label"] = distinct_labels(
             base, head, bases[0].label, heads[0].label
         )
-        return Sides(bases, heads, (None, None), dmatch, inputs)
+        return Sides(bases, heads, (None, None), dmatch, inputs, _first(early, bases[0]))
     name_b, name_h = (p.resolve().name if p.is_dir() else bases[0].label for p in (base, head))
-    return Sides(bases, heads, distinct_labels(base, head, name_b, name_h), dmatch, inputs)
+    labels = distinct_labels(base, head, name_b, name_h)
+    return Sides(bases, heads, labels, dmatch, inputs, _first(early, bases[0]))
+
+
+def _first(early: Early | None, run: Any) -> Any:
+    """`early`'s reduced run with the run's metadata and warnings as they end (its label), as
+    the per-file stage would have copied them reducing it now."""
+    if early is None:
+        return None
+    return replace(early.first, info=Run({}, dict(run.metadata), list(run.warnings)))
+
+
+def _early(run: Run, path: Path, reduce_base: Callable[[Run], Any]) -> tuple[Early | None, Run]:
+    """Base's run, read from a report (a run file is read lazily, page by page: it is kept),
+    given to `reduce_base` before head is read; where it took it, the run without its tables
+    (read from `path` again if a redo of its per-file stage asks for them) and what the sides'
+    checks read of them (its GPUs, its kernels)."""
+    from tracediff.parse import load
+    from tracediff.parse.ranks.gpus import gpus_of
+    from tracediff.parse.sanity import kernel_count
+    from tracediff.runs.runfile import Reread
+
+    if run.metadata.get("run_file") or not path.is_file():
+        return None, run
+    gpus, kernels = gpus_of(run), kernel_count(run)
+    first = reduce_base(run)
+    if first is None:
+        return None, run
+    return Early(first, gpus, kernels), Reread(run, lambda: load(path))
 
 
 def _ranked(

@@ -147,19 +147,20 @@ def check_counts(counts: dict[str, Counts], src: str) -> list[str]:
     return warnings
 
 
-def _kernels(run: Any) -> int:
+def kernel_count(run: Any) -> int:
     """The run's kernel count (a run of rank files not read here says its own)."""
     if isinstance(run, Run):
+        # one column, not cached: a run set's every kernel table kept for a count was most of
+        # the memory of a run-set compare
         return int(run.read("kernels", ["start_ns"]).num_rows)
     return int(run.kernels)
 
 
-def check_pair(base: Any, head: Any) -> None:
+def check_pair(base: Any, head: Any, counts: tuple[int, int] | None = None) -> None:
     """Refuse a pair where one side has no kernels and the other thousands: it was profiled
-    without kernel tracing (or lost them), and every kernel would read as added or removed."""
-    # one column, not cached: a run set's every kernel table kept for a count was most of the
-    # memory of a run-set compare
-    kb, kh = (_kernels(r) for r in (base, head))
+    without kernel tracing (or lost them), and every kernel would read as added or removed.
+    `counts`: the runs' `kernel_count`s, where known (else counted here)."""
+    kb, kh = counts if counts is not None else (kernel_count(r) for r in (base, head))
     for side, run, n, other in (("base", base, kb, kh), ("head", head, kh, kb)):
         if n == 0 and other >= MIN_OTHER_SIDE:
             raise InputError(

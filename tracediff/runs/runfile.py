@@ -33,7 +33,7 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,32 @@ class Run:
     @property
     def label(self) -> str:
         return str(self.metadata.get("label") or Path(str(self.metadata.get("source", "run"))).stem)
+
+
+class Reread(Run):
+    """A run whose tables were let go once what was needed of them was taken (engine/inputs.py:
+    base's report, reduced before head is read): `read` gives them again, once, on first use
+    (a redo of the run's per-file stage, which is rare). Metadata and warnings stay this run's."""
+
+    def __init__(self, run: Run, read: Callable[[], Run]) -> None:
+        self._read = read
+        self._loaded = False
+        super().__init__({}, run.metadata, run.warnings, run.checksums)
+
+    @property
+    def tables(self) -> dict[str, pa.Table]:
+        if not self._loaded:
+            self._tables, self._loaded = self._read().tables, True
+        return self._tables
+
+    @tables.setter
+    def tables(self, value: dict[str, pa.Table]) -> None:
+        self._tables = value
+
+    @property
+    def reread(self) -> bool:
+        """Whether the tables were read again."""
+        return self._loaded
 
 
 def write_run(

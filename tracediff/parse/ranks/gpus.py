@@ -275,12 +275,16 @@ def relabel_table(t: pa.Table, mapping: dict[int, int]) -> pa.Table:
 
 
 def align_sides(
-    bases: list[Any], heads: list[Any], given: dict[int, int] | None = None
+    bases: list[Any],
+    heads: list[Any],
+    given: dict[int, int] | None = None,
+    ref: list[Gpu] | None = None,
 ) -> tuple[list[Any], list[Any], DeviceMatch]:
     """Every run's GPUs matched to base's first run's and relabelled onto its ids (the other
     base runs automatically, head's by `given` when set); the match of head's first run. A
-    guessed or partial match's warning is added to that run's warnings."""
-    ref = gpus_of(bases[0])
+    guessed or partial match's warning is added to that run's warnings. `ref`: base's first
+    run's `gpus_of`, where known (engine/inputs.py takes it before letting its tables go)."""
+    ref = gpus_of(bases[0]) if ref is None else ref
     out_b = [bases[0]]
     for r in bases[1:]:
         out_b.append(_aligned(r, match(ref, gpus_of(r))))
