@@ -230,6 +230,16 @@ def test_refuses_what_it_does_not_decode(tmp_path: Path) -> None:
         assert df.rows() == [(1, 2)]
     finally:
         one.close()
+    # several workers weigh every table by its rowid range to plan the reads: a WITHOUT ROWID
+    # table has none, and is read whole, alone or beside others (was: "SQLite file is corrupt")
+    two = SqliteSource(path, workers=2)
+    try:
+        (df,) = two.read([Read("wr", {"a": pl.Int64(), "b": pl.Int64()})])
+        assert df.rows() == [(1, 2)]
+        wr, big = two.read([Read("wr", {"a": pl.Int64()}), Read("big", {"a": pl.Int64()})])
+        assert wr.rows() == [(1,)] and big.rows() == [(1,)]
+    finally:
+        two.close()
 
 
 def test_a_cycle_in_the_tree_is_refused(tmp_path: Path) -> None:

@@ -109,6 +109,14 @@ def _utf8(table: pa.Table) -> pa.Table:
     return table
 
 
+def _without_rowid(sql: str | None) -> bool:
+    """Whether a table's CREATE statement (sqlite_master.sql) makes it WITHOUT ROWID: its
+    options after the column list's closing parenthesis say so."""
+    if not sql or ")" not in sql:
+        return False
+    return "WITHOUTROWID" in "".join(sql.rsplit(")", 1)[1].upper().split())
+
+
 class SqliteSource:
     """A read-only nsys SQLite export. Queries run through ADBC (Arrow) with a stdlib fallback."""
 
@@ -128,7 +136,7 @@ class SqliteSource:
         try:
             self.con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
             names = self.con.execute(
-                "SELECT name, rootpage FROM sqlite_master WHERE type='table'"
+                "SELECT name, rootpage, sql FROM sqlite_master WHERE type='table'"
             ).fetchall()
         except sqlite3.DatabaseError as e:
             if self._wal_copy is not None:
@@ -137,7 +145,8 @@ class SqliteSource:
                 f"{self.src}: SQLite file is unreadable ({e})",
                 "the file may be truncated or corrupt; export the report again",
             ) from None
-        self.tables = {n for n, _ in names}
+        self.tables = {n for n, _, _ in names}
+        self._no_rowid = {n for n, _, sql in names if _without_rowid(sql)}
         if pages is None:
             pages = settings.sqlite_pages()
         self._pages = None
@@ -148,7 +157,7 @@ class SqliteSource:
                 self._pages = None
         # b-tree root page of each table (virtual tables have none; a WITHOUT ROWID table's
         # root is an index page, which the page decoder refuses)
-        self._roots = {n: r for n, r in names if isinstance(r, int) and r > 0}
+        self._roots = {n: r for n, r, _ in names if isinstance(r, int) and r > 0}
         self._cols: dict[str, list[str]] = {}
         self._info: dict[str, list[tuple[Any, ...]]] = {}
         self._plain: dict[str, bool] = {}
@@ -339,10 +348,9 @@ class SqliteSource:
         (pyarrow.dataset and .compute with it: ~0.15 CPU-s) is not paid for it."""
         if rowids is not None or self._pages is None:  # no pages: ADBC reads, as asked
             return False
-        try:
-            bounds = self._bounds(table)
-        except InputError:  # no rowid (a WITHOUT ROWID table): ADBC reads it, as before
+        if table in self._no_rowid:  # ADBC reads it, as before 5aa7ae1
             return False
+        bounds = self._bounds(table)
         return bounds is None or bounds[1] - bounds[0] < self.SMALL_ROWS
 
     def _fetch_stdlib(
@@ -400,7 +408,8 @@ class SqliteSource:
             return [(i, r, None) for i, r in present]
         cost = {}
         for i, r in present:
-            bounds = self._bounds(r.table)
+            # a WITHOUT ROWID table has no rowid range to weigh or split (nsys writes none)
+            bounds = None if r.table in self._no_rowid else self._bounds(r.table)
             rows = 0 if bounds is None else bounds[1] - bounds[0] + 1
             cost[i] = rows * max(1, sum(c in self.columns(r.table) for c in r.cols))
         total = sum(cost.values())
