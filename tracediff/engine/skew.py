@@ -64,7 +64,8 @@ def guard_split(
             )
             break
         skew = max(((r["residual_skew_ns"] or {}).get("p95") or 0 for r in rs), default=0)
-        waits = ops.filter((pl.col("side") == side) & pl.col("wait_ns").is_not_null())["wait_ns"]
+        mine = (pl.col("side") == side) & pl.col("wait_ns").is_not_null()
+        waits = ops.select(pl.col("wait_ns").filter(mine)).to_series()  # not every column's copy
         wait = float(waits.mean() or 0.0) if waits.len() else 0.0  # type: ignore[arg-type]
         if rs and skew > wait:
             reason = (

@@ -225,9 +225,11 @@ def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
     # every instance's row is made (a run of hundreds of ranks has millions of them); only
     # the collectives are grouped
     c = (
-        ops.filter(pl.col("kind") == "collective")
+        ops.lazy()  # the columns read, not a filtered copy of every row's
+        .filter(pl.col("kind") == "collective")
         .group_by("side", "name", "bytes", "device_id")
         .agg(pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
+        .collect()
     )
     if c.height == 0:
         return conform_diff("collectives", pl.DataFrame())
