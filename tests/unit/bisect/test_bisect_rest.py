@@ -140,3 +140,14 @@ def test_known_evidence_takes_the_fresh_runs_alone_when_they_are_significant() -
     assert not br.further(pooled, both, 13.2, CYCLE, known=True, fresh=faster)
     tiny = [Q("cycle time", 0.9, True, 0.029, (0.2, 1.6))]
     assert not br.further(pooled, both, 13.2, CYCLE, known=True, fresh=tiny)
+
+
+def test_a_side_is_unsure_when_its_change_is_significant_and_material_but_not_decided() -> None:
+    # in the regression's direction, significant, >= MATERIAL of the change: more fresh runs
+    half = [Q("verify", 5.5, True, None, (0.8, 10.2))]
+    assert br.unsure(half, 17.3)
+    assert not br.unsure([Q("verify", 5.5, False, None, (-0.8, 11.8))], 17.3)  # not significant
+    assert not br.unsure([Q("verify", -5.5, True, None, (-10.2, -0.8))], 17.3)  # a speed-up
+    assert not br.unsure([Q("verify", 1.0, True, None, (0.1, 1.9))], 17.3)  # < 10 % of 17.3
+    # a speed-up bisected: the same rule, signs turned
+    assert br.unsure([Q("verify", -5.5, True, None, (-10.2, -0.8))], -17.3)
