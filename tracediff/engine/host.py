@@ -70,15 +70,21 @@ def compare_host(
         noise_floor_ms=v.noise_floor_ms,
         residual_ms_per_cycle=resid,
         critical_device=None,
-        env_diffs=env_diffs(bases[0], heads[0]),
+        env_diffs=tuple(env_diffs(bases[0], heads[0])),
         attribution=attribution,
         sources=where,
         launch_stacks=stacks,
         cycles=_cycles(seg_b, seg_h),
         host=schema.conform_diff("host", host),
-        warnings=[WARNING]
-        + [f"{side}: {w}" for side, seg in (("base", seg_b), ("head", seg_h)) for w in seg.warnings]
-        + vd.run_set_warnings(runs),
+        warnings=(
+            WARNING,
+            *(
+                f"{side}: {w}"
+                for side, seg in (("base", seg_b), ("head", seg_h))
+                for w in seg.warnings
+            ),
+            *vd.run_set_warnings(runs),
+        ),
         noise_unit=v.noise_unit,
         p_value=v.p_value,
         cycle_runs=runs.cycle_runs(),

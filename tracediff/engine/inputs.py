@@ -68,9 +68,9 @@ class Sides:
         decided each side is (`inputs`), and the decisions' warnings before the engine's."""
         return replace(
             result,
-            device_map=self.device_match.rows(),
+            device_map=tuple(self.device_match.rows()),
             inputs=self.inputs,
-            warnings=[*self.inputs["warnings"], *result.warnings],
+            warnings=(*self.inputs["warnings"], *result.warnings),
         )
 
 

@@ -227,7 +227,7 @@ class Comparison:
     # per-cycle span); run sets: the between-run std of base's run means (`noise_unit` says which)
     residual_ms_per_cycle: float  # measured delta - sum of attribution (~0 by construction)
     critical_device: int | None  # GPU that finishes last in most head cycles
-    env_diffs: list[EnvDiff]
+    env_diffs: tuple[EnvDiff, ...]
 
     attribution: pl.DataFrame
     """One row per contributor, sorted by |delta| descending. Columns:
@@ -306,14 +306,14 @@ class Comparison:
     the function's first line), function (str). Read by the commit suspects and the TUI's
     stack view."""
 
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
     cycle_fallback: str | None = None
     """Why the runs were compared whole instead of cycle by cycle (the cut found on base did
     not fit head, or its cycles could not be checked to hold the same loop: engine/cycle/correspond.py);
     None where the cut holds or the user asked for it."""
 
-    device_map: list[dict[str, Any]] = field(default_factory=list)
+    device_map: tuple[dict[str, Any], ...] = ()
     """Which head GPU was compared with which base GPU (parse/ranks/gpus.py, given by the caller
     that read the runs): per pair `base` and `head` (each the GPU's identity: device_id, rank,
     rank_from, process_id, ordinal, host, file; null on the side that lacks it), `by` ("given",

@@ -40,7 +40,7 @@ def without_notes(c: Comparison) -> Comparison:
     screen shows them as one line of its own (`notes.NotesLine`), the full list behind `w`.
     The same frames in a new Comparison: its events (built on first access) are never built,
     as the verdict does not read them."""
-    return replace(c, warnings=[], env_diffs=[])
+    return replace(c, warnings=(), env_diffs=())
 
 
 class MainView(Screen[None]):
