@@ -7,7 +7,7 @@ revision, on the NCCL kernels of a generated many-rank job.
 Built once into --work (not timed): tests/support/gen_kineto_ranks.py writes nodes x gpus-per-node rank
 traces (cycles x kernels GPU ops a rank, every 8th an all-reduce: the defaults give 64 ranks x
 16,000 = 1.02 M collective kernel rows), each is parsed (tracediff.parse.load) and its
-`collectives` table kept as Arrow IPC, with its clock shift (parse/ranks/join.py clock_shifts) and
+`collectives` table kept as Arrow IPC, with its clock shift (parse/ranks/combine.py clock_shifts) and
 host.
 
 Timed, each step in its own child process (this checkout, or the package at `--before` REV
@@ -59,7 +59,7 @@ def build(work: Path, nodes: int, gpn: int, cycles: int, kernels: int) -> None:
     sys.path.insert(0, str(ROOT))
     from tests.support.gen_kineto_ranks import write_job
     from tracediff.parse import load
-    from tracediff.parse.ranks import join as jn
+    from tracediff.parse.ranks import combine as jn
 
     done = work / "inputs.json"
     if done.exists():

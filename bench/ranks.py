@@ -11,7 +11,7 @@ times each):
 
 - `tracediff compare base.sqlite head.sqlite --format json` (one file a side);
 - `tracediff compare base_ranks/ head_ranks/ --format json` (N files a side, read in parallel,
-  joined: tracediff/parse/ranks/join.py).
+  joined: tracediff/parse/ranks/combine.py).
 
 Per run: wall s; CPU s and the largest single process's peak RSS from os.wait4 (user + system
 and ru_maxrss of the child and its waited-for children, the pool's workers); and the process

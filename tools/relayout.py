@@ -100,6 +100,10 @@ MOVES: dict[str, str] = {
     "tracediff.engine.eventslices": "tracediff.engine.pipeline.eventslices",
     # carves: the change split is computed by the result itself (Comparison.change_split)
     "tracediff.engine.statistics.split": "tracediff.engine.result",
+    # session 12: no two modules of one name doing different things (issue 29's repeated basenames)
+    "tracediff.parse.ranks.join": "tracediff.parse.ranks.combine",
+    "tracediff.engine.host": "tracediff.engine.hostonly",
+    "tracediff.replay.host": "tracediff.replay.syncs",
 }
 
 # Docstrings of packages the moves create (only written when the package is new).
@@ -140,7 +144,7 @@ NEW_PACKAGES: dict[str, str] = {
     "tracediff.parse.ranks": (
         "A run of several rank files made one: their rank names, GPUs and clocks, and the"
         " join.\n\nranknames.py names each file's rank, gpus.py maps devices, clocks.py aligns"
-        " the ranks' clocks on\ntheir collectives, and join.py makes one run of them.\n"
+        " the ranks' clocks on\ntheir collectives, and combine.py makes one run of them.\n"
     ),
 }
 

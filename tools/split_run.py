@@ -2,7 +2,7 @@
 
     python tools/split_run.py RUN_OR_REPORT -o DIR      # DIR/rank-0.arrow, rank-1.arrow, ...
 
-For testing the join of many files (tracediff/parse/ranks/join.py) against the same data as one file:
+For testing the join of many files (tracediff/parse/ranks/combine.py) against the same data as one file:
 `tracediff compare DIR_A DIR_B` must say what `compare RUN_A RUN_B` says. Process i (in process-id
 order) goes to `rank-i.arrow`: every table's rows of that process (the devices table: the devices
 its GPU work ran on; frames and stacks, keyed by content hashes, go whole to every file). Each file

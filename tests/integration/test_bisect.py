@@ -573,8 +573,11 @@ def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> 
     )
     assert ran.count(shas[2]) == 1 and [s["commit"] for s in res["skipped"]] == [shas[2]]
     cap_ = res["captures"]
-    # (captured_now: the runs that finished; the broken commit's failed run is counted apart)
-    assert cap_["from_pool"] == 8 and cap_["captured_now"] + cap_["failed_runs"] == len(ran)
+    # (captured_now: the runs that finished; the broken commit's failed run is counted apart, and
+    # ran its workload; an attempt where nsys failed on its own and was retried may not have: one
+    # did not, under load, in session 12's suite)
+    assert cap_["from_pool"] == 8
+    assert cap_["captured_now"] + 1 <= len(ran) <= cap_["captured_now"] + cap_["failed_runs"]
     assert cap_["used"] == 8 + len(ran)
 
 

@@ -196,19 +196,23 @@ def test_a_rank_file_whose_worker_dies_twice_is_named_in_one_line(
 ) -> None:
     """A memory limit below what reading a rank file needs (above the ~200 MiB refused before the
     work: tests/cli/test_bad_options.py): the nanny kills the worker holding it, Dask runs it
-    again on the restarted worker, which dies too; one line names the file. The file needs
-    ~560 MiB to read (a 400 MiB string field): HTA's own ranks need ~210 MiB of a worker here,
-    which a 240 MiB limit killed on one machine and not on another."""
-    base, head = tmp_path / "base", jobs["hta"][1]
-    shutil.copytree(jobs["hta"][0], base)
-    big = base / "sampled_rank-1.json.gz"
-    padded_kineto(jobs["hta"][0] / big.name, big, 400)
-    p = cli("compare", str(base), str(head), "--format", "json", "--allow-missing-ranks",
-            "--scheduler", "local:1", "--memory-limit", "240MiB")  # fmt: skip
+    again on the restarted worker, which dies too; one line names the file. Every rank file of
+    both sides needs ~560 MiB to read (a 400 MiB string field): HTA's own ranks need ~205 MiB of
+    a worker, which a 240 MiB limit killed on one machine and not on another (or only under load)."""
+    big = tmp_path / "padded.json.gz"
+    padded_kineto(jobs["hta"][0] / "sampled_rank-1.json.gz", big, 400)
+    sides = {side: tmp_path / side for side in ("base", "head")}
+    files = [d / f"sampled_rank-{r}.json.gz" for d in sides.values() for r in (0, 1)]
+    for f in files:
+        f.parent.mkdir(exist_ok=True)
+        shutil.copy(big, f)
+    p = cli("compare", str(sides["base"]), str(sides["head"]), "--format", "json",
+            "--allow-missing-ranks", "--scheduler", "local:1", "--memory-limit", "240MiB")  # fmt: skip
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert str(big) in lines[0] and "rank file failed twice" in lines[0], lines[0]
+    assert "rank file failed twice" in lines[0], lines[0]
+    assert any(lines[0].startswith(f"tracediff: error: {f}: ") for f in files), lines[0]
 
 
 def _on_a_terminal(*argv: str) -> tuple[int, str, str]:

@@ -3,7 +3,7 @@ input → one run file.
 
 Several files (or a folder of one run's per-rank files) are one run: read in parallel (a local
 pool, or with --scheduler one file per Dask worker: parse/pool.py `OnDask`) and joined here
-(tracediff/parse/ranks/join.py), per-file progress on stderr."""
+(tracediff/parse/ranks/combine.py), per-file progress on stderr."""
 
 from __future__ import annotations
 

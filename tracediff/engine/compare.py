@@ -7,7 +7,7 @@ template, engine/cycle/align.py; reduced to per cycle × device × contributor s
 (engine/pipeline/executor.py: in this process, one run at a time, by default), and the driver joins the
 reduced tables (engine/pipeline/join.py: critical GPU, statistics engine/statistics/stats.py, verdict
 engine/statistics/verdict.py, tables engine/tables.py). So a run set costs the memory of its largest run
-plus the tables, not of all its runs. Runs without GPU operations go to engine/host.py.
+plus the tables, not of all its runs. Runs without GPU operations go to engine/hostonly.py.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def _host_or_refuse(
 ) -> Comparison:
     """Base's first run has no GPU operations: host-only runs (NVTX, no CUDA trace) when head's
     first has none either, else refused as base."""
-    from tracediff.engine.host import compare_host  # host-only runs: NVTX, no CUDA trace
+    from tracediff.engine.hostonly import compare_host  # host-only runs: NVTX, no CUDA trace
 
     rb, rh = _open(bases[0]), _open(heads[0])
     if gpu_ops_counted(rh)[0].height:

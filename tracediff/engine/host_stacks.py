@@ -1,6 +1,6 @@
 """Launch stacks of host phases: the functions each NVTX phase ran in (issue 19, host-only runs).
 
-Stage: engine output, host-only comparisons (engine/host.py). Input: both sides' runs and the
+Stage: engine output, host-only comparisons (engine/hostonly.py). Input: both sides' runs and the
 host attribution (kind "host", a row per phase); output: `Comparison.launch_stacks` and
 `Comparison.sources` for those rows, as engine/sources.py gives them for GPU ops, so the commit
 suspects (tracediff/suspects/), `compare --repo` and `tracediff bisect`'s search order work on

@@ -89,7 +89,7 @@ def _metadata_events(result: Comparison, tracks: pl.DataFrame) -> list[bytes]:
         )
     for t in tracks.iter_rows(named=True):
         what = "cycles" if t["stream_id"] is None else f"stream {t['stream_id']}"
-        # host-only runs: the cycles are host NVTX ranges on no GPU (engine/host.py)
+        # host-only runs: the cycles are host NVTX ranges on no GPU (engine/hostonly.py)
         where = "host" if t["device_id"] is None else f"GPU {t['device_id']}"
         out.append(
             {

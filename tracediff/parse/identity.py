@@ -246,7 +246,7 @@ def nvtx_sketch(ident: dict[str, Any]) -> list[str]:
 
 def combine(files: list[dict[str, Any]], shifts: list[int] | None = None) -> dict[str, Any]:
     """A joined run's identity from its files' (in file order); `shifts`: each file's clock
-    shift onto the joined run's clock (parse/ranks/join.py), for its local window."""
+    shift onto the joined run's clock (parse/ranks/combine.py), for its local window."""
     tracers = sorted({f["tracer"] for f in files})
     versions = sorted({str(f["tracer_version"]) for f in files if f["tracer_version"]})
     hosts = sorted({h for f in files for h in f.get("hosts") or []})

@@ -3,7 +3,7 @@ or a folder / list of one run's per-rank files.
 
 Stage: parse. Input: a path (or paths); output: a `Run`. Detection is by content (magic bytes),
 with the extension only as a tie-breaker, so a renamed file is still read correctly. Several
-files of one run are read in parallel (pool.py) and joined into one run (join.py).
+files of one run are read in parallel (pool.py) and joined into one run (ranks/combine.py).
 """
 
 from __future__ import annotations
@@ -168,14 +168,14 @@ def load_files(
     forced: bool = True,
     allow_missing_ranks: bool = False,
 ) -> Run:
-    """One run from several files of it (one per rank, process or node; join.py), read in
+    """One run from several files of it (one per rank, process or node; ranks/combine.py), read in
     parallel (pool.py). `source`: the folder they came from (names the run). The files are
     joined in the order given; ranks come from the traces, else from the names (ranknames.py).
     `executor`: a pool.Executor to read them with (pool.OnDask for `--scheduler`); default: a
     local pool sized by the files (pool.executor_for). Their data must say one job
     (grouping.check_ranks; `forced`: the user named them one run, only contrary data refuses)."""
     from tracediff.parse import grouping, pool
-    from tracediff.parse.ranks import join
+    from tracediff.parse.ranks import combine as join
 
     paths, ranks, kinds = files_of_run(paths, source)
     sizes = [] if "run" in kinds else [p.stat().st_size if p.is_file() else 0 for p in paths]

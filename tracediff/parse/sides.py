@@ -12,7 +12,7 @@ parquetdir` folder, or a capture folder (`manifest.json` beside `run.arrow` or `
 Runs or ranks. A folder of files can also be the per-rank files of *one* multi-GPU run (SGLang's
 profiler writes one trace per TP rank; PyTorch jobs one Kineto trace per rank; nsys one report per
 rank or node). Those are told apart by their names (ranknames.py has the rule): such a folder is
-one run, which `load` joins (join.py); a folder of such folders is a run set. `layout="runs"`
+one run, which `load` joins (ranks/combine.py); a folder of such folders is a run set. `layout="runs"`
 (`--layout runs`) forces the run-set reading of a folder of files, `layout="ranks"` the one-run
 reading (names without rank tokens: `report_%h.nsys-rep`). A folder whose names hold several
 groups of per-rank files, or per-rank files beside others, is refused, saying what was found.

@@ -3,7 +3,7 @@
 Modules, in the order data flows (none imports a later one; no import circles):
 
 - `types.py`: the data types (ReplayGraph, HostSyncs, Replayed, WhatIf), no algorithms;
-- `order.py`, `contributors.py`, `events.py`, `host.py`: pieces of the graph (timeline order,
+- `order.py`, `contributors.py`, `events.py`, `syncs.py`: pieces of the graph (timeline order,
   contributor codes and BASE values, cross-stream edges, host syncs);
 - `graph.py`: builds the dependency graph of HEAD's GPU ops from a `Comparison`;
 - `simulate.py`: replays it (the vectorised max-plus sweep);

@@ -25,7 +25,7 @@ Model (times relative to each cycle's first GPU op, host time fixed):
   nothing explains the start, the op keeps its measured start.
 - Collectives on >= 2 GPUs: the k-th collective of a cycle on each GPU forms one instance; a
   rank ends no earlier than the last rank's arrival plus its own transfer time.
-- Host syncs inside a cycle (host.py): launches after a cudaDeviceSynchronize / event wait /
+- Host syncs inside a cycle (syncs.py): launches after a cudaDeviceSynchronize / event wait /
   polling loop move with the GPU work the host waited for.
 
 With HEAD's own durations every equation holds with equality at the measured times, so the
@@ -50,7 +50,6 @@ from tracediff.replay.contributors import (
     op_base_values,
 )
 from tracediff.replay.events import TRACE_NONE, cross_edges, targets, trace_edges
-from tracediff.replay.host import find_syncs
 from tracediff.replay.order import (
     NEG,
     NO_EDGES,
@@ -60,6 +59,7 @@ from tracediff.replay.order import (
     is_sorted,
     missing_slots,
 )
+from tracediff.replay.syncs import find_syncs
 from tracediff.replay.types import ReplayGraph
 
 __all__ = ["NEG", "ReplayGraph", "build", "replay_input"]

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from tracediff.replay.host import offsets
 from tracediff.replay.order import NEG
+from tracediff.replay.syncs import offsets
 from tracediff.replay.types import Replayed, ReplayGraph
 
 IDLE = {

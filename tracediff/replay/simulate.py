@@ -30,8 +30,8 @@ import polars as pl
 
 from tracediff.base.errors import AnalysisError
 from tracediff.base.segscan import seg_cummax, seg_cumsum
-from tracediff.replay.host import offsets
 from tracediff.replay.order import NEG
+from tracediff.replay.syncs import offsets
 from tracediff.replay.types import Replayed, ReplayGraph
 
 __all__ = ["MAX_SWEEPS", "replay", "sweep"]

@@ -1,7 +1,7 @@
 """The replay's data types: the dependency graph, the host's sync windows, one replay's result
 and a what-if prediction. Types only; the algorithms that fill them are in the stage modules.
 
-Stage: replay (shared vocabulary). graph.py builds a `ReplayGraph` (with host.py's `HostSyncs`);
+Stage: replay (shared vocabulary). graph.py builds a `ReplayGraph` (with syncs.py's `HostSyncs`);
 simulate.py replays it into a `Replayed`; whatif.py turns replays into a `WhatIf`; path.py reads
 one `Replayed` for the critical path. Imports numpy and polars only, so every replay module may
 import it without an import circle.
@@ -69,7 +69,7 @@ class ReplayGraph:
     host_perm: np.ndarray  # op indices in (host thread, launch start) order
     gap_old: np.ndarray  # HEAD's idle before the op on its device (attribute.py's gap_ns)
     missing: pl.DataFrame  # template slots absent from a HEAD cycle: _next (op), _cid, _bd, _bg
-    syncs: HostSyncs  # where the host waited for the GPU inside a cycle (host.py)
+    syncs: HostSyncs  # where the host waited for the GPU inside a cycle (syncs.py)
     cycle_labels: np.ndarray  # original cycle numbers, by dense index
     stats: dict[str, Any] = field(default_factory=dict)  # counts, for tests and diagnostics
 

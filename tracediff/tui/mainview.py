@@ -61,7 +61,7 @@ class MainView(Screen[None]):
         present = set(comparison.attribution["kind"].to_list())
         # the engine's kinds in their order, then any other ("host" in a host-only comparison)
         self.kinds = [k for k in KINDS if k in present] + sorted(present - set(KINDS))
-        self.host_only = why_not.is_host_only(comparison)  # engine/host.py: host ranges, no GPU
+        self.host_only = why_not.is_host_only(comparison)  # engine/hostonly.py: host ranges, no GPU
         self.last_note: str | None = None
         self.edges_ready = False
         self.edges_why: tuple[str | None] | None = None  # edges_missing's answer, once known

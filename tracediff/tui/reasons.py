@@ -2,7 +2,7 @@
 
 Stage: presentation (headless: no textual). Input: the `Comparison` and what the screen knows
 (the event index, whether the event edges are in); output: one sentence, or None when the key
-can act. A host-only comparison (engine/host.py: NVTX ranges, no GPU operation) is the common
+can act. A host-only comparison (engine/hostonly.py: NVTX ranges, no GPU operation) is the common
 case: its cycles are host ranges on no GPU, so everything that draws or replays GPU work says so.
 """
 

@@ -1,4 +1,4 @@
-"""A run split into per-process files (tools/split_run.py) and joined again (parse/ranks/join.py)
+"""A run split into per-process files (tools/split_run.py) and joined again (parse/ranks/combine.py)
 compares as the one file does: generated 4-GPU nsys reports with a straggler rank (the critical
 GPU, the per-GPU rows, the collective wait/transfer split) and the real H200 captures (issue 20).
 """

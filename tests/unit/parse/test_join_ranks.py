@@ -1,5 +1,5 @@
 """One run from many files (issue 20): real per-rank Kineto traces read as one run, and GPUs
-matched across runs by rank, id or order (parse/ranks/join.py, parse/ranks/gpus.py).
+matched across runs by rank, id or order (parse/ranks/combine.py, parse/ranks/gpus.py).
 
 Data: HolisticTraceAnalysis `trace_filter/sampled_rank-{0,1}.json.gz` (MIT; tests/data/README.md):
 two ranks of one 128-rank job, each its own process on its own GPU (ordinal 0 and 1),

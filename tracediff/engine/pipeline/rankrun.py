@@ -2,7 +2,7 @@
 
 Stage: engine (input of the per-file stage, engine/pipeline/rankunit.py). Built by the driver from each
 file's facts (engine/pipeline/rankunit.py `plan_runs`, read on the workers): per file its path and where
-the join (parse/ranks/join.py) puts it (clock shift, process-id offset, device ids, the last already
+the join (parse/ranks/combine.py) puts it (clock shift, process-id offset, device ids, the last already
 matched to base's GPUs, parse/ranks/gpus.py); the run's metadata and warnings, as the joined run's;
 its host ranges (small), from which the driver numbers the cycles of every file alike.
 """
@@ -24,7 +24,7 @@ class RankFile:
     path: str
     shift: int
     pid_offset: int
-    ids: dict[int, int]  # the file's device id -> the joined run's (parse/ranks/join.py)
+    ids: dict[int, int]  # the file's device id -> the joined run's (parse/ranks/combine.py)
     pids: tuple[int, ...] = ()  # its processes, on the joined run's ids
     worker: str | None = None  # the Dask worker that keeps its parse (engine/pipeline/rankcache.py)
 
@@ -69,7 +69,7 @@ class RankRun:
     def placed(self, i: int, run: Run) -> Run:
         """File i's run as its part of the joined, relabelled run (its tables moved onto the
         run's clock and ids; the run's metadata, no warnings: they are the run's)."""
-        from tracediff.parse.ranks.join import shifted
+        from tracediff.parse.ranks.combine import shifted
         from tracediff.runs import schema
 
         f = self.files[i]
@@ -92,7 +92,7 @@ class RankRun:
     def open(self) -> Run:
         """The joined run, read here (host-only runs and the rare paths that need all of it)."""
         from tracediff.parse import load
-        from tracediff.parse.ranks.join import concat
+        from tracediff.parse.ranks.combine import concat
         from tracediff.runs import schema
 
         runs = [self.placed(i, load(Path(f.path))) for i, f in enumerate(self.files)]

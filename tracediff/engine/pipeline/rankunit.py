@@ -8,9 +8,9 @@ so engine/pipeline/join.py's driver join is unchanged.
 
 The work, in rounds (each a map over files; only small tables come back):
 
-1. `scan` (every file): read it; its facts for the join (parse/ranks/join.py `FileFacts`: GPUs,
+1. `scan` (every file): read it; its facts for the join (parse/ranks/combine.py `FileFacts`: GPUs,
    processes, NCCL end times, warnings, metadata), its record counts (parse/sanity.py) and its
-   host ranges. The driver decides the join as parse/ranks/join.py does (`plan_runs`: clock shifts
+   host ranges. The driver decides the join as parse/ranks/combine.py does (`plan_runs`: clock shifts
    and cross-host offsets, device and process ids) and matches GPUs to base's (parse/ranks/gpus.py,
    from the GPU identities alone): the driver never reads a report.
 2. Base's first run without a rule: the driver numbers each candidate host range's cycles
@@ -49,7 +49,7 @@ from tracediff.engine.pipeline import rankmerge as rm
 from tracediff.engine.pipeline.rankrun import RankFile, RankRun
 from tracediff.engine.pipeline.reduce import FileTask, Reduced, reduce_cut, refusal
 from tracediff.parse import sanity
-from tracediff.parse.ranks import join as jn
+from tracediff.parse.ranks import combine as jn
 from tracediff.runs.runfile import Run
 
 Each = Callable[[int, Any], Any]
@@ -131,7 +131,7 @@ def plan_run(
     forced: bool = False,
     allow_missing_ranks: bool = False,
 ) -> RankRun:
-    """The driver's join of one run's scanned files (parse/ranks/join.py `plan`, parse/load.py
+    """The driver's join of one run's scanned files (parse/ranks/combine.py `plan`, parse/load.py
     `load_files`' checks, parse/grouping.py's: NotOneRun where the files are separate runs),
     without their tables."""
     from tracediff.parse import grouping

@@ -115,7 +115,7 @@ class Reduced:
     index: int
     info: Run  # the run without its tables: metadata, label, reader warnings
     dropped: int = 0  # ops that end before they start
-    no_ops: bool = False  # no GPU operations (host-only runs go to engine/host.py)
+    no_ops: bool = False  # no GPU operations (host-only runs go to engine/hostonly.py)
     mismatch: str | None = None  # base's rule did not fit: the reason
     error: tuple[str, str | None] | None = None  # the run cannot be cut: (message, hint)
     rule: CycleRule = field(default_factory=CycleRule.whole)

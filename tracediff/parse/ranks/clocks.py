@@ -1,6 +1,6 @@
 """Putting the files of one run on one clock: each host's offset estimated from collectives.
 
-Stage: parse (inside join.py, after each file is placed by its tracer's time origin). Input: the
+Stage: parse (inside combine.py, after each file is placed by its tracer's time origin). Input: the
 files' collectives tables, the host each file came from and the shift its origin gives; output:
 a `ClockEstimate` (per-file ns to add, what was estimated, the residual skew) for the join and
 the run's metadata (`metadata["clock"]`).

@@ -5,7 +5,7 @@ Stage: parse (after `load`, before the engine). Input: `Run`s; output: `Gpu` ide
 `DeviceMatch` (head GPU -> base GPU) and runs relabelled so that matched GPUs share a
 `device_id` (the engine keys every per-GPU row by device_id alone).
 
-Identity. A joined run (join.py) lists its GPUs in `metadata["gpus"]`. A run read from one file
+Identity. A joined run (combine.py) lists its GPUs in `metadata["gpus"]`. A run read from one file
 is described from its tables: the devices its kernels, copies and collectives ran on, the process
 that used each, and a rank where the trace says it: Kineto's `distributedInfo.rank` or the RANK
 (LOCAL_RANK, MPI launchers' rank) in an nsys report's session environment (a trace with one GPU:
