@@ -149,7 +149,7 @@ def compare(
 
 def reduce_first(run: Run, cycle: str | None) -> Reduced | None:
     """Base's first run through the per-file stage in this process as `compare(keep_ops=False)`
-    starts it (its `first`); None where it has no GPU operations (engine/host.py reads the run)."""
+    starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run)."""
     got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle))
     return None if got.no_ops else got
 
