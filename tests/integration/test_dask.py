@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dask import ROOT, cli, compare_json
+from tests.support.dask import ROOT, cli, compare_json, padded_kineto
 from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
 from tracediff.parse import load
 from tracediff.runs.runfile import write_run
@@ -124,17 +124,27 @@ def test_without_dask_one_line_saying_how_to_install() -> None:
     assert "pip install 'tracediff[dask]'" in lines[0]
 
 
-def test_a_file_whose_worker_dies_twice_is_named_in_one_line() -> None:
-    """A memory limit below what reading a run needs (~190 MiB a worker holds with polars and
-    pyarrow loaded: a limit below that is refused before the work, tests/cli/test_bad_options.py;
-    this one run read on 1 worker needs more than 256 MiB, 300 MB is enough): Dask's nanny kills
-    the worker holding base's first run, Dask runs the task again on the restarted worker, which dies too; the error names
-    the file, in one line (Dask's own log lines silenced)."""
+def test_a_file_whose_worker_dies_twice_is_named_in_one_line(tmp_path: Path) -> None:
+    """A memory limit below what reading a run needs (a limit below what a worker holds is refused
+    before the work, tests/cli/test_bad_options.py): Dask's nanny kills the worker holding base's
+    run, Dask runs the task again on the restarted worker, which dies too; the error names the
+    file, in one line (Dask's own log lines silenced). Each rank file needs ~560 MiB to read (a
+    Kineto trace with a 400 MiB string field): the demo's run files, used before, needed ~240 MiB, which
+    a 240MiB limit killed in one session and not in the next."""
+    big = tmp_path / "padded.json.gz"
+    padded_kineto(ROOT / "tests" / "data" / "kineto" / "sampled_rank-1.json.gz", big, 400)
+    base, head = tmp_path / "base", tmp_path / "head"  # run sets of two runs of two rank files
+    for d in (base, head):
+        for r in ("run-1", "run-2"):
+            (d / r).mkdir(parents=True)
+            for k in (0, 1):
+                (d / r / f"sampled_rank-{k}.json.gz").write_bytes(big.read_bytes())
     p = cli(
-        "compare", str(RUNS / "good"), str(RUNS / "bad"), "--format", "json",
+        "compare", str(base), str(head), "--format", "json", "--allow-missing-ranks",
         "--scheduler", "local:1", "--memory-limit", "240MiB",
     )  # fmt: skip
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert "good/run-01/run.arrow" in lines[0] and "failed twice" in lines[0]
+    assert "failed twice" in lines[0], lines[0]
+    assert lines[0].startswith((f"tracediff: error: {base}/run-", f"tracediff: error: {head}/run-"))

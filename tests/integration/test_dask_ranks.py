@@ -194,7 +194,7 @@ def test_a_damaged_rank_file_is_one_line_naming_it(
 def test_a_rank_file_whose_worker_dies_twice_is_named_in_one_line(
     jobs: dict[str, tuple[Path, Path]], tmp_path: Path
 ) -> None:
-    """A memory limit below what reading a rank file needs (above the ~200 MiB refused before the
+    """A memory limit below what reading a rank file needs (above the ~228 MiB refused before the
     work: tests/cli/test_bad_options.py): the nanny kills the worker holding it, Dask runs it
     again on the restarted worker, which dies too; one line names the file. Every rank file of
     both sides needs ~560 MiB to read (a 400 MiB string field): HTA's own ranks need ~205 MiB of

@@ -111,11 +111,15 @@ def check_address(address: str) -> None:
         ) from None
 
 
-WORKER_FLOOR_BYTES = 200 * 2**20
-"""What one Dask worker holds before it reads a file: Python, distributed, numpy, polars and
-pyarrow imported (~190 MiB RSS measured on the development machine, 2026-12-02). A fixed figure,
-not this process's RSS: the driver may be a much larger process (a test runner, a notebook:
-1053 MiB under pytest, which refused a 1GiB limit that works)."""
+WORKER_FLOOR_BYTES = 228 * 2**20
+"""What one Dask worker holds once it has read a small file: Python, distributed, numpy, polars and
+pyarrow imported (~130 MiB RSS idle) and the readers' first allocations (~205 MiB at the peak of
+reading HTA's 120 KB Kineto ranks; measured 2026-12-02). Below this, a worker's memory stays past
+the nanny's limit after its task, the worker is restarted between tasks (not while running one,
+so Dask never gives the task up) and compare hung: at --memory-limit 215MiB, session 12; 228 MiB is
+what Dask's 95 % kill line makes of 240MiB, the lowest limit that read them there. A fixed
+figure, not this process's RSS: the driver may be a much larger process (a test runner, a
+notebook: 1053 MiB under pytest, which refused a 1GiB limit that works)."""
 
 
 def memory_bytes(text: str | None) -> int | str:
