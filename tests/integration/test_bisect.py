@@ -13,45 +13,28 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.bisect import (
+    SEVEN,
     SLOW_MS,
     WORK,
     bisect,
     bisect_argv,
     build_repo,
     check_accounting,
-    confirmed,
     counted,
-    last_runs,
 )
 from tests.support.gitrepo import (
     commit_files,
     git,
     per_process_offset,
-    target_only_nsys,
-    tracediff,
 )
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
-
-SEVEN = [
-    ("good: baseline", 0.0, False, "v1"),
-    ("docs: notes", 0.0, False, "notes"),
-    ("refactor verify (red herring: same speed)", 0.0, False, "v2 refactored"),
-    ("broken: does not run", 0.0, True, "v3 broken"),
-    ("fix the break", 0.0, False, "v4 fixed"),
-    ("verify: extra pass (the culprit)", SLOW_MS, False, "v5 slower"),
-    ("docs: more notes", SLOW_MS, False, "notes"),
-    ("bump (bad)", SLOW_MS, False, "notes"),
-]
 
 
 def check_seven(tmp: Path, nsys: str, seed: int) -> dict:
@@ -150,54 +133,6 @@ def test_seven_commits_the_culprit_is_named_and_the_broken_one_skipped(
     assert lines[-1].startswith("captures: ") and "wall time" in lines[-1]
     state = json.loads((tmp_path / "out" / "bisect.json").read_text())
     assert state["result"]["first_bad"] == got["shas"][5]
-
-
-THREE = [SEVEN[0], SEVEN[5], SEVEN[7]]  # good, the culprit, bad: one step between the ends
-
-
-def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: str) -> None:
-    """Interrupted during the step's captures (past the ends, which the resumed run reuses);
-    three commits with less noise than SEVEN's: this tests the state, not the search."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shas = build_repo(repo, THREE, noise=2.0)
-    out, counter = tmp_path / "out", tmp_path / "counter.txt"
-    env = {**os.environ, "COUNTER": str(counter), "SEED": "5"}
-    argv = bisect_argv(repo, out, nsys, "--good", shas[0], "--bad", shas[-1])
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,
-    )  # fmt: skip
-    seen = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            seen.append(line)
-            if "step 1:" in line:  # past the ends: interrupt during the step's captures
-                # meanwhile a second bisect on the same OUTDIR is refused, touching nothing
-                other = bisect(repo, out, nsys, "--good", shas[0], "--bad", shas[-1])
-                time.sleep(1.5)
-                os.killpg(proc.pid, signal.SIGINT)
-                break
-        rest = proc.communicate(timeout=120)[1]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, "".join(seen) + rest
-    assert other.returncode == 1 and other.stdout == "", other.stderr
-    assert other.stderr.strip().splitlines() == [
-        f"tracediff: error: {out}: another tracediff bisect is running on this folder "
-        "(wait for it to end, or choose another -o)"
-    ]
-    assert "run the same command again" in rest.strip().splitlines()[-1], rest
-    before = len(counted(counter))
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=env)
-    assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[1], r.stderr
-    assert res["captures"]["reused"] >= 8 and "resuming" in r.stderr
-    # nothing captured twice but the interrupted run
-    assert len(counted(counter)) == before + res["captures"]["captured_now"]
 
 
 def seeds(first: int, n: int, default: int = 0) -> list[object]:
@@ -473,149 +408,3 @@ def test_usage_errors_are_one_line_and_create_nothing(
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
-
-
-FIVE = [SEVEN[0], SEVEN[2], SEVEN[3], SEVEN[5], ("bump (bad)", SLOW_MS, False, "notes")]
-
-
-def test_pool_of_qdstrm_runs_gives_the_live_answer(tmp_path: Path, nsys: str) -> None:
-    """--pool: every commit captured ahead of time by `capture --repeat --commit ...` with an nsys
-    that can only write .qdstrm (as on the lent H200), then bisected here without a workload
-    command: the live answer (the culprit, and no other: the live bisect of these five commits,
-    with the same noise, is test_a_pool_and_the_workload_command_together's; the pool test no
-    longer runs one of its own), nothing captured, the runs imported."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    # good, red herring, broken, culprit, bad; less noise than above: this tests the pool
-    shas = build_repo(repo, FIVE, noise=2.0)
-    # the pool: every commit that runs (a failing run stops capture --repeat), 6 runs each,
-    # interleaved, written as .qdstrm + manifest only (no importer beside that nsys)
-    pool = tmp_path / "pool"
-    target = target_only_nsys(nsys, tmp_path)
-    refs = [a for s in shas if s != shas[2] for a in ("--commit", s)]
-    cap = tracediff(
-        "capture", "--repo", str(repo), *refs, "--repeat", "6", "-o", str(pool),
-        "--nsys", str(target), "--", sys.executable, "work.py",
-        env={"COUNTER": str(tmp_path / "pool.txt"), "SEED": "22"}, timeout=900,
-    )  # fmt: skip
-    assert cap.returncode == 0, cap.stderr
-    assert len(list(pool.glob("*/run-*/report.qdstrm"))) == 24
-    assert not list(pool.glob("*/run-*/run.arrow"))
-    before = sorted(p.relative_to(pool) for p in pool.rglob("*"))
-    counter = tmp_path / "bisect.txt"
-    r = bisect(
-        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
-        command=False, COUNTER=str(counter), TRACEDIFF_NSYS=nsys,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[3]
-    assert [c["commit"] for c in res["culprits"]] == [shas[3]]
-    assert not counter.exists() and res["captures"]["captured_now"] == 0  # nothing ran here
-    assert res["captures"]["from_pool"] == res["captures"]["used"] >= 8
-    assert res["steps"][0]["from_pool"] == res["steps"][0]["runs"]
-    assert min(res["steps"][0]["runs"]) >= 4
-    # the broken commit is not in the pool: gone around, said so
-    assert res["pool_exhausted"] == [shas[2]]
-    gone = [e for e in res["steps"] if e["commit"] == shas[2]]
-    assert [e["decision"] for e in gone] == ["undecided: pool exhausted"]
-    assert "undecided: pool exhausted" in r.stderr
-    assert all(e["from_pool"] == e["runs"] for e in res["steps"][1:])
-    # each run taken was imported from its .qdstrm into OUTDIR; the pool is untouched
-    taken = list((tmp_path / "out").glob("*/pool-*/run.arrow"))
-    assert len(taken) == res["captures"]["used"]
-    assert sorted(p.relative_to(pool) for p in pool.rglob("*")) == before
-    # the same command again: nothing imported twice, the same answer
-    again = bisect(
-        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
-        command=False, TRACEDIFF_NSYS=nsys,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["first_bad"] == res["first_bad"]
-
-
-def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> None:
-    """--pool DIR with `-- CMD`: the pool's runs are used first, and the runs it lacks (the commits
-    it does not hold, or more runs than it has) are captured here with the same command."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shas = build_repo(repo, FIVE, noise=2.0)  # good, red herring, broken, culprit, bad
-    pool = tmp_path / "pool"
-    cap = tracediff(
-        "capture", "--repo", str(repo), "--commit", shas[0], "--commit", shas[-1],
-        "--repeat", "4", "-o", str(pool), "--nsys", nsys, "--", sys.executable, "work.py",
-        env={"COUNTER": str(tmp_path / "pool.txt"), "SEED": "31"}, timeout=900,
-    )  # fmt: skip
-    assert cap.returncode == 0, cap.stderr
-    counter = tmp_path / "bisect.txt"
-    r = bisect(
-        repo, tmp_path / "out", nsys, "--good", shas[0], "--bad", shas[-1], "--pool", str(pool),
-        COUNTER=str(counter), SEED="32",
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[3]
-    ran = counted(counter)
-    # the commits between: not in the pool, every run captured here (besides fresh interleaved
-    # runs that measured a share or confirmed a range, when there were any)
-    confirm = confirmed(res["steps"])
-    ends = res["steps"][0]
-    # the ends: the pool's 4 runs each, and only what they needed beyond that captured here
-    assert ends["from_pool"] == [4, 4]
-    pooled = {shas[0]: 4, shas[-1]: 4}
-    steps = [e for e in res["steps"][1:] if e["decision"].startswith("like")]
-    assert steps and all(e["from_pool"] == 0 for e in steps)
-    shared = last_runs(res["steps"], "share_runs")  # an undecided share's runs, captured here
-    assert all(
-        ran.count(s) - confirm.get(s, 0) - shared.get(s, 0) == k - pooled.get(s, 0)
-        for s, k in last_runs(res["steps"]).items()
-        if s != shas[2]
-    )
-    assert ran.count(shas[2]) == 1 and [s["commit"] for s in res["skipped"]] == [shas[2]]
-    cap_ = res["captures"]
-    # (captured_now: the runs that finished; the broken commit's failed run is counted apart, and
-    # ran its workload; an attempt where nsys failed on its own and was retried may not have: one
-    # did not, under load, in session 12's suite)
-    assert cap_["from_pool"] == 8
-    assert cap_["captured_now"] + 1 <= len(ran) <= cap_["captured_now"] + cap_["failed_runs"]
-    assert cap_["used"] == 8 + len(ran)
-
-
-def test_a_larger_repeat_or_max_runs_on_the_same_outdir_reuses_every_capture(
-    tmp_path: Path, nsys: str
-) -> None:
-    """Issue 31: the tool's own advice (more runs) on the same -o was refused ("holds a
-    bisection with other settings"), throwing the captures away. Two equal commits: 2 runs a
-    side, then --max-runs 4 (2 more each, nothing captured twice), then --repeat 4 --max-runs 4
-    (nothing new: 4 a side exist); a smaller --repeat is refused, touching nothing."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shas = build_repo(repo, [SEVEN[0], SEVEN[1]], noise=2.0)
-    out, counter = tmp_path / "out", tmp_path / "counter.txt"
-    env = {"COUNTER": str(counter), "SEED": "61"}
-    first = bisect(
-        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", "--max-runs", "2",
-        **env,
-    )  # fmt: skip
-    assert first.returncode == 5, first.stderr
-    assert sorted(counted(counter)) == sorted([shas[0]] * 2 + [shas[1]] * 2)
-    more = bisect(
-        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", "--max-runs", "4",
-        **env,
-    )  # fmt: skip
-    assert more.returncode == 5, more.stderr
-    assert "resuming" in more.stderr
-    assert sorted(counted(counter)) == sorted([shas[0]] * 4 + [shas[1]] * 4)
-    state = json.loads((out / "bisect.json").read_text())
-    assert state["max_runs"] == 4 and state["log"][0]["runs"] == [4, 4]
-    assert state["wall_s_before"] > 0
-    again = bisect(
-        repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "4", "--max-runs", "4",
-        **env,
-    )  # fmt: skip
-    assert again.returncode == 5, again.stderr
-    assert len(counted(counter)) == 8  # nothing captured: 4 a side were there
-    before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    less = bisect(repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", **env)
-    assert less.returncode == 1 and "holds a bisection with more runs" in less.stderr
-    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before

@@ -143,3 +143,22 @@ def check_accounting(res: dict, ran: list[str], skipped: list[str]) -> None:
 def last_step(entries: list[dict]) -> list[dict]:
     """The last logged entry of each commit (a step resumed or looked at again logs anew)."""
     return list({e["commit"]: e for e in entries}.values())
+
+
+# The commit lists of tests/integration/test_bisect*.py: (message, ms added to verify, broken, note)
+SEVEN = [
+    ("good: baseline", 0.0, False, "v1"),
+    ("docs: notes", 0.0, False, "notes"),
+    ("refactor verify (red herring: same speed)", 0.0, False, "v2 refactored"),
+    ("broken: does not run", 0.0, True, "v3 broken"),
+    ("fix the break", 0.0, False, "v4 fixed"),
+    ("verify: extra pass (the culprit)", SLOW_MS, False, "v5 slower"),
+    ("docs: more notes", SLOW_MS, False, "notes"),
+    ("bump (bad)", SLOW_MS, False, "notes"),
+]
+
+
+THREE = [SEVEN[0], SEVEN[5], SEVEN[7]]  # good, the culprit, bad: one step between the ends
+
+
+FIVE = [SEVEN[0], SEVEN[2], SEVEN[3], SEVEN[5], ("bump (bad)", SLOW_MS, False, "notes")]
