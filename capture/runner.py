@@ -381,6 +381,10 @@ def capture(
                 say(f"retrying once: nsys produced no report (exit {rc}): {lost}")
                 m["nsys_failed_attempts"] = [lost]
                 (staging / "capture.log").rename(staging / "capture.attempt-1.log")
+                # a session name of its own: the failed nsys may have left its session behind,
+                # and the same name then fails with "session name already in use"
+                cmd = nsys_command(nsys, spec, trace, report_base, sp.nsys_args)
+                m["nsys_command"] = cmd
                 rc, interrupted = run_nsys(cmd, tree, env, staging / "capture.log", echo, final)
             m["duration_s"] = round(time.monotonic() - t0, 3)
             m["end_utc"] = mf.now_utc()

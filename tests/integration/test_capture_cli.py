@@ -146,6 +146,10 @@ def test_nsys_losing_its_agent_is_retried_once(repo: Path, nsys: str, tmp_path: 
     assert "Local Endpoint" in (out / "capture.attempt-1.log").read_text()
     assert "Local Endpoint" not in (out / "capture.log").read_text()
     assert read_run(out / "run.arrow").table("nvtx_ranges").num_rows > 0
+    # the retry has a session name of its own (the failed nsys may have left its session behind)
+    session = [a for a in m["nsys_command"] if a.startswith("--session-new=")]
+    first = (out / "capture.attempt-1.log").read_text()
+    assert len(session) == 1 and "--session-new=tracediff-" in first and session[0] not in first
 
 
 def test_nsys_failing_twice_is_one_error(repo: Path, nsys: str, tmp_path: Path) -> None:  # noqa: F811

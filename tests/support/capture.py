@@ -80,6 +80,7 @@ if [ "$1" = profile ]; then
     n=$(($(cat "{calls}" 2>/dev/null || echo 0) + 1))
     echo "$n" > "{calls}"
     if echo " {fail_at} " | grep -q " $n "; then
+        echo "nsys $*" >&2
         echo "Local Endpoint is not available" >&2
         exit 1
     fi
