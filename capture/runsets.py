@@ -411,21 +411,20 @@ def _one_run(
         },
     )
     code, problem = 0, None
+    retried = 0  # nsys attempts that capture itself retried: counted as failed attempts
     try:
         result = capture(run_spec, echo=echo, progress=say)
     except KeyboardInterrupt:
         code, problem, status = 130, "interrupted", "interrupted"
     except TracediffError as e:
         code, problem, status = e.exit_code, str(e), "failed"
-        if isinstance(e, NoReport) and e.retried:  # capture's own retry of nsys, counted
-            entry["failed_attempts"] = int(entry.get("failed_attempts") or 0) + e.retried
-        elif isinstance(e, ToolError):  # a retry may pass; not once capture has retried
+        retried = e.retried if isinstance(e, NoReport) else 0
+        if isinstance(e, ToolError) and not retried:  # a retry may pass; not once capture has
             entry["tool_failure"] = True
     else:
         code, problem = result.exit_code, result.problem
         status = {0: "ok", 130: "interrupted"}.get(code, "failed")
-        if retried := len(result.manifest.get("nsys_failed_attempts") or []):
-            entry["failed_attempts"] = int(entry.get("failed_attempts") or 0) + retried
+        retried = len(result.manifest.get("nsys_failed_attempts") or [])
         for w in result.warnings:  # once per distinct warning (capture_runsets' `step`)
             say(f"warning: {w}")
         entry.update(
@@ -433,6 +432,8 @@ def _one_run(
             report=None if result.report is None else f"{name}/{result.report.name}",
             workload_exit_code=result.manifest.get("workload_exit_code"),
         )
+    if retried:
+        entry["failed_attempts"] = int(entry.get("failed_attempts") or 0) + retried
     entry.update(status=status, end_utc=mf.now_utc(), problem=problem)
     _record(p.folder, index, entry)
     if code == 0:
