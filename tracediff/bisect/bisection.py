@@ -476,8 +476,12 @@ class Bisection:
 
     def quick(self, ra: list[Any], rb: list[Any], labels: tuple[str, str]) -> Any:
         """compare_runs for a step's decision: where the cycle time is followed and every run's
-        mean is kept, its cycle-time fields alone, from those means (tracediff/bisect/quick.py)."""
+        mean is kept (host-only runs: learnt from each run alone first), its cycle-time fields
+        alone, from those means (tracediff/bisect/quick.py)."""
         follow = self.state.get("follow") or {}
+        if follow.get("what") == "cycle time" and ra:
+            # the rule a comparison of ra and rb would cut every run by: found on ra's first
+            self.means.learn_host([*ra, *rb], ra[0], self.spec.cycle)
         ma, mb = self.means.get(ra), self.means.get(rb)
         if follow.get("what") != "cycle time" or ma is None or mb is None:
             return self.compare_runs(ra, rb, labels)
@@ -487,10 +491,13 @@ class Bisection:
 
     def learn(self, runs: list[Any], ref: Any) -> None:
         """Keep the run means of `runs` (new runs of a step) where the cycle time is followed:
-        one comparison against `ref`, a run of an end (1 run a side: no across-run test to
+        from each run alone where they and `ref` are host-only (bisect/quick.Means.learn_host),
+        else one comparison against `ref`, a run of an end (1 run a side: no across-run test to
         invert), whose cycle rule is the one the step's comparison against that end uses."""
         follow = self.state.get("follow") or {}
-        if follow.get("what") == "cycle time" and self.means.get(runs) is None:
+        if follow.get("what") != "cycle time" or self.means.get(runs) is not None:
+            return
+        if not self.means.learn_host(runs, ref, self.spec.cycle):
             self.compare_runs([ref], runs, (Path(ref.path).parent.name, "runs"))
 
     def confirm(

@@ -17,6 +17,14 @@ significance rule), so the numbers are those a full comparison of the same runs 
 (tests/unit/test_bisect_quick.py). A side with a run whose mean is not kept, or fewer than 2
 runs (the engine's test is then over cycles), goes through the full comparison.
 
+Host-only runs (NVTX, no GPU operations) have their means read from each run alone
+(`Means.learn_host`), so that no step waits for a comparison to have kept them. Profiled again
+(session 13, seed 213 of the culprit sweep beside its two CPU hogs, load 8-17, py-spy): 68 s of
+own time beside 308 s of captures, 37 s of it in engine comparisons that quick() fell back to
+because a step's fresh runs of its ends (and a share's or a confirmation's runs) had no kept
+mean, 12 s in the across-run CI here, most of that building the split matrices
+(runstats._weights, now filled as one array).
+
 One BLAS thread (`one_blas_thread`, for the bisect process only: its captures are other
 processes). The across-run CI is inverted by 2 x 48 permutation tests, each a product of the
 runs with every split (43,758 at 10 v 8 runs); at a load of 13-16 on the 2 shared cores
@@ -50,10 +58,13 @@ class CycleOnly:
 
 
 class Means:
-    """Each run's mean cycle time (ms), by run file, from the comparisons made so far."""
+    """Each run's mean cycle time (ms), by run file, from the comparisons made so far or from
+    each host-only run alone (`learn_host`)."""
 
     def __init__(self) -> None:
         self.of: dict[str, float] = {}
+        self._rules: dict[tuple[str, str | None], Any] = {}  # (ref run, --cycle): its cycle rule
+        self._host: dict[str, bool] = {}  # run file: no GPU operations (host-only)
 
     def keep(self, runs: Sequence[Any], side: Any) -> None:
         """The means of `runs` as comparison side `side` has them (in run order; not kept when
@@ -68,6 +79,48 @@ class Means:
             return [self.of[r.path] for r in runs]
         except KeyError:
             return None
+
+    def learn_host(self, runs: Sequence[Any], ref: Any, cycle: str | None) -> bool:
+        """Keep the means of those of `runs` not kept yet, each from its run alone, as an engine
+        comparison whose base's first run is `ref` gives them where `ref` and they are host-only
+        runs (engine/hostonly.compare_host: each run cut at the host range that ref's rule names,
+        `cycle` or found on ref; its mean over its cycles' wall times by runstats.run_means, whose
+        sums go cycle by cycle, so one run alone sums as it does among others). False, nothing
+        kept, where one has GPU operations (the engine's GPU path: a comparison keeps them) or no
+        cycle. A step's fresh runs of its ends, an undecided share's extra runs and a
+        confirmation's fresh runs had each sent a step to the full comparison (bisect's own time,
+        issue 31: 12 comparisons of ~0.9 s in a seed at load 8)."""
+        todo = list({r.path: r for r in runs if r.path not in self.of}.values())
+        if not todo:
+            return True
+        if not all(self.host_only(r) for r in [ref, *todo]):
+            return False
+        from tracediff.engine.cycle.ranges import host_only
+        from tracediff.engine.cycle.segmentation import CycleRule
+        from tracediff.engine.statistics.verdict import host_walls
+
+        key = (ref.path, cycle)
+        if key not in self._rules:
+            self._rules[key] = host_only(ref, CycleRule.range_named(cycle) if cycle else None).rule
+        got = {}
+        for r in todo:
+            walls = host_walls(host_only(r, self._rules[key]))
+            if walls is None or len(walls) == 0:
+                return False
+            one = rs.run_means(walls[None, :], np.zeros(len(walls), dtype=np.int64), 1)
+            got[r.path] = float(one[0, 0])
+        self.of.update(got)
+        return True
+
+    def host_only(self, run: Any) -> bool:
+        """Whether `run` has no GPU operations (no kernel or copy rows: the engine's no_ops,
+        engine/pipeline/reduce.py, holds then; a run whose every op is dropped as broken goes
+        through the comparison instead)."""
+        if run.path not in self._host:
+            self._host[run.path] = all(
+                run.read(t, ["start_ns"]).num_rows == 0 for t in ("kernels", "memops")
+            )
+        return self._host[run.path]
 
 
 def one_blas_thread() -> bool:

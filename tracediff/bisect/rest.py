@@ -343,9 +343,9 @@ def _on_fresh(
     fa, fz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
     ra = b.runs_of(b.folder(ga)) + fa
     rz = b.runs_of(b.folder(gz)) + fz
-    # the fresh runs alone: what `known` cannot have biased (see `further`); compared in full,
-    # which keeps their run means for the test with the earlier ones (bisect/quick.py)
-    alone = b.quantities(b.compare_runs(fa, fz, (ga[:12], gz[:12])), follow)
+    # the fresh runs alone: what `known` cannot have biased (see `further`); from their run
+    # means where the cycle time is followed (bisect/quick.py)
+    alone = b.quantities(b.quick(fa, fz, (ga[:12], gz[:12])), follow)
     cf = b.quick(ra, rz, (ga[:12], gz[:12]))
     qs = b.quantities(cf, follow)
     yes = further(cf, qs, total, follow, known, alone)

@@ -87,7 +87,7 @@ def remeasure(
         )
         return
     ra, rz = b.runs_of(fresh[0]), b.runs_of(fresh[1])
-    cf = b.compare_runs(ra, rz, (parent[:12], sha[:12]))
+    cf = b.quick(ra, rz, (parent[:12], sha[:12]))  # the cycle time from run means (bisect/quick)
     qs = b.quantities(cf, follow)
     delta, ci = sum(q.delta for q in qs), ci_of(qs)
     b.log(

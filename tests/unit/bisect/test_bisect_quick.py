@@ -37,6 +37,39 @@ def test_the_cycle_time_from_kept_means_is_the_full_comparisons(runs: tuple) -> 
     assert got.significant == full.significant
 
 
+def test_host_only_means_from_each_run_alone_are_the_comparisons(runs: tuple) -> None:
+    base, slow = runs
+    # what a comparison with base first keeps for its head runs ...
+    kept = bq.Means()
+    c = compare([base], [slow, base, slow])
+    kept.keep([slow, base, slow], c.head)
+    # ... each run read alone gives bit for bit (runs given twice are read once)
+    alone = bq.Means()
+    assert alone.learn_host([slow, base, slow], base, None)
+    assert alone.of == kept.of
+    assert alone.get([base, slow]) == [kept.of[base.path], kept.of[slow.path]]
+    # a step's comparison from them then equals the full comparison
+    full = compare([base, slow], [slow, base, slow])
+    got = bq.cycle_only(alone.get([base, slow]), alone.get([slow, base, slow]))
+    assert (got.delta_ms_per_cycle, got.delta_ci95, got.p_value, got.significant) == (
+        full.delta_ms_per_cycle,
+        full.delta_ci95,
+        full.p_value,
+        full.significant,
+    )
+
+
+def test_a_run_with_gpu_operations_is_not_read_alone(runs: tuple) -> None:
+    base, _ = runs
+    gpu = load(DATA.parent / "kineto" / "base.json.gz")
+    assert gpu.read("kernels", ["start_ns"]).num_rows > 0
+    means = bq.Means()
+    assert not means.learn_host([base, gpu], base, None)  # the engine's GPU path: compare
+    assert not means.learn_host([base], gpu, None)
+    assert means.of == {}
+    assert means.host_only(base) and not means.host_only(gpu)
+
+
 def test_a_run_whose_mean_is_not_kept_leaves_the_full_comparison(runs: tuple) -> None:
     base, slow = runs
     means = bq.Means()

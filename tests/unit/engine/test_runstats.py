@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from tracediff.engine.statistics import runstats
 from tracediff.engine.statistics.runstats import ALPHA, across_runs, min_p, run_means
 
 
@@ -32,6 +33,22 @@ def test_p_value_equals_listing_every_split(nb: int, nh: int) -> None:
     t = across_runs(base, head)
     for i in range(6):
         assert t.p_value[i] == pytest.approx(brute_p(list(base[i]), list(head[i])), abs=1e-12)
+
+
+@pytest.mark.parametrize("nb,nh", [(4, 4), (1, 3), (3, 1), (5, 4), (10, 8), (6, 12)])
+def test_the_split_weights_are_every_head_group_the_observed_first(nb: int, nh: int) -> None:
+    # the order the p-values and the interval were computed in before the matrix was filled as
+    # one array (bisect's own time): the observed split, then itertools' order without it
+    runstats._weights.cache_clear()
+    w = runstats._weights(nb, nh)
+    n = nb + nh
+    observed = tuple(range(nb, n))
+    groups = [observed] + [c for c in itertools.combinations(range(n), nh) if c != observed]
+    want = np.full((len(groups), n), -1.0 / nb)
+    for i, g in enumerate(groups):
+        want[i, list(g)] = 1.0 / nh
+    assert w.shape == want.shape and w.tobytes() == want.tobytes()
+    assert not w.flags.writeable
 
 
 def test_min_p_and_what_few_runs_can_decide() -> None:

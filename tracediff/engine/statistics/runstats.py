@@ -82,12 +82,19 @@ def _weights(n_base: int, n_head: int) -> np.ndarray:
     to the others, so (values @ W.T) is every split's difference of means. The first row is the
     observed split (head runs last)."""
     n = n_base + n_head
-    observed = tuple(range(n_base, n))
-    if math.comb(n, n_head) <= MAX_EXACT:
-        groups = [observed] + [c for c in itertools.combinations(range(n), n_head) if c != observed]
-        rows = np.zeros((len(groups), n), dtype=bool)
-        for i, g in enumerate(groups):
-            rows[i, list(g)] = True
+    splits = math.comb(n, n_head)
+    if splits <= MAX_EXACT:
+        # every head group in itertools' (lexicographic) order, whose last is the observed one,
+        # moved first; filled as one array, not row by row (a Python loop over 167,960 splits
+        # at 11 v 9 runs took 2.5 s a run count in bisect's looks, issue 31's own time)
+        groups = np.fromiter(
+            itertools.chain.from_iterable(itertools.combinations(range(n), n_head)),
+            dtype=np.intp,
+            count=splits * n_head,
+        ).reshape(splits, n_head)
+        groups = np.concatenate([groups[-1:], groups[:-1]])
+        rows = np.zeros((splits, n), dtype=bool)
+        rows[np.arange(splits)[:, None], groups] = True
     else:
         rng = np.random.default_rng(0)
         keys = rng.random((N_RANDOM, n))
