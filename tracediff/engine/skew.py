@@ -1,8 +1,9 @@
 """Whether the collective wait/transfer split can be trusted on runs joined across hosts.
 
-Stage: engine (engine/pipeline/join.py, after the collective waits). Input: the aligned ops with `wait_ns` and the
-runs' `metadata["clock_offsets"]` (parse/ranks/clocks.py); output: the ops (the split undone where it
-cannot be trusted), the warnings saying why, and the clock records for the report.
+Stage: engine (engine/pipeline/join.py, after the collective waits). Input: the collective rows
+the join reads, with `wait_ns`, every collective row's waits summed (engine/pipeline/collsum.py)
+and the runs' `metadata["clock_offsets"]` (parse/ranks/clocks.py); output: the rows (the split
+undone where it cannot be trusted), the warnings saying why, and the clock records for the report.
 
 The wait for the last rank is measured from start times on different GPUs. On runs whose files
 came from several hosts those times are only as good as the host offsets estimated from the
@@ -43,14 +44,16 @@ def clock_records(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def guard_split(
-    ops: pl.DataFrame, bases: list[Run], heads: list[Run]
+    ops: pl.DataFrame, sums: pl.DataFrame, bases: list[Run], heads: list[Run]
 ) -> tuple[pl.DataFrame, list[str], dict[str, Any]]:
-    """(ops, warnings, {"base": records, "head": records, "split": bool, "reason": str|None})."""
+    """(ops, warnings, {"base": records, "head": records, "split": bool, "reason": str|None}).
+    `ops`: collective rows with wait_ns; `sums`: every collective row of both sides summed
+    (side, w: the summed wait_ns, nw: how many rows have one; engine/pipeline/collsum.py)."""
     recs = {"base": clock_records(bases), "head": clock_records(heads)}
     info: dict[str, Any] = recs | {"split": True, "reason": None}
-    if not (recs["base"] or recs["head"]) or "wait_ns" not in ops.columns:
+    if not (recs["base"] or recs["head"]) or sums.height == 0:
         return ops, [], info
-    if ops["wait_ns"].is_null().all():
+    if sums["nw"].sum() == 0:  # no collective had a wait
         return ops, [], info | {"split": False}
     reason = None
     for side, rs in recs.items():
@@ -64,9 +67,11 @@ def guard_split(
             )
             break
         skew = max(((r["residual_skew_ns"] or {}).get("p95") or 0 for r in rs), default=0)
-        mine = (pl.col("side") == side) & pl.col("wait_ns").is_not_null()
-        waits = ops.select(pl.col("wait_ns").filter(mine)).to_series()  # not every column's copy
-        wait = float(waits.mean() or 0.0) if waits.len() else 0.0  # type: ignore[arg-type]
+        mine = sums.filter(pl.col("side") == side)
+        n, total = int(mine["nw"].sum()), int(mine["w"].sum())
+        # the mean of the side's waits: exact integer sums (below 2**53 ns, as polars' mean
+        # of the rows is: the same float)
+        wait = total / n if n else 0.0
         if rs and skew > wait:
             reason = (
                 f"{side}: the residual cross-host clock skew ({skew / 1e3:.1f} us, p95 of the "
@@ -78,7 +83,9 @@ def guard_split(
         return ops, [], info
     warning = f"collective wait/transfer not split: {reason}; each collective is one row"
     info |= {"split": False, "reason": reason}
-    return ops.with_columns(pl.lit(None, pl.Int64).alias("wait_ns")), [warning], info
+    if ops.height:
+        ops = ops.with_columns(pl.lit(None, pl.Int64).alias("wait_ns"))
+    return ops, [warning], info
 
 
 def blank_split(collectives: pl.DataFrame, clocks: dict[str, Any]) -> pl.DataFrame:

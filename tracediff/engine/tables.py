@@ -220,16 +220,14 @@ def totals(sums: pl.DataFrame) -> pl.DataFrame:
     return conform_diff("totals", j)
 
 
-def collectives(ops: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
-    # summed per kernel name first (integers: the same sums as per op), so that no copy of
-    # every instance's row is made (a run of hundreds of ranks has millions of them); only
-    # the collectives are grouped
-    c = (
-        ops.lazy()  # the columns read, not a filtered copy of every row's
-        .filter(pl.col("kind") == "collective")
-        .group_by("side", "name", "bytes", "device_id")
-        .agg(pl.col("duration_ns").sum().alias("t"), pl.col("wait_ns").sum().alias("w"))
-        .collect()
+def collectives(sums: pl.DataFrame, nb: int, nh: int) -> pl.DataFrame:
+    """Per collective op, dtype, bytes and GPU, each side's time, wait and transfer per cycle.
+    `sums`: side, name, bytes, device_id, t, w: every collective row's duration_ns and wait_ns
+    summed per run, kernel name and GPU (engine/pipeline/collsum.py; integers, so the same sums
+    as per row). Only the kernel names are decoded (a run of hundreds of ranks has millions of
+    rows, a few names)."""
+    c = sums.group_by("side", "name", "bytes", "device_id").agg(
+        pl.col("t").sum(), pl.col("w").sum()
     )
     if c.height == 0:
         return conform_diff("collectives", pl.DataFrame())

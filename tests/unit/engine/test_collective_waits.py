@@ -1,23 +1,22 @@
-"""The wait for the last rank of each collective instance (engine/pipeline/join.py
-`collective_waits`), computed by a dense index of the instances where it is dense: the same
-values as the windows over the rows (issue 32, the Dask driver's join at 512 ranks a side)."""
+"""A run's collective rows summed where it is reduced (engine/pipeline/collsum.py): the waits
+for the last rank of each instance, the critical GPU's rows, the sums per kernel name and GPU
+and the instances, the same as windows over every row of the run give (issue 32: the Dask
+driver held every rank's row of every instance until its join)."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
-from tracediff.engine.cycle.sequences import SIDES
-from tracediff.engine.pipeline.join import _dense_waits, collective_waits
+from tracediff.engine.pipeline import collsum
 
 
 def _coll(seed: int, devices: int = 5, cycles: int = 7, k: int = 3) -> pl.DataFrame:
-    """Instances of both sides; some ranks skip an instance (one rank left: no wait), starts
-    before and after each other (waits clipped at 0 and at the duration)."""
+    """One run's collective rows; some ranks skip an instance (one rank left: no wait), starts
+    before and after each other (waits clipped at 0 and at the duration), two kernel names."""
     rng = np.random.default_rng(seed)
     rows = [
-        (s, c, d, j)
-        for s in ("base", "head")
+        (c, d, j)
         for d in range(devices)
         for c in range(cycles)
         for j in range(k)
@@ -26,38 +25,99 @@ def _coll(seed: int, devices: int = 5, cycles: int = 7, k: int = 3) -> pl.DataFr
     n = len(rows)
     return pl.DataFrame(
         {
-            "side": pl.Series([r[0] for r in rows], dtype=SIDES),
-            "cycle": [r[1] for r in rows],
-            "device_id": pl.Series([r[2] for r in rows], dtype=pl.Int32),
-            "k": [r[3] for r in rows],
+            "cycle": [r[0] for r in rows],
+            "device_id": pl.Series([r[1] for r in rows], dtype=pl.Int32),
+            "k": [r[2] for r in rows],
+            "kind": pl.Series(["collective"] * n, dtype=pl.Categorical),
+            "contributor": pl.Series([f"nccl{r[2] % 2}" for r in rows], dtype=pl.Categorical),
+            "phase": pl.Series(["(cycle)"] * n, dtype=pl.Categorical),
+            "name": pl.Series([f"ncclKernel{r[2] % 2}" for r in rows], dtype=pl.Categorical),
+            "bytes": [1 << (10 + r[2] % 2) for r in rows],
             "start_ns": rng.integers(0, 50_000, n),
             "duration_ns": rng.integers(1, 30_000, n),
         }
     )
 
 
-def _windows(coll: pl.DataFrame, ndev: int) -> pl.DataFrame:
-    """The windows' answer: the same frame with `side` as text (no dense index for it)."""
-    plain = coll.with_columns(pl.col("side").cast(pl.String))
-    return collective_waits(plain, ndev).with_columns(pl.col("side").cast(SIDES))
+def _cyc(coll: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """Each device's span per cycle; ties in the end broken by the span, then the device."""
+    rng = np.random.default_rng(seed + 100)
+    keys = coll.select("cycle", "device_id").unique().sort("cycle", "device_id")
+    n = keys.height
+    return keys.with_columns(
+        pl.Series("start_ns", rng.integers(0, 3, n)),
+        pl.Series("end_ns", rng.integers(10, 13, n)),  # many ties
+    )
 
 
-def test_dense_waits_are_the_windows_waits() -> None:
+def _windows(coll: pl.DataFrame) -> pl.DataFrame:
+    """The wait of every row by windows over the instances (cycle, k)."""
+    last = pl.col("start_ns").max().over("cycle", "k")
+    wait = pl.min_horizontal(pl.col("duration_ns"), (last - pl.col("start_ns")).clip(0))
+    return coll.with_columns(
+        pl.when(pl.len().over("cycle", "k") >= 2).then(wait).cast(pl.Int64).alias("wait_ns")
+    )
+
+
+def _critical(cyc: pl.DataFrame) -> pl.DataFrame:
+    """cycle, device_id of the device that finished each cycle last (join.cycles_of's rule)."""
+    return (
+        cyc.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+        .sort("cycle", "end_ns", "span_ns", "device_id", descending=[False, True, True, False])
+        .group_by("cycle", maintain_order=True)
+        .first()
+        .select("cycle", "device_id")
+    )
+
+
+def _sorted(f: pl.DataFrame, *by: str) -> pl.DataFrame:
+    return f.sort(*by).select(sorted(f.columns))
+
+
+def test_a_run_summed_whole_or_per_rank_file_is_its_rows_summed() -> None:
     for seed in range(5):
         coll = _coll(seed)
-        assert _dense_waits(coll) is not None
-        got = collective_waits(coll, 5)
-        want = _windows(coll, 5)
-        assert got.equals(want)
-        w = got["wait_ns"]
-        assert w.null_count() == 2 * 3  # the one-rank instances, on both sides
+        cyc = _cyc(coll, seed)
+        rows = _windows(coll)
+        w = rows["wait_ns"]
+        assert w.null_count() == 3  # the one-rank instances (cycles 0, 3, 6)
         assert (w.drop_nulls() == 0).any() and (w.drop_nulls() > 0).any()
-        assert (w.drop_nulls() <= got.filter(w.is_not_null())["duration_ns"]).all()
+        crit = rows.join(_critical(cyc), on=["cycle", "device_id"], how="semi")
+        sums = rows.group_by("name", "bytes", "device_id").agg(
+            pl.col("duration_ns").sum().alias("t"),
+            pl.col("wait_ns").sum().alias("w"),
+            pl.col("wait_ns").count().alias("nw"),
+        )
+        per_file = [coll.filter(pl.col("device_id") == d) for d in range(5)]
+        for frames in ([coll], per_file):
+            got = collsum.summed(frames, cyc)
+            key = ("cycle", "device_id", "k")
+            assert _sorted(got.crit, *key).equals(_sorted(crit, *key))
+            assert got.crit.select("cycle").n_unique() == 7  # one GPU's rows per cycle
+            by = ("name", "bytes", "device_id")
+            assert _sorted(got.sums, *by).equals(_sorted(sums, *by))
+            assert got.inst.height == 7 * 3
+            assert got.inst.filter(pl.col("_ranks") == 1).height == 3
 
 
-def test_a_sparse_index_falls_back_to_the_windows() -> None:
+def test_a_sparse_instance_index_gives_the_same_waits() -> None:
+    """k far apart (no dense index): the join on the instances instead."""
     coll = _coll(1).with_columns(
         pl.when(pl.col("k") == 1).then(10**9).otherwise(pl.col("k")).alias("k")
     )
-    assert _dense_waits(coll) is None
-    assert collective_waits(coll, 5).equals(_windows(coll, 5))
+    inst = coll.group_by("cycle", "k").agg(
+        pl.col("start_ns").max().alias("_last"), pl.len().alias("_ranks")
+    )
+    assert collsum._dense_index(coll, inst) is None
+    assert collsum.waits(coll, inst).equals(_windows(coll))
+    dense = _coll(1)
+    inst = dense.group_by("cycle", "k").agg(
+        pl.col("start_ns").max().alias("_last"), pl.len().alias("_ranks")
+    )
+    assert collsum._dense_index(dense, inst) is not None
+    assert collsum.waits(dense, inst).equals(_windows(dense))
+
+
+def test_no_collective_rows_sum_to_nothing() -> None:
+    got = collsum.summed([_coll(0).clear()], pl.DataFrame())
+    assert got.crit.height == got.sums.height == got.inst.height == 0

@@ -11,7 +11,7 @@ files that hold the device and cycles through the per-file stage again (engine/p
 `FileTask.only`: cut as before, but only that device's cycles aligned), on the executor the
 comparison ran on: in this process, or on the Dask workers (`--scheduler`), which read the run
 files themselves. A collective's wait for the last rank needs the other ranks' starts: they come
-from the files' reduced collective tables (`Reduced.coll`), not from their ops.
+from the runs' reduced collective instances (`Reduced.coll_inst`), not from their ops.
 """
 
 from __future__ import annotations
@@ -122,21 +122,22 @@ def _offsets(done: Sequence[Reduced]) -> dict[tuple[str, int], int]:
 
 def _instances(done: Sequence[Reduced], offsets: dict[tuple[str, int], int]) -> pl.DataFrame:
     """side, cycle, k, _last, _ranks: each collective instance (the k-th collective of a cycle
-    on every device) with its last rank's start and how many ranks it has."""
+    on every device) with its last rank's start and how many ranks it has (each run's
+    `coll_inst`, engine/pipeline/collsum.py)."""
     parts = [
-        p.coll.select(
+        p.coll_inst.select(
             pl.lit(p.side).alias("side"), pl.col("cycle") + offsets[(p.side, p.index)], "k",
-            "start_ns",
+            "_last", "_ranks",
         )
         for p in done
-        if p.coll.height
+        if p.coll_inst.height
     ]  # fmt: skip
     if not parts:
         return pl.DataFrame(schema={"side": pl.String, "cycle": pl.Int64, "k": pl.Int64})
     return (
         pl.concat(parts, how="vertical_relaxed")
         .group_by("side", "cycle", "k")
-        .agg(pl.col("start_ns").max().alias("_last"), pl.len().alias("_ranks"))
+        .agg(pl.col("_last").max(), pl.col("_ranks").sum())
     )
 
 

@@ -3,9 +3,10 @@
 Stage: engine (after the per-file stage). Input: both sides' `Reduced`, in run order; output:
 the `Comparison` (engine/result.py), the same one the ops of every run in one frame gave. What
 needs several files is done here, on the small tables: the cycle numbering across a side's runs
-(engine/runsets.py), which GPU finished each cycle last (the critical one), the wait for the last
-rank of each collective instance, the contributions on critical GPUs, the statistics, the side
-summaries and the tables.
+(engine/runsets.py), which GPU finished each cycle last (the critical one), the contributions on
+critical GPUs, the statistics, the side summaries and the tables. The wait for the last rank of
+each collective instance is each run's own (its instances are its own): summed where the run was
+reduced (engine/pipeline/collsum.py), the join reads the critical GPUs' rows and the sums.
 """
 
 from __future__ import annotations
@@ -120,65 +121,6 @@ def cycles_of(b: Side, h: Side) -> pl.DataFrame:
         .with_columns((pl.int_range(pl.len()).over("side", "cycle") == 0).alias("critical"))
         .sort("side", "cycle", "device_id")
     )
-
-
-def collective_waits(coll: pl.DataFrame, ndev: int) -> pl.DataFrame:
-    """Collective instances with wait_ns: on >= 2 GPUs the k-th collective of a (side, cycle)
-    on each device is one instance, and its last rank to start sets when the transfer can
-    begin (null with one rank, or one GPU in all)."""
-    if coll.height == 0:
-        return coll
-    if ndev < 2:
-        return coll.with_columns(pl.lit(None, pl.Int64).alias("wait_ns"))
-    dense = _dense_waits(coll)
-    if dense is not None:
-        return coll.with_columns(dense)
-    return (
-        coll.with_columns(
-            pl.col("start_ns").max().over("side", "cycle", "k").alias("_last"),
-            pl.len().over("side", "cycle", "k").alias("_ranks"),
-        )
-        .with_columns(
-            pl.when(pl.col("_ranks") >= 2)
-            .then(
-                pl.min_horizontal(
-                    pl.col("duration_ns"), (pl.col("_last") - pl.col("start_ns")).clip(0)
-                )
-            )
-            .alias("wait_ns")
-        )
-        .drop("_last", "_ranks")
-    )
-
-
-def _dense_waits(coll: pl.DataFrame) -> pl.Series | None:
-    """`collective_waits`' wait_ns by a dense index of the instances (side, cycle, k): each
-    instance's last start and rank count in arrays of one slot per instance, gathered back
-    per row. The same values as the windows over the rows, without their per-row group
-    columns (a run of 512 ranks a side has millions of rows: +336 MiB -> +51 MiB at 6 M
-    rows). None where the index would not be dense (the caller's windows then)."""
-    side, cyc, k = coll["side"], coll["cycle"], coll["k"]
-    if not isinstance(side.dtype, (pl.Enum, pl.Categorical)) or any(
-        c.null_count() for c in (side, cyc, k, coll["start_ns"])
-    ):
-        return None
-    lo_c, lo_k = cyc.min(), k.min()
-    if not isinstance(lo_c, int) or not isinstance(lo_k, int) or min(lo_c, lo_k) < 0:
-        return None
-    ns = int(side.to_physical().max()) + 1  # type: ignore[arg-type]
-    nc, nk = int(cyc.max()) + 1, int(k.max()) + 1  # type: ignore[arg-type]
-    if ns * nc * nk > 4 * coll.height + 1024:
-        return None
-    idx = (side.to_physical().to_numpy().astype(np.int64) * nc + cyc.to_numpy()) * nk
-    idx += k.to_numpy()
-    start = coll["start_ns"].to_numpy()
-    last = np.full(ns * nc * nk, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(last, idx, start)
-    ranks = np.bincount(idx, minlength=last.size)[idx]
-    wait = np.minimum(coll["duration_ns"].to_numpy(), np.clip(last[idx] - start, 0, None))
-    del last, idx
-    out = pl.select(pl.when(pl.Series(ranks >= 2)).then(pl.Series(wait)).alias("wait_ns"))
-    return out.to_series().cast(pl.Int64)
 
 
 def contributions(long: pl.DataFrame, coll: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
@@ -305,9 +247,9 @@ def join(
     cyc = cycles_of(b, h)
     t = cycle_times(cyc)
     v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
-    ndev = len(set(devices["base"]) | set(devices["head"]))
-    coll = collective_waits(_both(b, h, "coll"), ndev)
-    coll, skew_warnings, clocks = sk.guard_split(coll, b.infos, h.infos)  # across hosts
+    # each run's collective rows, summed where it was reduced (engine/pipeline/collsum.py)
+    coll, sums = _both(b, h, "coll"), _both(b, h, "coll_sums")
+    coll, skew_warnings, clocks = sk.guard_split(coll, sums, b.infos, h.infos)  # across hosts
     warnings += skew_warnings
     long = contributions(_both(b, h, "long"), coll, cyc)
     pairs = pl.concat(
@@ -358,8 +300,8 @@ def join(
         events_slice=events_slice(cycles, attribution) if events_slice else None,
         host=schema.conform_diff("host", vd.host_phases(b.seg, h.seg, n_boot, runs)),
         across_gpus=schema.conform_diff("across_gpus", across),
-        collectives=sk.blank_split(tb.collectives(coll, nb, nh), clocks)
-        if coll.height
+        collectives=sk.blank_split(tb.collectives(sums, nb, nh), clocks)
+        if sums.height
         else schema.conform_diff("collectives", pl.DataFrame()),
         totals=tb.totals(totals),
         sources=stack_tables[0],

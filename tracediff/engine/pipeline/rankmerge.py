@@ -14,7 +14,9 @@ alone. `Leaders` follows, per cycle, the device leading among the files back so 
 any other device can never become critical, and is dropped as its file comes back (rows of a
 device that led and was overtaken are dropped now and then); `merge` keeps only the final
 leaders' rows. Of a run of 512 rank files that keeps one GPU's rows per cycle, not 512.
-The collective instances (`coll`) are all kept: the wait for the last rank needs every rank's.
+The collective rows (`coll`) are all kept until the run's files are back (the wait for the last
+rank needs every rank's start), then summed (engine/pipeline/collsum.py): the join reads each
+cycle's critical GPU's rows, the instances and sums per kernel name and GPU.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from tracediff.engine import sources
 from tracediff.engine.cycle import ranges as rg
 from tracediff.engine.cycle.period import display_name
 from tracediff.engine.cycle.segmentation import CycleRule, no_phases, no_ranges
+from tracediff.engine.pipeline.collsum import first_per_cycle, leading
 from tracediff.engine.pipeline.rankrun import RankRun
-from tracediff.engine.pipeline.reduce import FileTask, Reduced, refusal
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, refusal, summed
 from tracediff.runs.runfile import Run
 
 KEY = ["cycle", "device_id"]
@@ -49,27 +52,6 @@ class Ctx:
     ranges: pl.DataFrame = field(default_factory=no_ranges)
     phases: pl.DataFrame = field(default_factory=no_phases)
     notes: list[str] = field(default_factory=list)  # the cut's own warnings (ranges.py's notes)
-
-
-def _first(lead: pl.DataFrame) -> pl.DataFrame:
-    """Per cycle, its leading row of `lead` (cycle, device_id, end_ns, span_ns)."""
-    order = ["cycle", "end_ns", "span_ns", "device_id"]
-    return lead.sort(order, descending=[False, True, True, False]).unique(
-        "cycle", keep="first", maintain_order=True
-    )
-
-
-def leading(cyc: pl.DataFrame) -> pl.DataFrame:
-    """cycle, device_id, end_ns, span_ns: per cycle of `cyc` (Reduced.cyc) the device that
-    finished it last (module doc)."""
-    return _first(
-        cyc.select(
-            "cycle",
-            pl.col("device_id").cast(pl.Int32),
-            "end_ns",
-            (pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"),
-        )
-    )
 
 
 def on_leaders(long: pl.DataFrame, lead: pl.DataFrame) -> pl.DataFrame:
@@ -97,7 +79,7 @@ class Leaders:
         if not isinstance(part, Reduced) or part.cyc.height == 0:
             return part
         mine = leading(part.cyc)
-        self.lead = mine if self.lead is None else _first(pl.concat([self.lead, mine]))
+        self.lead = mine if self.lead is None else first_per_cycle(pl.concat([self.lead, mine]))
         part.long = on_leaders(part.long, self.lead)
         self.rows += part.long.height
         if self.rows > 2 * self.floor:
@@ -183,8 +165,11 @@ def merge(
     top = int(ctx.ranges["cycle"].max()) if ctx.ranges.height else -1  # type: ignore[arg-type]
     out.n_cycles = max([p.n_cycles for p in live] + [top + 1])
     out.devices = sorted({d for p in live for d in p.devices})
-    for name in ("cyc", "long", "coll", "totals", "per_cycle", "seq_stats", "slot_changes"):
+    for name in ("cyc", "long", "totals", "per_cycle", "seq_stats", "slot_changes"):
         setattr(out, name, _cat([getattr(p, name) for p in live]))
+    summed(out, [p.coll for p in live])  # no frame of every file's rows (collsum.py)
+    for p in live:  # freed now, not when the caller drops the parts
+        p.coll = p.coll.clear()
     if lead is not None:  # only the critical GPUs' rows are read (module doc)
         out.long = on_leaders(out.long, lead)
     if out.seq_stats.height:

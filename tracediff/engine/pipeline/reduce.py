@@ -32,6 +32,7 @@ from tracediff.engine.cycle import find as cycles
 from tracediff.engine.cycle.period import RuleMismatch
 from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.pipeline import collsum
 from tracediff.engine.statistics import attribute as at
 from tracediff.runs.runfile import Run
 
@@ -131,7 +132,12 @@ class Reduced:
     collectives, which the driver splits) and idle gaps by cause, on every device."""
     coll: pl.DataFrame = field(default_factory=pl.DataFrame)
     """cycle, device_id, k, kind, contributor, phase, name, bytes, start_ns, duration_ns: the
-    k-th collective of each device's cycle."""
+    k-th collective of each device's cycle; of a whole run (`reduce_file`, rankmerge.merge) only
+    the rows of each cycle's critical GPU, with wait_ns (engine/pipeline/collsum.py)."""
+    coll_sums: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """A whole run's: every collective row summed per name, bytes, device (collsum.Summed)."""
+    coll_inst: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """A whole run's: each collective instance's last start and rank count (collsum.Summed)."""
     totals: pl.DataFrame = field(default_factory=pl.DataFrame)
     pairs: pl.DataFrame = field(default_factory=pl.DataFrame)  # distinct (contributor, name)
     stack_sums: pl.DataFrame | None = None
@@ -200,7 +206,15 @@ def reduce_file(task: FileTask) -> Reduced:
         out.error = (e.message, e.hint)
         return out
     del ops
-    return reduce_cut(task, out, run, seg)
+    return summed(reduce_cut(task, out, run, seg), [])
+
+
+def summed(out: Reduced, colls: list[pl.DataFrame]) -> Reduced:
+    """`out`, a whole run, with its collective rows (`colls`, one frame per rank file; [] for
+    its own `coll`) summed as the join reads them (engine/pipeline/collsum.py)."""
+    got = collsum.summed(colls or [out.coll], out.cyc)
+    out.coll, out.coll_sums, out.coll_inst = got.crit, got.sums, got.inst
+    return out
 
 
 def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Reduced:
