@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.dask import ROOT, cli, compare_json, padded_kineto
 from tests.support.gen_nsys import SlowerKernel, Straggler, write_report
+from tracediff.base.daskclient import Connection, MemoryStall, each_done
 from tracediff.parse import load
 from tracediff.runs.runfile import write_run
 
@@ -148,3 +149,40 @@ def test_a_file_whose_worker_dies_twice_is_named_in_one_line(tmp_path: Path) -> 
     assert len(lines) == 1, p.stderr
     assert "failed twice" in lines[0], lines[0]
     assert lines[0].startswith((f"tracediff: error: {base}/run-", f"tracediff: error: {head}/run-"))
+
+
+class _Heavy:
+    """A task's result that takes 400 MiB to pickle, as its worker sends it to the driver."""
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        held = b"x" * (400 << 20)  # noqa: F841 (held while the nanny looks, every 0.1 s)
+        time.sleep(10)
+        return (_Heavy, ())
+
+
+def _heavy(_item: object) -> _Heavy:
+    return _Heavy()
+
+
+def test_workers_restarted_for_memory_with_no_file_back_stop_in_one_line() -> None:
+    """A real LocalCluster of one worker under a 300MiB limit, a task whose result takes 400
+    MiB to send: the nanny restarts the worker while the driver fetches the result, not while
+    the task runs, so no task fails; Dask computes the lost result again on the restarted
+    worker, and again, for ever (as compare did at --memory-limit 215MiB on HTA's ranks,
+    session 12). The watch in each_done stops it once no task came back for `stall_s` with 3
+    memory restarts or more: a MemoryStall (exit 2) naming the limit, in one line."""
+    conn = Connection("local:1", "300MiB")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(MemoryStall) as got:
+            list(each_done(conn.client, _heavy, [0], ["a task"], stall_s=5))
+        took = time.monotonic() - t0
+        restarts = len(conn.client.get_events("worker-restart-memory"))
+    finally:
+        conn.close()
+    e = got.value
+    assert e.exit_code == 2 and restarts >= 3
+    assert "--memory-limit 300.00 MiB a worker" in e.message, e.message
+    assert "restarted its workers" in e.message and "higher --memory-limit" in (e.hint or "")
+    assert "\n" not in e.message + (e.hint or "")
+    assert 5 <= took < 90, took

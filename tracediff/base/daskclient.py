@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -28,6 +29,21 @@ RETRIES = 1
 
 class ClusterError(TracediffError):
     """A file's task failed on the cluster twice, or the cluster cannot be reached."""
+
+
+class MemoryStall(ClusterError):
+    """The workers were restarted past their memory limit while no task came back (`Watch`):
+    the limit is the user's to raise, so a usage error (exit 2)."""
+
+    exit_code = 2
+
+
+STALL_S = 60.0
+"""Seconds with no task back, RESTARTS worker restarts or more among them, after which
+`each_done` gives up (`Watch`)."""
+RESTARTS = 3
+WATCH_S = 1.0
+"""How often `Watch` asks the scheduler for its workers."""
 
 
 class Connection:
@@ -167,13 +183,15 @@ def each_done(
     names: Sequence[str],
     keys: Sequence[str] | None = None,
     workers: Sequence[str | None] | None = None,
+    stall_s: float = STALL_S,
 ) -> Iterator[tuple[int, Any]]:
     """fn(item) for every item as a task on the cluster, (index, result) as each comes back: a
     task whose worker died is run again by Dask (RETRIES), an item whose task failed twice is a
     ClusterError naming it by `names`, a refusal on the worker is raised here as it is. Each
     result is released on the cluster once it is back (the workers need not keep it); `keys`:
     the tasks' keys (default: Dask's own); `workers`: the worker each item would best run on
-    (any other may run it: its worker gone, or Dask balancing the load)."""
+    (any other may run it: its worker gone, or Dask balancing the load). Workers restarted
+    while no task comes back for `stall_s` seconds: a `MemoryStall` (`Watch`)."""
     from distributed import as_completed
 
     def where(i: int) -> dict[str, Any]:
@@ -185,20 +203,108 @@ def each_done(
                       **({"key": keys[i]} if keys is not None else {}), **where(i)): i
         for i, x in enumerate(items)
     }  # fmt: skip
+    watch = Watch(client, list(futures), stall_s)
     try:
         for fut in as_completed(futures):  # type: ignore[no-untyped-call]
             i = futures[fut]
             try:
                 kind, value = fut.result()
             except Exception as e:  # the task raised twice, or its worker died twice
+                if watch.error is not None:  # the watch cancelled the tasks
+                    raise watch.error from None
                 raise failed_twice(names[i], e) from None
+            watch.back()
             fut.release()
             if kind != "ok":
                 raise_refusal(kind, *value)
             yield i, value
     finally:
+        watch.stop()
         for fut in futures:
             fut.release()
+
+
+class Watch:
+    """Whether Dask's nannies keep restarting workers past their memory limit while no task
+    comes back, looked at each second by a thread of its own. A task running when its worker
+    is restarted counts a failure (twice: the file is named, `failed_twice`); a worker past the
+    limit before or between tasks (what it holds at its start, or after a task; its result not
+    yet fetched) is restarted with no task failing, and Dask waits for ever (compare
+    --scheduler local:1 --memory-limit 215MiB on HTA's ranks, 2026-12-02). RESTARTS memory
+    restarts or more (the nannies' `worker-restart-memory` events) and no task back for
+    `stall_s` seconds: `error` is a `MemoryStall` naming the limit, and the tasks are cancelled
+    (so the caller, waiting on them, raises it)."""
+
+    def __init__(self, client: Any, futures: list[Any], stall_s: float) -> None:
+        import threading
+
+        self.client, self.futures, self.stall_s = client, futures, stall_s
+        self.error: MemoryStall | None = None
+        self.since = time.time()  # the scheduler's events carry time.time()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tracediff-watch", daemon=True)
+        self._thread.start()
+
+    def back(self) -> None:
+        """A task came back."""
+        self.since = time.time()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def restarts(self) -> list[dict[str, Any]]:
+        """The nannies' memory restarts since the last task came back."""
+        try:
+            got = self.client.get_events("worker-restart-memory")
+        except Exception:  # the scheduler not answering: nothing learnt this time
+            return []
+        return [msg for t, msg in got if t >= self.since and isinstance(msg, dict)]
+
+    def _run(self) -> None:
+        while not self._done.wait(WATCH_S):
+            waited = time.time() - self.since
+            if waited < self.stall_s:
+                continue
+            restarts = self.restarts()
+            if len(restarts) >= RESTARTS:
+                self.error = stalled(restarts, waited, memory_limit(self.client))
+                with contextlib.suppress(Exception):
+                    self.client.cancel(self.futures)
+                return
+
+
+def memory_limit(client: Any) -> int | None:
+    """The workers' memory limit in bytes, as the scheduler or the LocalCluster knows it."""
+    from dask.utils import parse_bytes
+
+    with contextlib.suppress(Exception):
+        for w in client.scheduler_info()["workers"].values():
+            if w.get("memory_limit"):
+                return int(w["memory_limit"])
+    spec = getattr(getattr(client, "cluster", None), "worker_spec", None) or {}
+    for one in spec.values():
+        n = (one.get("options") or {}).get("memory_limit")
+        if isinstance(n, (int, float)) and n > 0:
+            return int(n)
+        with contextlib.suppress(ValueError, TypeError):
+            return int(parse_bytes(n)) if isinstance(n, str) else None
+    return None
+
+
+def stalled(restarts: list[dict[str, Any]], secs: float, limit: int | None) -> MemoryStall:
+    """The one-line error of `Watch`."""
+    from dask.utils import format_bytes
+
+    rss = max((int(r.get("rss") or 0) for r in restarts), default=0)
+    where = f"--memory-limit {format_bytes(limit)} a worker" if limit else "its memory limit"
+    at = f", at up to {format_bytes(rss)}" if rss else ""
+    return MemoryStall(
+        f"Dask restarted its workers {len(restarts)} times past {where} (Dask stops one at "
+        f"95 % of it{at}) and no file came back in {secs:.0f} s: a worker holds more than "
+        "the limit before it can finish a file",
+        "give a higher --memory-limit (or leave it out: the machine's memory / N workers), or "
+        "fewer workers per machine (local:N)",
+    )
 
 
 def raise_refusal(kind: str, message: str, hint: str | None) -> None:
