@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -25,10 +26,7 @@ TIMEOUT = 90  # s: each case is refused in seconds; reaching this is the hang it
 
 
 def td(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)],
-        capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd,
-    )  # fmt: skip
+    return cli_run(args, timeout=TIMEOUT, cwd=cwd)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int, *phrases: str) -> str:

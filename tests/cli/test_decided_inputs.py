@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.base.errors import InputError
 from tracediff.parse import load
 from tracediff.parse.load import load_files
@@ -29,9 +29,7 @@ GOOD, BAD = "87d20f3db43d", "a66c25ee9522"  # the pool's good commit and its cul
 
 
 def td(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)], capture_output=True, timeout=600
-    )
+    return cli_run(args, timeout=600, text=False)
 
 
 @pytest.fixture(scope="module")

@@ -5,22 +5,18 @@ each a run with `--layout runs`. Input: HTA's two-rank `trace_filter` job."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
+
+from tests.support.cli import cli_run
 
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 FILES = [KINETO / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
 
 
 def info(path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "info", str(path), "--format", "json", *extra],
-        capture_output=True,
-        timeout=300,
-    )
+    r = cli_run(["info", str(path), "--format", "json", *extra], timeout=300, text=False)
     assert r.returncode == 0, r.stderr
     return orjson.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -30,9 +26,7 @@ def test_info_layout_ranks_lists_a_folder_named_by_host_as_one_run(tmp_path: Pat
         shutil.copy(f, tmp_path / f"{host}.json.gz")
     # by default: no rank in the names, but the data says one job (windows overlap, ranks 0
     # and 1): not read as a run set of two runs (issue 30), refused naming --layout ranks
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "info", str(tmp_path)], capture_output=True, timeout=300
-    )
+    r = cli_run(["info", str(tmp_path)], timeout=300, text=False)
     assert r.returncode == 1 and b"one job's ranks by their data" in r.stderr
     assert b"--layout ranks" in r.stderr
     one = info(tmp_path, "--layout", "ranks", "--allow-missing-ranks")

@@ -10,11 +10,12 @@ import os
 import random
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
+
+from tests.support.cli import cli_run
 
 pytestmark = [pytest.mark.nsys]
 
@@ -24,13 +25,7 @@ G_GOOD = DATA / "h200" / "g_good.sqlite"
 
 def td(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real CLI in a child process (about 1 s each here, mostly importing polars)."""
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+    return cli_run(args, env=env, timeout=120)
 
 
 def assert_one_error(r: subprocess.CompletedProcess[str], code: int, *must: str) -> None:

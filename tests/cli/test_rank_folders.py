@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
+
+from tests.support.cli import cli_run
 
 KINETO = Path(__file__).resolve().parents[1] / "data" / "kineto"
 FILES = [KINETO / f"sampled_rank-{r}.json.gz" for r in (0, 1)]
 
 
 def td(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)], capture_output=True, timeout=300
-    )
+    return cli_run(args, timeout=300, text=False)
 
 
 def _job(d: Path) -> Path:

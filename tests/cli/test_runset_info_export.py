@@ -4,15 +4,14 @@ its runs (parse/sides.resolve), read one at a time. Checked against each run rea
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
+from tests.support.cli import cli_run
 from tracediff.parse import load
 from tracediff.parse.sides import resolve
 from tracediff.runs import schema
@@ -23,13 +22,7 @@ GOOD = ROOT / "samples" / "runs" / "good"
 
 
 def td(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
+    return cli_run(args, timeout=300)
 
 
 def _alone(path: Path) -> tuple[int, int]:

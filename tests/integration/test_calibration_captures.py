@@ -17,13 +17,13 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench import capture_calib as cc
+from tests.support.cli import cli_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
@@ -38,13 +38,7 @@ significant, rightly, beside base runs that the load spread as much."""
 
 
 def td(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
+    return cli_run(args, timeout=600, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

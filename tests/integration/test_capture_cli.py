@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -13,6 +12,7 @@ import pytest
 
 from capture.presets import sglang_eagle3
 from tests.support.capture import capture, flaky_nsys
+from tests.support.cli import cli_run
 from tracediff.base.errors import UsageError
 from tracediff.commands import capture as cmd
 from tracediff.commands import common
@@ -28,12 +28,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", "capture", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return cli_run(["capture", *argv], timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli_run
+
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 WORK = """
@@ -79,17 +81,16 @@ def _capture(
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     refs = [a for c in commits for a in ("--commit", c)]
-    cmd = [sys.executable, "-m", "tracediff", "capture", "--repo", str(repo), *refs, "-o",
+    cmd = ["capture", "--repo", str(repo), *refs, "-o",
            str(out), "--nsys", nsys, "--", sys.executable, "main.py"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    r = cli_run(cmd, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stderr
 
 
 def _compare(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "tracediff", "compare", str(out / "base"), str(out / "slow"),
-           "--format", "json", *extra]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    cmd = ["compare", str(out / "base"), str(out / "slow"), "--format", "json", *extra]
+    return cli_run(cmd, timeout=300)
 
 
 def _manifest(out: Path, side: str) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.runs.runfile import read_run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
@@ -68,9 +69,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _capture(repo: Path, out: Path, nsys: str, *extra: str) -> dict:
-    cmd = [sys.executable, "-m", "tracediff", "capture", "--commit", "main", "--repo", str(repo),
+    cmd = ["capture", "--commit", "main", "--repo", str(repo),
            "-o", str(out), "--nsys", nsys, *extra, "--", sys.executable, "main.py"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    r = cli_run(cmd, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads((out / "manifest.json").read_text())
 
@@ -131,10 +132,9 @@ def test_stacks_on_a_gpu_host_without_polars(repo: Path, nsys: str, tmp_path: Pa
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     m = json.loads((out / "manifest.json").read_text())
     assert m["stacks"]["recorded"] == "nsys function trace" and m["report"] == "report.qdstrm"
-    p = subprocess.run(
-        [sys.executable, "-m", "tracediff", "parse", str(out / "report.qdstrm"), "-o",
-         str(out / "run.arrow")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TRACEDIFF_NSYS": nsys},
+    p = cli_run(
+        ["parse", str(out / "report.qdstrm"), "-o", str(out / "run.arrow")],
+        timeout=300, env={"TRACEDIFF_NSYS": nsys},
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     nv = pl.from_arrow(read_run(out / "run.arrow").table("nvtx_ranges"))

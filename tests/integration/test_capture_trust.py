@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.capture import WORK, capture, ranges
+from tests.support.cli import cli_run
 from tests.support.gitrepo import commit_files, git
 from tracediff.runs.runfile import read_run
 
@@ -25,12 +24,7 @@ pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
 def compare_json(base: Path, head: Path) -> dict:
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "compare", "--format", "json", str(base), str(head)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli_run(["compare", "--format", "json", str(base), str(head)], timeout=120)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser import Browser, missing
+from tests.support.cli import cli_run
 from tracediff.report.html.bisect_page import step_share
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
@@ -63,10 +64,10 @@ def pool(tmp_path_factory: pytest.TempPathFactory, nsys: str) -> Path:
 
 def bisect(repo: Path, pool: Path, out: Path, *extra: str) -> dict:
     (good, _), (bad, _) = commits()[0], commits()[-1]
-    p = subprocess.run(
-        [sys.executable, "-m", "tracediff", "bisect", "--good", good, "--bad", bad,
+    p = cli_run(
+        ["bisect", "--good", good, "--bad", bad,
          "--repo", str(repo), "-o", str(out), "--pool", str(pool), "--format", "json", *extra],
-        capture_output=True, text=True, timeout=900,
+        timeout=900,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -222,10 +223,10 @@ def test_a_by_hand_pool_that_would_mislead_is_refused_in_one_line(
     else:
         (plain / "notes").mkdir()
     (good_sha, _), (bad_sha, _) = commits()[0], commits()[-1]
-    p = subprocess.run(
-        [sys.executable, "-m", "tracediff", "bisect", "--good", good_sha, "--bad", bad_sha,
+    p = cli_run(
+        ["bisect", "--good", good_sha, "--bad", bad_sha,
          "--repo", str(repo), "-o", str(tmp_path / "out"), "--pool", str(plain)],
-        capture_output=True, text=True, timeout=300,
+        timeout=300,
     )  # fmt: skip
     assert p.returncode == 1 and p.stdout == "", p.stderr
     lines = p.stderr.strip().splitlines()

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.runs import schema
 from tracediff.runs.runfile import read_run
 
@@ -29,13 +29,7 @@ FILES = [ROOT / "tests" / "data" / "kineto" / f"sampled_rank-{r}.json.gz" for r 
 
 
 def cli(*argv: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    return cli_run(argv, timeout=300, cwd=ROOT)
 
 
 @pytest.fixture()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli import cli_run
 from tests.support.gitrepo import (
     commit_files,
     per_process_offset,
@@ -54,9 +54,7 @@ def bisect(
     repo: Path, out: Path, nsys: str, *extra: str, command: bool = True, **env: str
 ) -> subprocess.CompletedProcess[str]:
     argv = bisect_argv(repo, out, nsys, *extra, command=command)
-    return subprocess.run(
-        argv, capture_output=True, text=True, timeout=1200, env={**os.environ, **env}
-    )
+    return cli_run(argv[3:], env=env, timeout=1200)
 
 
 def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str, command: bool = True) -> list[str]:

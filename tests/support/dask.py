@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli_run
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,13 +21,7 @@ BIN = Path(sys.executable).parent
 
 
 def cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return cli_run(argv, timeout=timeout, cwd=ROOT)
 
 
 def compare_json(base: Path, head: Path, *extra: str) -> str:

@@ -13,13 +13,14 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import cli_run
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
@@ -84,14 +85,9 @@ def make_repo(
 def tracediff(
     *argv: str, env: Mapping[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m tracediff ARGV` with env added to this process's environment."""
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+    """`python -m tracediff ARGV` with env added to this process's environment (a process of its
+    own, forked with its imports done: tests/support/cli.py)."""
+    return cli_run(argv, env=env, timeout=timeout)
 
 
 def signalled(

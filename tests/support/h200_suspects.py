@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.support.cli import cli_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200-suspects"
 
@@ -25,10 +25,9 @@ def compare_json(runs: list[Path], repo: Path, *extra: str, nsys: str | None = N
     env = dict(os.environ)
     if nsys is not None:
         env["PATH"] = f"{Path(nsys).parent}:{env.get('PATH', '')}"
-    p = subprocess.run(
-        [sys.executable, "-m", "tracediff", "compare", *map(str, runs), "--repo", str(repo),
-         *extra, "--format", "json"],
-        capture_output=True, text=True, timeout=600, env=env,
+    p = cli_run(
+        ["compare", *map(str, runs), "--repo", str(repo), *extra, "--format", "json"],
+        timeout=600, env=env,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)

@@ -4,12 +4,11 @@ from the options they share, and each one's usage errors."""
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.base.errors import UsageError
 from tracediff.commands import bisect, capture, common
 
@@ -39,11 +38,7 @@ def test_capture_and_bisect_build_the_same_spec() -> None:
 
 
 def test_bisect_needs_a_workload_unless_it_has_a_pool(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "bisect", "--good", "a", "--bad", "b",
-         "-o", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = cli_run(["bisect", "--good", "a", "--bad", "b", "-o", str(tmp_path / "o")], timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "no workload given" in r.stderr and "--pool DIR" in r.stderr
     assert not (tmp_path / "o").exists()

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tests.support.cli import cli_run
 from tests.support.gen_kineto_nodes import write_kineto_nodes
 from tests.support.gen_nodes import split_nodes
 from tests.support.gen_nsys import NCCL_SHORT, Straggler, write_report
@@ -196,15 +195,10 @@ def test_split_refused_where_an_offset_is_unknown(tmp_path: Path) -> None:
 
 def test_parse_and_info_keep_the_offsets(pair: dict[str, Path], tmp_path: Path) -> None:
     run = tmp_path / "h.arrow"
-    tracediff = [sys.executable, "-m", "tracediff"]
-    subprocess.run(
-        [*tracediff, "parse", str(pair["h"]), "--layout", "ranks", "-o", str(run)],
-        capture_output=True, check=True,
-    )  # fmt: skip
-    out = subprocess.run(
-        [*tracediff, "info", str(run), "--format", "json"], capture_output=True, text=True,
-        check=True,
-    )  # fmt: skip
+    parsed = cli_run(["parse", str(pair["h"]), "--layout", "ranks", "-o", str(run)])
+    assert parsed.returncode == 0, parsed.stderr
+    out = cli_run(["info", str(run), "--format", "json"])
+    assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     co = info["clock_offsets"]
     assert co["estimated"] and abs(co["hosts"][1]["offset_ns"] + ERR_H) < TOL_NS

@@ -9,8 +9,6 @@ two ranks of one 128-rank job, each its own process on its own GPU (ordinal 0 an
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -19,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.base.errors import InputError, UsageError
 from tracediff.engine.compare import compare
 from tracediff.parse import load
@@ -74,13 +73,7 @@ def test_the_same_files_given_one_by_one_are_the_same_run(ranks: Path) -> None:
 
 def test_parse_writes_one_run_file_from_the_files(ranks: Path, tmp_path: Path) -> None:
     out = tmp_path / "job.arrow"
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "parse", str(R0), str(R1), "-o", str(out)]
-        + ["--allow-missing-ranks"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli_run(["parse", str(R0), str(R1), "-o", str(out), "--allow-missing-ranks"], timeout=120)
     assert r.returncode == 0, r.stderr
     assert "read 2/2" in r.stderr  # per-file progress
     run = read_run(out)
@@ -92,11 +85,10 @@ def test_parse_writes_one_run_file_from_the_files(ranks: Path, tmp_path: Path) -
 
 
 def _compare(base: Path, head: Path, *extra: str) -> dict:  # type: ignore[type-arg]
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "compare", str(base), str(head)]
-        + ["--format", "json", "--cycle", "whole", *extra],
-        capture_output=True,
+    r = cli_run(
+        ["compare", str(base), str(head), "--format", "json", "--cycle", "whole", *extra],
         timeout=180,
+        text=False,
     )
     assert r.returncode == 0, r.stderr
     return orjson.loads(r.stdout)  # type: ignore[no-any-return]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.base.errors import InputError
 from tracediff.parse.kineto import read_kineto
 
@@ -146,36 +147,22 @@ def test_trace_larger_than_memory_fails_at_once(tmp_path: Path) -> None:
     """A trace whose JSON would not fit in memory is refused before it is parsed: a plain file by
     its size, a gzip as soon as its output passes the budget (a gzip bomb stops right there)."""
     import gzip as gz
-    import os
-    import subprocess
-    import sys
     import time
 
     real = Path(__file__).parent.parent.parent / "data" / "h200" / "k_good.json.gz"
     plain = tmp_path / "k_good.json"
     plain.write_bytes(gz.decompress(real.read_bytes()))
     budget = 1_000_000  # bytes of JSON; the trace is several MB
-    env = {**os.environ, "TRACEDIFF_MEMORY_BYTES": str(3 * budget)}
+    env = {"TRACEDIFF_MEMORY_BYTES": str(3 * budget)}
     for src in (real, plain):
         t = time.monotonic()
-        r = subprocess.run(
-            [sys.executable, "-m", "tracediff", "info", str(src)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        r = cli_run(["info", str(src)], env=env, timeout=60)
         assert r.returncode == 1 and r.stdout == ""
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and str(src) in lines[0] and "1.0 MB of JSON" in lines[0], lines
         assert "Traceback" not in r.stderr and time.monotonic() - t < 30
     # with the machine's real memory the same files parse
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "info", str(real)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = cli_run(["info", str(real)], timeout=60)
     assert r.returncode == 0, r.stderr
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tests.support.cli import cli_run
 from tracediff.parse.kineto import read_kineto
 from tracediff.parse.kineto.agents import agent_map
 
@@ -53,12 +52,7 @@ def test_sglang_kernels_are_on_the_named_gpu(name: str) -> None:
 
 
 def test_info_shows_no_empty_gpu_beside_an_unnamed_one() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "tracediff", "info", str(KINETO / SGLANG[0])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli_run(["info", str(KINETO / SGLANG[0])], timeout=120)
     assert r.returncode == 0, r.stderr
     gpu_lines = [ln for ln in r.stdout.splitlines() if re.match(r"\s+GPU \d+ ", ln)]
     assert len(gpu_lines) == 1, r.stdout

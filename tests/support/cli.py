@@ -1,0 +1,190 @@
+"""`tracediff ARGV` as a process of its own, without paying for the imports each time.
+
+The suite runs the real CLI hundreds of times; each `python -m tracediff` spends ~0.6-0.9 CPU-s
+importing polars, pyarrow, numpy and tracediff before it reads a byte (measured: 0.85 CPU-s for
+the command modules). Here one server process per test process imports them once and forks a
+child per call: the child is a process of its own as before (its own pid, exit status,
+environment, working directory, file descriptors 0-2, atexit handlers), only its imports are
+already done. What differs from a fresh `python -m tracediff`:
+
+- import-time reads of the environment happened in the server, under the test process's
+  environment: a call whose extra environment names a variable read at import or library load
+  (INHERITED_AT_LOAD) runs as a fresh process instead;
+- stdout and stderr are files, not pipes (neither is a terminal, as with capture_output).
+
+The child runs `tracediff.cli.main` as the `tracediff` script does, then exits the way the
+interpreter does: non-daemon threads joined, atexit handlers run, streams flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# Read when a library loads or a module is imported: a call that changes one gets a fresh process.
+INHERITED_AT_LOAD = (
+    "PYTHON", "LD_", "_RJEM_", "JE_", "ARROW_", "NPY_", "OPENBLAS", "OMP_", "MKL_", "MALLOC",
+    "POLARS_", "TRACEDIFF_SET_ALLOC",
+)  # fmt: skip
+
+FRESH = bool(os.environ.get("TD_TEST_FRESH_PROCESSES"))
+"""Set (any value) to run every call as a fresh `python -m tracediff` (to check that both ways
+give the same results)."""
+
+_SERVER = r"""
+import atexit, importlib, json, os, sys, threading, traceback
+
+import tracediff.cli  # sets the allocator variables before polars and pyarrow load, as the CLI does
+for name in ("numpy", "polars", "pyarrow", "pyarrow.compute", "pyarrow.ipc",
+             *(module for module, _ in tracediff.cli.COMMANDS.values())):
+    importlib.import_module(name)
+from tracediff.cli import main
+
+requests, replies = os.fdopen(0, "rb", buffering=0), int(sys.argv[1])
+for line in iter(requests.readline, b""):
+    call = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            os.chdir(call["cwd"])
+            os.environ.clear()
+            os.environ.update(call["env"])
+            null = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(call["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            err = os.open(call["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            for fd, to in ((null, 0), (out, 1), (err, 2)):
+                os.dup2(fd, to)
+                os.close(fd)
+            os.close(replies)
+            sys.argv = ["tracediff", *call["argv"]]
+            try:
+                code = main(call["argv"])
+            except SystemExit as x:
+                code = x.code
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            if code is None:
+                code = 0
+            elif not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1
+            threading._shutdown()
+            atexit._run_exitfuncs()
+            sys.stdout.flush(); sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.write(replies, (json.dumps({"pid": pid}) + "\n").encode())
+    _, status = os.waitpid(pid, 0)
+    os.write(replies, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+"""
+
+
+class _Server:
+    def __init__(self) -> None:
+        r, w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, str(w)],
+            stdin=subprocess.PIPE,
+            pass_fds=(w,),
+        )
+        os.close(w)
+        self.replies = os.fdopen(r, "rb", buffering=0)
+        self.buf = b""
+        self.lock = threading.Lock()
+        self.tmp = Path(tempfile.mkdtemp(prefix="tracediff-cli-"))
+        self.calls = 0
+
+    def close(self) -> None:
+        """End the server (its input closed) and wait for it, so its CPU time is counted."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(60)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _line(self, timeout: float | None) -> dict | None:
+        while b"\n" not in self.buf:
+            ready, _, _ = select.select([self.replies], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self.replies.fileno(), 65536)
+            if not chunk:
+                raise RuntimeError("the tracediff CLI server died")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        reply: dict = json.loads(line)
+        return reply
+
+    def run(
+        self, argv: list[str], env: dict[str, str], cwd: str, timeout: float | None, text: bool
+    ) -> subprocess.CompletedProcess:
+        with self.lock:
+            self.calls += 1
+            out, err = self.tmp / f"{self.calls}.out", self.tmp / f"{self.calls}.err"
+            call = {"argv": argv, "env": env, "cwd": cwd, "out": str(out), "err": str(err)}
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(call) + "\n").encode())
+            self.proc.stdin.flush()
+            started = self._line(60)
+            assert started is not None, "the tracediff CLI server did not fork"
+            done = self._line(timeout)
+            if done is None:
+                os.killpg(started["pid"], signal.SIGKILL)
+                self._line(60)
+            stdout, stderr = out.read_bytes(), err.read_bytes()
+            out.unlink()
+            err.unlink()
+            if done is None:
+                raise subprocess.TimeoutExpired(["tracediff", *argv], timeout or 0, stdout, stderr)
+            if text:  # as subprocess's text mode reads them: universal newlines
+                return subprocess.CompletedProcess(
+                    ["tracediff", *argv], done["status"], _text(stdout), _text(stderr)
+                )
+            return subprocess.CompletedProcess(["tracediff", *argv], done["status"], stdout, stderr)
+
+
+def _text(data: bytes) -> str:
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
+
+
+_server: _Server | None = None
+
+
+def cli_run(
+    argv: Sequence[object],
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = 600,
+    cwd: str | Path | None = None,
+    text: bool = True,
+) -> subprocess.CompletedProcess:
+    """`python -m tracediff ARGV` with env added to this process's environment, stdout and
+    stderr captured (text or bytes), killed past `timeout` (subprocess.TimeoutExpired)."""
+    global _server
+    args = [str(a) for a in argv]
+    extra = dict(env or {})
+    if FRESH or any(k.startswith(INHERITED_AT_LOAD) for k in extra):
+        return subprocess.run(
+            [sys.executable, "-m", "tracediff", *args],
+            capture_output=True,
+            text=text,
+            timeout=timeout,
+            cwd=cwd,
+            env={**os.environ, **extra},
+        )
+    if _server is None or _server.proc.poll() is not None:
+        _server = _Server()
+        atexit.register(_server.close)
+    return _server.run(args, {**os.environ, **extra}, str(cwd or os.getcwd()), timeout, text)
