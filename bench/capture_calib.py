@@ -117,13 +117,13 @@ def build_repo(
 
 
 def tracediff(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=3600,
-    )
+    """`python -m tracediff ARGS`, a process of its own (forked with its imports done: the
+    suite's tests/support/cli.py; the draws run compare dozens of times)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.support.cli import cli_run
+
+    return cli_run(args, env=env, timeout=3600)
 
 
 def capture_pool(

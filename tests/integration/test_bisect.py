@@ -27,6 +27,7 @@ from tests.support.bisect import (
     build_repo,
     check_accounting,
     counted,
+    nsys_lost,
 )
 from tests.support.gitrepo import (
     commit_files,
@@ -272,8 +273,9 @@ def test_a_run_that_fails_in_a_confirmation_is_logged_and_counted(
     res = json.loads(r.stdout)
     ran = counted(counter)
     assert flake.exists(), r.stderr  # a confirmation was captured, and its first run failed
-    assert res["captures"]["used"] == len(ran), (res["captures"]["by_commit"], ran)
-    assert res["captures"]["failed_runs"] == 1
+    lost = nsys_lost(tmp_path / "out")  # nsys's own failures, retried by capture (under load)
+    assert len(ran) <= res["captures"]["used"] <= len(ran) + lost, res["captures"]["by_commit"]
+    assert res["captures"]["failed_runs"] == 1 + lost
     check_accounting(res, ran, skipped=[])
     failed = [e for e in res["steps"] if "confirm_problem" in e]
     assert len(failed) == 1 and "exited with code 1" in failed[0]["confirm_problem"], failed

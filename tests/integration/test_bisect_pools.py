@@ -22,6 +22,7 @@ from tests.support.bisect import (
     confirmed,
     counted,
     last_runs,
+    nsys_lost,
 )
 from tests.support.gitrepo import (
     target_only_nsys,
@@ -131,4 +132,4 @@ def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> 
     # did not, under load, in session 12's suite)
     assert cap_["from_pool"] == 8
     assert cap_["captured_now"] + 1 <= len(ran) <= cap_["captured_now"] + cap_["failed_runs"]
-    assert cap_["used"] == 8 + len(ran)
+    assert 8 + len(ran) <= cap_["used"] <= 8 + len(ran) + nsys_lost(tmp_path / "out")

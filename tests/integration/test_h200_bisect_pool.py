@@ -166,6 +166,12 @@ def test_unaided_bisect_names_the_culprit(repo: Path, pool: Path, tmp_path: Path
             assert step["ci95_vs_good"][0] != step["ci95_vs_good"][1], step
     assert r["search_order"] == "binary" and "no launch stacks" in r["search_order_why"]
     assert r["captures"]["used"] <= 20 and r["captures"]["from_pool"] == r["captures"]["used"]
+    # --no-suspects: the same search, said to be turned off, no suspects ranked
+    off = bisect(repo, pool, tmp_path / "out-off", "--no-suspects")
+    assert off["search_order"] == "binary" and off["suspects"] == []
+    assert off["search_order_why"] == "turned off (--no-suspects)"
+    assert [e["commit"] for e in off["steps"]] == [e["commit"] for e in r["steps"]]
+    assert off["first_bad"] == culprit
 
 
 def lay_out_by_hand(pool: Path, dest: Path) -> dict[str, Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,16 @@ def bisect_argv(repo: Path, out: Path, nsys: str, *extra: str, command: bool = T
 
 def counted(counter: Path) -> list[str]:
     return counter.read_text().splitlines() if counter.exists() else []
+
+
+def nsys_lost(out: Path) -> int:
+    """nsys attempts in OUTDIR that failed on their own and that capture retried (each run's
+    manifest `nsys_failed_attempts`): counted in `captures.used` and `failed_runs`, though the
+    workload may not have run (nsys can fail before starting it: seen under load)."""
+    return sum(
+        len(json.loads(m.read_text()).get("nsys_failed_attempts") or [])
+        for m in out.rglob("manifest.json")
+    )
 
 
 def last_runs(steps: list[dict], key: str = "runs") -> dict[str, int]:
