@@ -8,8 +8,8 @@ environment, working directory, file descriptors 0-2, atexit handlers), only its
 already done. What differs from a fresh `python -m tracediff`:
 
 - import-time reads of the environment happened in the server, under the test process's
-  environment: a call whose extra environment names a variable read at import or library load
-  (INHERITED_AT_LOAD) runs as a fresh process instead;
+  environment: a call whose environment differs from the server's in a variable read at import
+  or library load (INHERITED_AT_LOAD) runs as a fresh process instead;
 - stdout and stderr are files, not pipes (neither is a terminal, as with capture_output).
 
 The child runs `tracediff.cli.main` as the `tracediff` script does, then exits the way the
@@ -62,6 +62,7 @@ for line in iter(requests.readline, b""):
             os.chdir(call["cwd"])
             os.environ.clear()
             os.environ.update(call["env"])
+            tracediff.cli._set_allocators()  # what importing it does in a fresh process
             null = os.open(os.devnull, os.O_RDONLY)
             out = os.open(call["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             err = os.open(call["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -107,6 +108,7 @@ class _Server:
         self.lock = threading.Lock()
         self.tmp = Path(tempfile.mkdtemp(prefix="tracediff-cli-"))
         self.calls = 0
+        self.at_load = _at_load(os.environ)
 
     def close(self) -> None:
         """End the server (its input closed) and wait for it, so its CPU time is counted."""
@@ -129,7 +131,13 @@ class _Server:
         return reply
 
     def run(
-        self, argv: list[str], env: dict[str, str], cwd: str, timeout: float | None, text: bool
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        timeout: float | None,
+        text: bool,
+        errors: str,
     ) -> subprocess.CompletedProcess:
         with self.lock:
             self.calls += 1
@@ -151,13 +159,20 @@ class _Server:
                 raise subprocess.TimeoutExpired(["tracediff", *argv], timeout or 0, stdout, stderr)
             if text:  # as subprocess's text mode reads them: universal newlines
                 return subprocess.CompletedProcess(
-                    ["tracediff", *argv], done["status"], _text(stdout), _text(stderr)
+                    ["tracediff", *argv],
+                    done["status"],
+                    _text(stdout, errors),
+                    _text(stderr, errors),
                 )
             return subprocess.CompletedProcess(["tracediff", *argv], done["status"], stdout, stderr)
 
 
-def _text(data: bytes) -> str:
-    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
+def _at_load(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(INHERITED_AT_LOAD)}
+
+
+def _text(data: bytes, errors: str) -> str:
+    return data.decode(errors=errors).replace("\r\n", "\n").replace("\r", "\n")
 
 
 _server: _Server | None = None
@@ -169,22 +184,24 @@ def cli_run(
     timeout: float | None = 600,
     cwd: str | Path | None = None,
     text: bool = True,
+    errors: str = "strict",
 ) -> subprocess.CompletedProcess:
     """`python -m tracediff ARGV` with env added to this process's environment, stdout and
     stderr captured (text or bytes), killed past `timeout` (subprocess.TimeoutExpired)."""
     global _server
     args = [str(a) for a in argv]
-    extra = dict(env or {})
-    if FRESH or any(k.startswith(INHERITED_AT_LOAD) for k in extra):
+    full = {**os.environ, **(env or {})}
+    if not FRESH and (_server is None or _server.proc.poll() is not None):
+        _server = _Server()  # under this process's environment: its imports read that one
+        atexit.register(_server.close)
+    if FRESH or _server is None or _at_load(full) != _server.at_load:
         return subprocess.run(
             [sys.executable, "-m", "tracediff", *args],
             capture_output=True,
             text=text,
+            errors=errors if text else None,
             timeout=timeout,
             cwd=cwd,
-            env={**os.environ, **extra},
+            env=full,
         )
-    if _server is None or _server.proc.poll() is not None:
-        _server = _Server()
-        atexit.register(_server.close)
-    return _server.run(args, {**os.environ, **extra}, str(cwd or os.getcwd()), timeout, text)
+    return _server.run(args, full, str(cwd or os.getcwd()), timeout, text, errors)

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from tests.support.cli import cli_run
+
 TRACEDIFF = Path(sys.executable).with_name("tracediff")
 
 
@@ -21,6 +23,10 @@ K = TypeVar("K", bound=Hashable)
 
 
 def cli(*args: object, timeout: float = TIMEOUT, **kw: object) -> Result:
+    """The `tracediff` script on ARGS; forked from the CLI server (tests/support/cli.py) unless
+    the call needs more of subprocess (a preexec_fn, an environment of its own)."""
+    if not kw:
+        return cli_run(args, timeout=timeout, errors="replace")
     return subprocess.run(
         [str(TRACEDIFF), *map(str, args)],
         capture_output=True,
