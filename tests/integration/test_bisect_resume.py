@@ -71,8 +71,10 @@ def test_ctrl_c_leaves_a_state_the_same_command_resumes(tmp_path: Path, nsys: st
     res = json.loads(r.stdout)
     assert res["first_bad"] == shas[1], r.stderr
     assert res["captures"]["reused"] >= 8 and "resuming" in r.stderr
-    # nothing captured twice but the interrupted run
-    assert len(counted(counter)) == before + res["captures"]["captured_now"]
+    # nothing captured twice but the interrupted run (and an attempt that failed and was tried
+    # again, which may have run the workload: one did at load 10, session 13)
+    now, failed = res["captures"]["captured_now"], res["captures"]["failed_runs"]
+    assert before + now <= len(counted(counter)) <= before + now + failed, r.stderr
 
 
 def test_a_larger_repeat_or_max_runs_on_the_same_outdir_reuses_every_capture(
