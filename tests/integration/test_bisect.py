@@ -208,7 +208,8 @@ def test_two_culprits_each_half(tmp_path: Path, nsys: str, seed: int) -> None:
             ]
             line = {"two_culprits": shares, "seed": seed, "wall_s": res["wall_s"], **cap}
             f.write(json.dumps(line) + "\n")
-    assert cap["used"] == len(counted(counter))  # failed runs included
+    ran = len(counted(counter))  # failed runs included; nsys's own failures may not have run it
+    assert ran <= cap["used"] <= ran + nsys_lost(tmp_path / "out")
     assert (
         cap["used"]
         <= cap["bound"]
