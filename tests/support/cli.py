@@ -109,9 +109,12 @@ class _Server:
         self.tmp = Path(tempfile.mkdtemp(prefix="tracediff-cli-"))
         self.calls = 0
         self.at_load = _at_load(os.environ)
+        self.owner = os.getpid()  # a forked test process starts a server of its own
 
     def close(self) -> None:
         """End the server (its input closed) and wait for it, so its CPU time is counted."""
+        if self.owner != os.getpid():
+            return
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(60)
@@ -191,7 +194,9 @@ def cli_run(
     global _server
     args = [str(a) for a in argv]
     full = {**os.environ, **(env or {})}
-    if not FRESH and (_server is None or _server.proc.poll() is not None):
+    if not FRESH and (
+        _server is None or _server.owner != os.getpid() or _server.proc.poll() is not None
+    ):
         _server = _Server()  # under this process's environment: its imports read that one
         atexit.register(_server.close)
     if FRESH or _server is None or _at_load(full) != _server.at_load:
