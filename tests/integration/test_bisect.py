@@ -166,7 +166,10 @@ def test_nothing_to_bisect_between_two_equal_commits(tmp_path: Path, nsys: str, 
             line = {"equal": r.returncode, "seed": seed, "runs": len(counted(counter))}
             f.write(json.dumps(line) + "\n")
     assert r.returncode == 5, r.stderr
-    assert r.stdout == "" and "nothing to bisect" in r.stderr.splitlines()[-1], r.stderr
+    # never a first bad commit: nothing to bisect, or (the ends' noise too large at --max-runs,
+    # as at load 10 in session 13) not decided, with the command that would decide it
+    last = r.stderr.splitlines()[-1]
+    assert r.stdout == "" and ("nothing to bisect" in last or "not decided" in last), r.stderr
     # the ends took at most --max-runs (2N) each, and no commit between them was captured
     ran = counted(counter)
     assert set(ran) == {shas[0], shas[2]} and max(ran.count(s) for s in set(ran)) <= 8
