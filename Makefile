@@ -6,12 +6,13 @@ BIN := $(VENV)/bin
 NSYS_PREFIX ?= /opt/nsys-2024.2.3
 # The tests start `python -m tracediff` hundreds of times: with PYTHONDONTWRITEBYTECODE set (as on
 # this workplace's machines) each would compile ~200 modules again, so the suite writes the
-# bytecode caches (git ignores __pycache__). pytest-xdist workers: 4 on the 2-core CI machine (a
+# bytecode caches (git ignores __pycache__). pytest-xdist workers: 3 on the 2-core CI machine (a
 # module's tests stay on one worker: --dist loadfile, so a module's git repos and captures are
 # built once). A capture under nsys is mostly waiting (2.5 s wall, ~1 CPU-s: nsys's agent and
-# report generation), and the bisect and capture tests are half the suite's time: at 3 workers
-# a fresh clone's suite used 1071 CPU-s in 774 s on 2 cores (69 %).
-TEST_WORKERS ?= 4
+# report generation), and the bisect and capture tests are half the suite's time. Fresh clones,
+# quiet machine, session 13: 3 workers 774 s (1071 CPU-s); 4 workers with the nsys modules
+# first 820 s (1218 CPU-s), and nsys failed on its own once ("End of file").
+TEST_WORKERS ?= 3
 
 .PHONY: setup nsys chromium demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
 

@@ -68,12 +68,7 @@ def minispec_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`. The modules
-    that run the real nsys go first (a stable sort: each module's tests stay together and in
-    order): pytest-xdist hands out modules in this order (--dist loadfile), and these are the
-    longest (bisections of 20-40 captures, 40-100 s each), so they start while the short tests
-    fill the other workers, instead of leaving one worker on a long module at the end."""
+    """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`."""
     for item in items:
         if "tui" in item.path.parts[-2:-1]:
             item.add_marker(pytest.mark.tui)
-    items.sort(key=lambda item: item.get_closest_marker("nsys") is None)
