@@ -309,7 +309,8 @@ def capture_runsets(
     if repeat < 1:
         raise UsageError(f"--repeat {repeat}: needs at least 1 run")
     plans, _ = plan_sets(spec, refs, variants)
-    spec = replace(spec, probe_cache={})  # the workload's Python probed once per commit
+    if spec.probe_cache is None:  # the workload's Python probed once per commit (a caller's
+        spec = replace(spec, probe_cache={})  # cache, bisect's, spans its calls)
     find_nsys(spec.nsys)  # before OUTDIR is made: a missing nsys is not a failed run
     outdir = Path(spec.outdir)
     grouped = bool(plans[0].name)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.bisect import SLOW_MS, bisect, build_repo, check_accounting, counted
-from tests.support.capture import flaky_nsys
+from tests.support.bisect import SLOW_MS, bisect, build_repo, check_accounting, counted, nsys_lost
+from tests.support.capture import WORK, capture, flaky_nsys
+from tests.support.gitrepo import commit_files
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
@@ -39,37 +40,31 @@ def test_an_nsys_failure_at_an_end_is_retried_once_and_counted(tmp_path: Path, n
     assert res["first_bad"] == shas[1]
     ran = counted(counter)
     cap = res["captures"]
-    # the failed call ran nothing: every workload run is a finished run, plus one failed attempt
-    assert cap["failed_runs"] == 1 and cap["finished_runs"] == len(ran)
-    assert cap["used"] == len(ran) + 1 == int(calls.read_text())
-    assert sum(k["failed"] for k in cap["by_commit"].values()) == 1
+    # the wrapper's failed call ran nothing; nsys may also fail on its own under load (a fresh
+    # clone's suite, session 14: failed_runs 2), retried the same way and counted alike, and such
+    # an attempt may or may not have run the workload
+    lost = nsys_lost(tmp_path / "out")
+    assert cap["failed_runs"] == lost >= 1, r.stderr
+    assert cap["finished_runs"] <= len(ran) <= cap["finished_runs"] + lost - 1
+    assert cap["used"] == cap["finished_runs"] + lost == int(calls.read_text())
+    assert sum(k["failed"] for k in cap["by_commit"].values()) == lost
     # the seeded tests' accounting holds with a failed attempt that ran no workload (seed 114
     # failed it so: it asked every counted attempt to have run the workload)
     check_accounting(res, ran, skipped=[])
 
 
 def test_a_workload_that_fails_is_not_retried(tmp_path: Path, nsys: str) -> None:
-    """The broken commit runs once (the seven-commit test asserts as much with the plain nsys);
-    here through the wrapper that never fails, so the retry is what is tested, not the wrapper.
-    The broken commit is the only one between the ends: its one failed run is the probe."""
+    """A workload that exits non-zero under nsys leaves a report: capture keeps it and does not
+    run the workload again (one capture through the wrapper that never fails, so the retry is
+    what is tested, not the wrapper). That bisect skips such a commit after its one run is
+    test_bisect.test_seven_commits' (the broken commit, with the plain nsys)."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    shas = build_repo(
-        repo,
-        [
-            ("good", 0.0, False, "v1"),
-            ("broken", 0.0, True, "v2"),
-            ("fixed, slower", SLOW_MS, False, "v3"),
-        ],
-        noise=2.0,
-    )
-    wrapped, _ = flaky_nsys(nsys, tmp_path / "nsys", fail_at=())
-    counter = tmp_path / "counter.txt"
-    r = bisect(repo, tmp_path / "out", str(wrapped), "--good", shas[0], "--bad", shas[2],
-               COUNTER=str(counter), SEED="7")  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "retrying once" not in r.stderr
-    res = json.loads(r.stdout)
-    assert counted(counter).count(shas[1]) == 1
-    assert [s["commit"] for s in res["skipped"]] == [shas[1]]
-    assert res["first_bad"] == shas[2]
+    commit_files(repo, {"work.py": WORK.format(verify_s=0.001)}, "broken", tag="broken")
+    wrapped, calls = flaky_nsys(nsys, tmp_path / "nsys", fail_at=())
+    out = tmp_path / "out"
+    r = capture(repo, "broken", out, nsys=str(wrapped), env={"CYCLES": "2", "EXIT_CODE": "3"})
+    assert r.returncode == 1 and "exited with code 3" in r.stderr, r.stderr
+    assert "retrying once" not in r.stderr and int(calls.read_text()) == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["workload_exit_code"] == 3 and not manifest.get("nsys_failed_attempts")
+    assert (out / "report.nsys-rep").exists()

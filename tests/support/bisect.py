@@ -22,7 +22,7 @@ FAIL = {fail}
 # {note}
 {offset}if FAIL:
     raise SystemExit("this commit does not run")
-for _ in range(int(os.environ.get("CYCLES", "12"))):
+for _ in range(int(os.environ.get("CYCLES", "6"))):
     nvtx.push_range("cycle")
     nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
     nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()

@@ -148,6 +148,9 @@ class Bisection:
     # run sets read only up to a count: a share's extra runs as its look had them, so that a
     # resumed call (whose folder already holds all of them) logs every look as the first did
     limits: dict[str, int] = field(default_factory=dict)
+    # the workload's Python probed once per commit for the whole call, not once per step's
+    # capture_runsets (capture/manifest.python_info: ~0.25 s a probe, 5 probes where 11 were)
+    probes: dict[Any, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = self.spec
@@ -276,7 +279,7 @@ class Bisection:
         not known as transient) is retried once here, resuming the run sets (the failed slot
         redone, its attempt counted: runset.json failed_attempts); a workload's own exit code
         is not (a commit that does not run is skipped)."""
-        spec = replace(self.spec.capture, outdir=outdir, force=False)
+        spec = replace(self.spec.capture, outdir=outdir, force=False, probe_cache=self.probes)
         r = self._runsets(spec, shas, n, counts)
         if r.exit_code not in (0, 130) and r.tool_failure:
             self.say(f"retrying once: {r.problem}")
