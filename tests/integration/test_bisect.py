@@ -4,8 +4,9 @@ commit that does not run; two culprits in one range; nothing to bisect; resume.
 Real git repositories built here and the real nsys (NVTX only, no GPU needed). The workload draws
 a per-process offset for its `verify` phase (uniform in [0, NOISE_MS]), seeded by SEED and the
 count of invocations so a repetition is reproducible; the culprit adds SLOW_MS to every verify,
-comparable to that noise. The workload appends the commit it ran at to a counter file, so the
-number of captures really made is known independently of what bisect reports.
+twice that noise's range (tests/support/bisect.py). The workload appends the commit it ran at to
+a counter file, so the number of captures really made is known independently of what bisect
+reports.
 """
 
 from __future__ import annotations

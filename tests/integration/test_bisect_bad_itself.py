@@ -32,7 +32,7 @@ if TRANSIENT and counter:
     with open(counter) as f:
         if len(set(f.read().splitlines())) > 2:
             EXTRA_MS = 0
-for _ in range(6):
+for _ in range(12):
     nvtx.push_range("cycle")
     nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()
     nvtx.pop_range()

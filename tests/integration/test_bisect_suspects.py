@@ -45,7 +45,7 @@ MAIN = """\
 import os, random
 from pkg import work
 
-%(offset)sfor _ in range(6):
+%(offset)sfor _ in range(12):
     work.cycle(offset_ms)
 """
 

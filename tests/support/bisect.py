@@ -22,7 +22,7 @@ FAIL = {fail}
 # {note}
 {offset}if FAIL:
     raise SystemExit("this commit does not run")
-for _ in range(int(os.environ.get("CYCLES", "6"))):
+for _ in range(int(os.environ.get("CYCLES", "12"))):
     nvtx.push_range("cycle")
     nvtx.push_range("draft"); time.sleep(0.002); nvtx.pop_range()
     nvtx.push_range("verify"); time.sleep((10 + offset_ms + EXTRA_MS) / 1000); nvtx.pop_range()
@@ -30,7 +30,10 @@ for _ in range(int(os.environ.get("CYCLES", "6"))):
 """
 
 
-NOISE_MS, SLOW_MS = 6.0, 8.0
+# SLOW_MS was 8 (session 14: the seven-commit test's culprit share came out -0.06 at load 9-10,
+# a share being measured between two steps' run sets captured minutes apart, whose sleeps
+# overshoot by what the load does then): 12 is twice the per-process noise's range
+NOISE_MS, SLOW_MS = 6.0, 12.0
 
 
 def build_repo(
