@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tui" in item.path.parts[-2:-1]:
             item.add_marker(pytest.mark.tui)
+
+
+if os.environ.get("TD_TEST_CALL_LOG"):  # bench/suite_cpu.py: where the suite's CPU goes
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """Each test's CPU in the test process itself and in the processes it waited for (git,
+        fresh CLI processes, Dask's); the forked CLI calls log their own (tests/support/cli.py)."""
+        import resource
+
+        from tests.support.cli import log_cpu
+
+        def now() -> tuple[float, float]:
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+        before = now()
+        yield
+        after = now()
+        log_cpu("self", item.nodeid, after[0] - before[0], test=item.nodeid)
+        log_cpu("children", item.nodeid, after[1] - before[1], test=item.nodeid)

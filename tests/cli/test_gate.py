@@ -7,24 +7,18 @@ bad pairs: one said "+25.6 %" and exited 3 before), 4 with a reason when it cann
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
 S = "samples"
 
 
 def gate(*argv: str) -> tuple[int, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracediff.cli", "compare", *argv, "--format", "json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = cli_run(["compare", *argv, "--format", "json"], cwd=ROOT, timeout=300)
     return proc.returncode, proc.stderr
 
 

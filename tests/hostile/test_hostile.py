@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 from tests.support import make_corpus
-from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli, cli_batches
+from tests.support.hostile import TIMEOUT, TRACEDIFF, Result, assert_error, cli, cli_each
 from tracediff.runs.runfile import read_run
 
 GOOD_RUN = make_corpus.RUN
@@ -161,9 +161,8 @@ def parsed(
     corpus: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[Path, Result]]:
     """`parse CASE -o OUT` for every case of PARSE_ERRORS: case -> (its output folder, result).
-    The calls are independent; they run in two processes (support/hostile.cli_batch: each call
-    through the CLI's main with its own stdout, stderr and exit code), not one process each: the
-    66 process starts cost ~35 CPU-s, the batch ~2 (every result the same, checked 2026-12-02)."""
+    Each call is forked from the CLI server (support/cli.py: a process of its own with its
+    imports done; 66 fresh process starts cost ~35 CPU-s)."""
     root = tmp_path_factory.mktemp("parsed")
     outs = {name: root / name for name, _ in PARSE_ERRORS}
     for out in outs.values():
@@ -171,14 +170,14 @@ def parsed(
     calls: dict[str, list[object]] = {
         name: ["parse", corpus / name, "-o", out / "run.arrow"] for name, out in outs.items()
     }
-    results = cli_batches(calls, root / ".batches")
+    results = cli_each(calls)
     return {name: (outs[name], results[name]) for name in outs}
 
 
 @pytest.fixture(scope="session")
-def read(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Result]:
-    """The independent `info` and `compare` calls of the parametrized cases below, batched as
-    `parsed` is: (command, case) -> result."""
+def read(corpus: Path) -> dict[tuple[str, str], Result]:
+    """The `info` and `compare` calls of the parametrized cases below, run once for all of them
+    as `parsed`'s are: (command, case) -> result."""
     calls: dict[tuple[str, str], list[object]] = {}
     for name, _ in BAD_RUN_FILES:
         calls["info", name] = ["info", corpus / name]
@@ -190,7 +189,7 @@ def read(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[s
         calls["compare", name] = ["compare", base, corpus / name, "--format", "json"]
     for table in MISSING:
         calls["info json", table] = ["info", corpus / f"nsys_no_{table}.sqlite", "--format", "json"]
-    return cli_batches(calls, tmp_path_factory.mktemp("read"))
+    return cli_each(calls)
 
 
 @pytest.mark.parametrize(("name", "phrase"), PARSE_ERRORS)

@@ -31,11 +31,27 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# both change os.environ when imported (polars its jemalloc options, tracediff.cli its allocator
+# defaults): imported before _BASE_ENV is taken
+import polars  # noqa: F401
+
+import tracediff.cli  # noqa: F401
+
 # Read when a library loads or a module is imported: a call that changes one gets a fresh process.
 INHERITED_AT_LOAD = (
     "PYTHON", "LD_", "_RJEM_", "JE_", "ARROW_", "NPY_", "OPENBLAS", "OMP_", "MKL_", "MALLOC",
     "POLARS_", "TRACEDIFF_SET_ALLOC",
 )  # fmt: skip
+
+CALL_LOG = os.environ.get("TD_TEST_CALL_LOG")
+"""A file: each forked call appends a JSON line (the test, the command, its CPU seconds: the
+child's and those of the processes it waited for) to it; bench/suite_cpu.py sums them."""
+
+_BASE_ENV = dict(os.environ)
+"""The test process's environment once polars and tracediff.cli are imported: each server
+starts under it, not under what a test running at that moment has changed (test_capture's
+allocator test removes the allocator variables: a server started then differed from every later
+call, and all of them ran as fresh processes)."""
 
 FRESH = bool(os.environ.get("TD_TEST_FRESH_PROCESSES"))
 """Set (any value) to run every call as a fresh `python -m tracediff` (to check that both ways
@@ -89,8 +105,10 @@ for line in iter(requests.readline, b""):
         finally:
             os._exit(code)
     os.write(replies, (json.dumps({"pid": pid}) + "\n").encode())
-    _, status = os.waitpid(pid, 0)
-    os.write(replies, (json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+    _, status, use = os.wait4(pid, 0)
+    cpu = use.ru_utime + use.ru_stime
+    os.write(replies, (json.dumps({"status": os.waitstatus_to_exitcode(status), "cpu": cpu})
+                       + "\n").encode())
 """
 
 
@@ -99,6 +117,7 @@ class _Server:
         r, w = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _SERVER, str(w)],
+            env=_BASE_ENV,
             stdin=subprocess.PIPE,
             pass_fds=(w,),
         )
@@ -108,7 +127,7 @@ class _Server:
         self.lock = threading.Lock()
         self.tmp = Path(tempfile.mkdtemp(prefix="tracediff-cli-"))
         self.calls = 0
-        self.at_load = _at_load(os.environ)
+        self.at_load = _at_load(_BASE_ENV)
         self.owner = os.getpid()  # a forked test process starts a server of its own
 
     def close(self) -> None:
@@ -155,6 +174,8 @@ class _Server:
             if done is None:
                 os.killpg(started["pid"], signal.SIGKILL)
                 self._line(60)
+            if CALL_LOG and done is not None:
+                log_cpu("call", argv[0] if argv else "", done["cpu"])
             stdout, stderr = out.read_bytes(), err.read_bytes()
             out.unlink()
             err.unlink()
@@ -170,8 +191,32 @@ class _Server:
             return subprocess.CompletedProcess(["tracediff", *argv], done["status"], stdout, stderr)
 
 
+def log_cpu(kind: str, what: str, cpu: float, test: str | None = None) -> None:
+    """One line of TD_TEST_CALL_LOG (appended whole: xdist workers share the file)."""
+    if test is None:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    line = json.dumps({"kind": kind, "test": test, "what": what, "cpu": round(cpu, 3)}) + "\n"
+    assert CALL_LOG is not None
+    fd = os.open(CALL_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
 def _at_load(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(INHERITED_AT_LOAD)}
+    """What a `python -m tracediff` started with env loads under: its load-time variables, after
+    tracediff.cli has set its allocator defaults where env has none (as _set_allocators does,
+    which the server ran on import and each forked child runs again)."""
+    from tracediff.base.settings import SET_ALLOC
+    from tracediff.cli import ALLOCATOR_ENV
+
+    out = {k: v for k, v in env.items() if k.startswith(INHERITED_AT_LOAD)}
+    unset = [k for k in ALLOCATOR_ENV if k not in out]
+    out.update({k: ALLOCATOR_ENV[k] for k in unset})
+    if unset:
+        out[SET_ALLOC.name] = ",".join(unset)
+    return out
 
 
 def _text(data: bytes, errors: str) -> str:
@@ -197,9 +242,13 @@ def cli_run(
     if not FRESH and (
         _server is None or _server.owner != os.getpid() or _server.proc.poll() is not None
     ):
-        _server = _Server()  # under this process's environment: its imports read that one
+        _server = _Server()  # under _BASE_ENV: its imports read that one
         atexit.register(_server.close)
     if FRESH or _server is None or _at_load(full) != _server.at_load:
+        if CALL_LOG and _server is not None:
+            now, then = _at_load(full), _server.at_load
+            why = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k))
+            log_cpu("fresh", f"{args[0] if args else ''} ({','.join(why)})", 0.0)
         return subprocess.run(
             [sys.executable, "-m", "tracediff", *args],
             capture_output=True,
