@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from tracediff.runs.runfile import Run
 
@@ -48,7 +47,6 @@ SKETCH = 256
 below K names."""
 _NSYS_FORMATS = ("nsys-sqlite", "nsys-rep", "qdstrm", "parquetdir", "nsys")
 _DIGITS = re.compile(r"\d+")
-_WINDOW_TABLES = ("kernels", "memops", "nvtx_ranges")
 
 
 def _hash(name: str) -> str:
@@ -76,58 +74,52 @@ def _distinct(run: Run, table: str, column: str) -> list[str]:
     return [str(v) for v in col[column].drop_nulls().cast(pl.String).unique().to_list()]
 
 
-def _frame(tab: pa.Table) -> pl.DataFrame:
-    """A run table in polars, by way of the table: pl.Series of an Arrow array imports
-    pyarrow.compute, whose import alone costs a first compare ~0.2 s."""
-    frame = pl.from_arrow(tab)
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+def _ints(values: list[Any]) -> set[int]:
+    return {int(v) for v in values}
 
 
-def _ints(tab: pa.Table, column: str) -> set[int]:
-    """The distinct non-null values of an integer column of a run table."""
-    got = _frame(tab).select(pl.col(column).drop_nulls().unique())
-    return {int(v) for v in got[column].to_list()}
+class _Facts:
+    """What the identity reads of one table of GPU operations (or of the ranges), in one query:
+    its devices, processes, first start and last end."""
+
+    def __init__(self, run: Run, table: str, devices: bool = True) -> None:
+        cols = ["device_id"] if devices else []  # ranges: on the host (their GPU-side ones aside)
+        tab = pl.from_arrow(run.read(table, [*cols, "process_id", "start_ns", "end_ns"]))
+        assert isinstance(tab, pl.DataFrame)
+        self.rows = tab.height
+        ints = [c for c in ("device_id", "process_id") if c in tab.columns]
+        got = tab.select(
+            *(pl.col(c).drop_nulls().unique().implode() for c in ints),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+        ).row(0, named=True)
+        self.devices = _ints(got.get("device_id") or [])
+        self.pids = _ints(got["process_id"] or [])
+        self.lo: int | None = None if got["start_ns"] is None else int(got["start_ns"])
+        self.hi: int | None = None if got["end_ns"] is None else int(got["end_ns"])
 
 
-def _bound(tab: pa.Table, column: str, top: bool) -> int | None:
-    """The column's min (max when `top`) without its nulls; None when all are null."""
-    s = _frame(tab)[column]
-    v = s.max() if top else s.min()
-    return None if v is None else int(v)  # type: ignore[arg-type]
-
-
-def _window(run: Run) -> tuple[int | None, int | None]:
+def _window(facts: list[_Facts]) -> tuple[int | None, int | None]:
     lo: int | None = None
     hi: int | None = None
-    for t in _WINDOW_TABLES:
-        tab = run.read(t, ["start_ns", "end_ns"])
-        if not tab.num_rows:
+    for f in facts:
+        if not f.rows:
             continue
-        s = _bound(tab, "start_ns", top=False)
-        e = _bound(tab, "end_ns", top=True)
-        if s is not None:
-            lo = s if lo is None else min(lo, s)
-        if e is not None:
-            hi = e if hi is None else max(hi, e)
+        if f.lo is not None:
+            lo = f.lo if lo is None else min(lo, f.lo)
+        if f.hi is not None:
+            hi = f.hi if hi is None else max(hi, f.hi)
     return lo, hi
 
 
-def _used_devices(run: Run) -> list[int]:
-    used: set[int] = set()
-    for t in ("kernels", "memops"):
-        used.update(_ints(run.read(t, ["device_id"]), "device_id"))
-    return sorted(used)
-
-
-def _pids(run: Run) -> list[int]:
-    for tables in (("kernels", "memops"), ("nvtx_ranges", "api_calls")):
-        got: set[int] = set()
-        for t in tables:
-            got.update(_ints(run.read(t, ["process_id"]), "process_id"))
-        if got:
-            return sorted(got)
-    return []
+def _pids(run: Run, gpu: list[_Facts], nvtx: _Facts) -> list[int]:
+    got: set[int] = set().union(*(f.pids for f in gpu))
+    if got:
+        return sorted(got)
+    api = pl.from_arrow(run.read("api_calls", ["process_id"]))
+    assert isinstance(api, pl.DataFrame)
+    got = nvtx.pids | _ints(api["process_id"].drop_nulls().unique().to_list())
+    return sorted(got)
 
 
 def _gpus(run: Run, used: list[int]) -> list[dict[str, Any]]:
@@ -168,8 +160,10 @@ def identify(run: Run, *, derived: bool = False) -> dict[str, Any]:
     manifest = md.get("manifest") if isinstance(md.get("manifest"), dict) else {}
     assert isinstance(manifest, dict)
     tracer, version = _tracer(md)
-    used = _used_devices(run)
-    lo, hi = _window(run)
+    gpu = [_Facts(run, "kernels"), _Facts(run, "memops")]
+    nvtx_facts = _Facts(run, "nvtx_ranges", devices=False)
+    used = sorted(set().union(*(f.devices for f in gpu)))
+    lo, hi = _window([*gpu, nvtx_facts])
     origin = md.get("time_origin_utc_ns")
     utc = isinstance(origin, int)
     base = int(origin) if isinstance(origin, int) else 0
@@ -198,7 +192,7 @@ def identify(run: Run, *, derived: bool = False) -> dict[str, Any]:
         "tracer_version": version,
         "host": host,
         "hosts": [host] if host else [],
-        "process_ids": _pids(run),
+        "process_ids": _pids(run, gpu, nvtx_facts),
         "gpus": _gpus(run, used),
         "window": {
             "start_ns": lo,

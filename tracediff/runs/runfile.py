@@ -58,6 +58,12 @@ from tracediff.runs.runfooter import (
 MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
 END_MAGIC = b"TDRUNEND"
 _TAIL = struct.Struct("<Q")
+SMALL_TABLE_BYTES = 1 << 20
+"""A table whose stored (compressed) bytes are at most this is decoded whole on its first
+column read and kept: reading a run (identity, sanity checks, GPUs, the engine's ops) asks for
+some columns of kernels and memops ~8 times, and each read of a small table is mostly fixed
+cost (~0.7 ms: open, validate, CRC), ~0.1 s of a first compare of 8 small runs. A kept table is
+a few MB at most (~40 k kernels); bigger tables are read column by column, uncached, as before."""
 
 
 @dataclass
@@ -245,6 +251,8 @@ class _LazyTables(dict[str, pa.Table]):
     def load_uncached(self, name: str, columns: list[str] | None = None) -> pa.Table:
         if dict.__contains__(self, name):
             return dict.__getitem__(self, name)
+        if columns is not None and self._offsets[name][1] <= SMALL_TABLE_BYTES:
+            return self._load(name).select(columns)  # decoded once, kept: see SMALL_TABLE_BYTES
         return self._load(name, cache=False, columns=columns)
 
     def _verify(self, name: str, off: int, length: int) -> None:
