@@ -54,18 +54,15 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # `_g` follows the device order within a side; without it a tie was settled by the sort).
     # Each frame below is one plan, collected once: on small runs the queries' own cost is most.
     cyc = (
-        pl.DataFrame(
-            {
-                "side": ops["side"].gather(first),
-                "cycle": ops["cycle"].gather(first),
-                "device_id": ops["device_id"].gather(first).cast(pl.Int32),
-                "start_ns": g_start,
-                "end_ns": g_end,
-                "sum_ns": g_sum,
-                "idle_ns": g_idle,
-            }
+        ops.lazy()
+        .select(
+            pl.col("side", "cycle").gather(first),
+            pl.col("device_id").gather(first).cast(pl.Int32),
+            pl.Series("start_ns", g_start),
+            pl.Series("end_ns", g_end),
+            pl.Series("sum_ns", g_sum),
+            pl.Series("idle_ns", g_idle),
         )
-        .lazy()
         .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
         .with_columns((pl.col("span_ns") - pl.col("idle_ns")).alias("busy_ns"))
         .with_row_index("_g")
