@@ -1,22 +1,34 @@
-"""A user's first compare: `tracediff compare samples/runs/good samples/runs/bad --format table`.
+"""A user's first compare, and the fixed cost every small compare pays (issue 32).
 
     bench/first_compare.py [--repeat 5] [--vs PYTHONPATH_OF_A_BASELINE] [--where]
+                           [--pairs demo,sqlite,kineto]
 
-Issue 32's goal: <= 1.5 s wall on a quiet machine. Each round starts fresh child processes (the
-command as a user types it, start-up and imports included):
-- wall and CPU seconds (user + system, os.wait4 of the child) of the plain command;
+Inputs (`--pairs`, default all three):
+- demo: `tracediff compare samples/runs/good samples/runs/bad --format table`, the README's first
+  command (two run sets of 4 H200 runs: 8 run files). Issue 32's goal: <= 1.5 s wall, quiet machine.
+- sqlite: `compare tests/data/h200/g_good.sqlite g_bad.sqlite --format json` (one small nsys
+  report a side, parsed in the command: ~3 k kernels each).
+- kineto: `compare tests/data/h200/k_good.json.gz k_bad.json.gz --format json` (the same
+  workload's Kineto traces): with `sqlite`, the cost of one small compare, which the test suite
+  pays hundreds of times.
+
+Each round starts fresh child processes (the command as a user types it, start-up and imports
+included):
+- wall and CPU seconds (user + system, os.wait4 of the child) and peak RSS of the plain command;
 - the imports' share: `python -X importtime`'s top-level modules summed, over that child's wall
   (the import time counts the imports the command makes late, inside a function, too);
 - polars collects: every query polars runs (a LazyFrame's collect, each eager DataFrame method's
   own, collect_all), counted in a child that wraps polars' local engine (polars 2.x) before
   running the command.
 `--vs DIR` runs the same rounds on a baseline tree (a copy of the `tracediff` package with its
-compiled modules, put first on PYTHONPATH), interleaved A B A B, from a folder outside the
-checkout so that the checkout is not imported. `--where` prints the 15 lines of tracediff that
-collect most. Prints a markdown table of medians (and min-max) and the load average: this VM is
-shared, so compare CPU seconds of interleaved rounds, not wall times of separate calls. A first
-round, not counted, writes the bytecode caches (__pycache__, as an install has them) even where
+compiled modules, or a checkout of another commit, put first on PYTHONPATH), interleaved A B A B,
+from a folder outside the checkout so that the checkout is not imported; the table then has the
+median of the per-round ratios A/B. `--where` prints the 15 lines of tracediff that collect most.
+Prints a markdown table of medians (and min-max) and the load average: this VM is shared, so
+compare CPU seconds of interleaved rounds, not wall times of separate calls. A first round, not
+counted, writes the bytecode caches (__pycache__, as an install has them) even where
 PYTHONDONTWRITEBYTECODE is set: without them every run compiles tracediff's ~200 modules again.
+The outputs of every round of a pair must be identical (checked, printed under the table).
 """
 
 from __future__ import annotations
@@ -32,7 +44,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ARGS = ["compare", "samples/runs/good", "samples/runs/bad", "--format", "table"]
+PAIRS = {
+    "demo": ["compare", "samples/runs/good", "samples/runs/bad", "--format", "table"],
+    "sqlite": [
+        "compare", "tests/data/h200/g_good.sqlite", "tests/data/h200/g_bad.sqlite",
+        "--format", "json",
+    ],
+    "kineto": [
+        "compare", "tests/data/h200/k_good.json.gz", "tests/data/h200/k_bad.json.gz",
+        "--format", "json",
+    ],
+}  # fmt: skip
 
 COUNT = """
 import collections, os, runpy, sys, traceback
@@ -69,8 +91,9 @@ for k, v in where.most_common(15):
 """
 
 
-def run(cmd: list[str], tree: Path | None, cwd: Path) -> tuple[float, float, str, str]:
-    """(wall s, CPU s, stdout, stderr) of one child, reaped by os.wait4 (its own rusage)."""
+def run(cmd: list[str], tree: Path | None, cwd: Path) -> dict[str, object]:
+    """wall s, CPU s, peak MiB, stdout and stderr of one child, reaped by os.wait4 (its own
+    rusage)."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: tracediff's modules compiled once
@@ -86,23 +109,25 @@ def run(cmd: list[str], tree: Path | None, cwd: Path) -> tuple[float, float, str
         text, errs = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed on {tree or ROOT}: {errs[-500:]}")
-    return wall, ru.ru_utime + ru.ru_stime, text, errs
-
-
-def one_round(tree: Path | None, cwd: Path) -> dict[str, object]:
-    """One fresh-process round of the command on `tree` (None: the checkout)."""
-    py = sys.executable
-    wall, cpu, out, _ = run([py, "-m", "tracediff", *ARGS], tree, cwd)
-    iwall, _, _, report = run([py, "-X", "importtime", "-m", "tracediff", *ARGS], tree, cwd)
-    _, _, counted, _ = run([py, "-c", COUNT, str(tree or ROOT), *ARGS], tree, cwd)
     return {
         "wall": wall,
-        "cpu": cpu,
-        "out": out,
-        "imports": _imports_s(report) / iwall,
-        "collects": _collects(counted),
-        "where": counted,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "peak": ru.ru_maxrss / 1024,  # KiB on Linux
+        "out": text,
+        "err": errs,
     }
+
+
+def one_round(args: list[str], tree: Path | None, cwd: Path) -> dict[str, object]:
+    """One fresh-process round of `tracediff ARGS` on `tree` (None: the checkout)."""
+    py = sys.executable
+    got = run([py, "-m", "tracediff", *args], tree, cwd)
+    timed = run([py, "-X", "importtime", "-m", "tracediff", *args], tree, cwd)
+    counted = str(run([py, "-c", COUNT, str(tree or ROOT), *args], tree, cwd)["out"])
+    got["imports"] = _imports_s(str(timed["err"])) / float(timed["wall"])  # type: ignore[arg-type]
+    got["collects"] = _collects(counted)
+    got["where"] = counted
+    return got
 
 
 def _imports_s(report: str) -> float:
@@ -126,16 +151,28 @@ def _collects(out: str) -> str:
     return "?"
 
 
-def row(name: str, rounds: list[dict[str, object]]) -> str:
+def _fig(vals: list[float], fmt: str) -> str:
+    lo, mid, hi = min(vals), statistics.median(vals), max(vals)
+    return f"{mid:{fmt}} ({lo:{fmt}}-{hi:{fmt}})"
+
+
+def row(pair: str, name: str, rounds: list[dict[str, object]]) -> str:
     def fig(key: str, fmt: str) -> str:
-        vals = [float(r[key]) for r in rounds]  # type: ignore[arg-type]
-        lo, mid, hi = min(vals), statistics.median(vals), max(vals)
-        return f"{mid:{fmt}} ({lo:{fmt}}-{hi:{fmt}})"
+        return _fig([float(r[key]) for r in rounds], fmt)  # type: ignore[arg-type]
 
     return (
-        f"| {name} | {fig('wall', '.2f')} | {fig('cpu', '.2f')} | "
-        f"{fig('imports', '.0%')} | {rounds[-1]['collects']} |"
+        f"| {pair} | {name} | {fig('wall', '.2f')} | {fig('cpu', '.2f')} | {fig('peak', '.0f')} "
+        f"| {fig('imports', '.0%')} | {rounds[-1]['collects']} |"
     )
+
+
+def ratios(pair: str, a: list[dict[str, object]], b: list[dict[str, object]]) -> str:
+    """The median (min-max) of the per-round ratios A/B (each round ran A then B)."""
+
+    def fig(key: str) -> str:
+        return _fig([float(x[key]) / float(y[key]) for x, y in zip(a, b, strict=True)], ".3f")  # type: ignore[arg-type]
+
+    return f"| {pair} | A/B | {fig('wall')} | {fig('cpu')} | {fig('peak')} | | |"
 
 
 def main() -> None:
@@ -143,40 +180,55 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--vs", type=Path, help="a baseline tree to put first on PYTHONPATH")
     ap.add_argument("--where", action="store_true", help="the lines that collect most")
+    ap.add_argument("--pairs", default=",".join(PAIRS), help=f"of {', '.join(PAIRS)}")
     a = ap.parse_args()
+    pairs = [p for p in a.pairs.split(",") if p]
+    if unknown := sorted(set(pairs) - set(PAIRS)):
+        ap.error(f"--pairs: unknown {', '.join(unknown)}")
     # the children run from a folder outside the checkout (python puts its cwd first on the
-    # path), where samples/ is a link to the checkout's
+    # path), where samples/ and tests/data are links to the checkout's
     cwd = Path(tempfile.mkdtemp(prefix="first-compare-"))
     (cwd / "samples").symlink_to(ROOT / "samples")
+    (cwd / "tests").mkdir()
+    (cwd / "tests" / "data").symlink_to(ROOT / "tests" / "data")
     trees: list[tuple[str, Path | None]] = [("this checkout", None)]
     if a.vs is not None:
         trees.append((f"baseline {a.vs}", a.vs.resolve()))
-    got: dict[str, list[dict[str, object]]] = {name: [] for name, _ in trees}
-    for _name, tree in trees:  # a warm-up round, not counted: writes the bytecode caches
-        one_round(tree, cwd)
+    got: dict[tuple[str, str], list[dict[str, object]]] = {
+        (p, name): [] for p in pairs for name, _ in trees
+    }
+    for pair in pairs:
+        for _name, tree in trees:  # a warm-up round, not counted: writes the bytecode caches
+            one_round(PAIRS[pair], tree, cwd)
     for _ in range(a.repeat):
-        for name, tree in trees:
-            got[name].append(one_round(tree, cwd))
+        for pair in pairs:
+            for name, tree in trees:
+                got[pair, name].append(one_round(PAIRS[pair], tree, cwd))
+    print(f"{a.repeat} interleaved rounds, fresh processes; median (min-max)\n")
+    for pair in pairs:
+        print(f"- {pair}: `tracediff {' '.join(PAIRS[pair])}`")
     print(
-        f"`tracediff {' '.join(ARGS)}`, {a.repeat} interleaved rounds, fresh processes; "
-        "median (min-max)\n"
+        "\n| input | tree | wall s | CPU s (user+sys) | peak MiB | imports' share of wall "
+        "| polars collects |"
     )
-    print("| tree | wall s | CPU s (user+sys) | imports' share of wall | polars collects |")
-    print("|---|---|---|---|---|")
-    for name, _ in trees:
-        print(row(name, got[name]))
-    outs = {str(r["out"]) for rs in got.values() for r in rs}
-    print(
-        f"\noutputs: {'identical' if len(outs) == 1 else f'{len(outs)} DIFFERENT'}; "
-        f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, "
-        f"{os.cpu_count()} CPUs"
-    )
-    if a.where:
+    print("|---|---|---|---|---|---|---|")
+    for pair in pairs:
         for name, _ in trees:
-            print(f"\n{name}: lines of tracediff that collect most")
-            for line in str(got[name][-1]["where"]).splitlines():
-                if line.startswith("WHERE"):
-                    print("   ", line[6:])
+            print(row(pair, name, got[pair, name]))
+        if len(trees) == 2:
+            print(ratios(pair, got[pair, trees[0][0]], got[pair, trees[1][0]]))
+    print()
+    for pair in pairs:
+        outs = {str(r["out"]) for name, _ in trees for r in got[pair, name]}
+        print(f"{pair} outputs: {'identical' if len(outs) == 1 else f'{len(outs)} DIFFERENT'}")
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
+    if a.where:
+        for pair in pairs:
+            for name, _ in trees:
+                print(f"\n{pair}, {name}: lines of tracediff that collect most")
+                for line in str(got[pair, name][-1]["where"]).splitlines():
+                    if line.startswith("WHERE"):
+                        print("   ", line[6:])
 
 
 if __name__ == "__main__":

@@ -86,11 +86,14 @@ def _stack(side: Side, name: str, label: str) -> pl.DataFrame:
     for p, off in zip(side.parts, side.offsets, strict=True):
         f: pl.DataFrame = getattr(p, name)
         if f.height:
-            frames.append(f.with_columns(pl.col("cycle") + off) if "cycle" in f.columns else f)
+            cyc = "cycle" in f.columns
+            frames.append(f.lazy().with_columns(pl.col("cycle") + off) if cyc else f.lazy())
     if not frames:
         return pl.DataFrame()
-    return pl.concat(frames, how="vertical_relaxed").with_columns(
-        pl.lit(label, al.SIDES).alias("side")
+    return (  # one plan, collected once
+        pl.concat(frames, how="vertical_relaxed")
+        .with_columns(pl.lit(label, al.SIDES).alias("side"))
+        .collect()
     )
 
 
