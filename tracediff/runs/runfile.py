@@ -58,12 +58,17 @@ from tracediff.runs.runfooter import (
 MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
 END_MAGIC = b"TDRUNEND"
 _TAIL = struct.Struct("<Q")
-SMALL_TABLE_BYTES = 1 << 20
+SMALL_TABLE_BYTES = 512 << 10
 """A table whose stored (compressed) bytes are at most this is decoded whole on its first
-column read and kept: reading a run (identity, sanity checks, GPUs, the engine's ops) asks for
-some columns of kernels and memops ~8 times, and each read of a small table is mostly fixed
-cost (~0.7 ms: open, validate, CRC), ~0.1 s of a first compare of 8 small runs. A kept table is
-a few MB at most (~40 k kernels); bigger tables are read column by column, uncached, as before."""
+column read and kept (kernels and memops until `Run.release`, once the engine read its ops):
+reading a run (identity, sanity checks, GPUs, the engine's ops) asks for some columns of
+kernels and memops ~8 times, and each read of a small table is mostly fixed cost (open,
+validate, CRC): 3.3 % of the demo compare's instructions (callgrind, 8 runs of 5 k kernels).
+A kept table is ~3 MB at most (~20 k kernels); bigger tables are read column by column,
+uncached, as before, so a run set of big runs holds none of them."""
+_OPS_TABLES = {"kernels", "memops"}
+"""What `Run.release` lets go of a run's kept small tables: the GPU operations, read once into
+the engine's ops frame; the rest (ranges, collectives, devices) are read again by the cut."""
 
 
 @dataclass
@@ -243,8 +248,12 @@ class _LazyTables(dict[str, pa.Table]):
         self._source = source
         self._crcs = crcs  # None: a file without checksums, validated by Arrow instead
         self._verified: set[str] = set()
+        self._small: set[str] = set()  # kept by a column read (SMALL_TABLE_BYTES)
 
     def release(self) -> None:
+        for name in self._small & _OPS_TABLES:  # decoded again if asked for again
+            dict.pop(self, name, None)
+        self._small -= _OPS_TABLES
         with contextlib.suppress(AttributeError, OSError, ValueError):  # no madvise: nothing lost
             self._buf.madvise(mmap.MADV_DONTNEED)
 
@@ -252,7 +261,8 @@ class _LazyTables(dict[str, pa.Table]):
         if dict.__contains__(self, name):
             return dict.__getitem__(self, name)
         if columns is not None and self._offsets[name][1] <= SMALL_TABLE_BYTES:
-            return self._load(name).select(columns)  # decoded once, kept: see SMALL_TABLE_BYTES
+            self._small.add(name)  # decoded once, kept until `release`: see SMALL_TABLE_BYTES
+            return self._load(name).select(columns)
         return self._load(name, cache=False, columns=columns)
 
     def _verify(self, name: str, off: int, length: int) -> None:
