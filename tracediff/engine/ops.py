@@ -63,33 +63,20 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
     m = _frame(run, "memops", _MEMOP_COLS)
     # Names stay categorical: one copy of each distinct string instead of one per op (5 M ops of
     # ~150-character kernel names are ~1 GB as plain strings). The regex runs per distinct name.
-    comm = (  # one plan, collected once: small frames' queries cost more than their work
-        k.lazy()
-        .select(pl.col("name").cast(pl.Categorical))
-        .unique()
-        .drop_nulls()
-        .filter(is_comm(pl.col("name").cast(pl.String)))
-        .collect()["name"]
-    )
-    kernels = (
-        k.lazy()
-        .select(
-            *OP_COLUMNS,
-            "stack_id",
-            pl.col("name")
-            .cast(pl.Categorical)
-            .fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
-            _config(k, "grid"),
-            _config(k, "block"),
-            pl.lit(None, pl.Int64).alias("bytes"),
-        )
-        .with_columns(
-            pl.when(pl.col("name").is_in(comm.implode()))
-            .then(pl.lit("collective", KINDS))
-            .otherwise(pl.lit("kernel", KINDS))
-            .alias("kind"),
-        )
-        .collect()
+    names = k.select(pl.col("name").cast(pl.Categorical)).unique().drop_nulls()
+    comm = names.filter(is_comm(pl.col("name").cast(pl.String)))["name"]
+    kernels = k.select(
+        *OP_COLUMNS,
+        "stack_id",
+        pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
+        _config(k, "grid"),
+        _config(k, "block"),
+        pl.lit(None, pl.Int64).alias("bytes"),
+    ).with_columns(
+        pl.when(pl.col("name").is_in(comm.implode()))
+        .then(pl.lit("collective", KINDS))
+        .otherwise(pl.lit("kernel", KINDS))
+        .alias("kind"),
     )
     del k
     memops = m.select(

@@ -71,8 +71,7 @@ def similarity(a: list[str], b: list[str], k: int = SKETCH) -> float:
 def _distinct(run: Run, table: str, column: str) -> list[str]:
     col = pl.from_arrow(run.read(table, [column]))
     assert isinstance(col, pl.DataFrame)
-    got = col.lazy().select(pl.col(column).drop_nulls().cast(pl.String).unique()).collect()
-    return [str(v) for v in got[column].to_list()]
+    return [str(v) for v in col[column].drop_nulls().cast(pl.String).unique().to_list()]
 
 
 def _ints(values: list[Any]) -> set[int]:
@@ -172,16 +171,14 @@ def identify(run: Run, *, derived: bool = False) -> dict[str, Any]:
     ranges = pl.from_arrow(run.read("nvtx_ranges", ["domain", "name"]))
     assert isinstance(ranges, pl.DataFrame)
     nvtx = (
-        ranges.lazy()
-        .unique()
+        ranges.unique()
         .select(
             pl.when(pl.col("domain").is_null())
             .then(pl.col("name").cast(pl.String))
             .otherwise(pl.col("domain").cast(pl.String) + ":" + pl.col("name").cast(pl.String))
-            .drop_nulls()
         )
-        .collect()
         .to_series()
+        .drop_nulls()
         .to_list()
     )
     nvtx_names = sorted({_DIGITS.sub("#", n) for n in nvtx})

@@ -91,21 +91,11 @@ def shared_share(pb: pl.DataFrame, ph: pl.DataFrame) -> list[tuple[int, float]]:
         if not devs_h:
             break
         other = dev if dev in devs_h else devs_h[min(i, len(devs_h) - 1)]
-        b = pb.lazy().filter(pl.col("device_id") == dev).select("name", "per")
-        h = ph.lazy().filter(pl.col("device_id") == other)
-        h = h.select("name", pl.col("per").alias("per_h"))
-        sums = (  # one plan a GPU pair, collected once
-            b.join(h, on="name", how="full", coalesce=True)
-            .fill_null(0.0)
-            .select(
-                pl.min_horizontal("per", "per_h").sum().alias("common"),
-                pl.col("per").sum(),
-                pl.col("per_h").sum(),
-            )
-            .collect()
-            .row(0)
-        )
-        common, size = float(sums[0]), max(float(sums[1]), float(sums[2]))
+        b = pb.filter(pl.col("device_id") == dev).select("name", "per")
+        h = ph.filter(pl.col("device_id") == other).select("name", pl.col("per").alias("per_h"))
+        j = b.join(h, on="name", how="full", coalesce=True).fill_null(0.0)
+        common = float(j.select(pl.min_horizontal("per", "per_h").sum()).item())
+        size = max(float(j["per"].sum()), float(j["per_h"].sum()))
         out.append((int(dev), common / size if size else 1.0))
     return out
 

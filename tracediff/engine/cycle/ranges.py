@@ -102,13 +102,11 @@ def exact(ranges: pl.DataFrame, key: RangeKey) -> pl.DataFrame:
 
 def outermost(sel: pl.DataFrame) -> pl.DataFrame:
     """Same-named ranges nested in each other (recursion): keep the outermost of each thread."""
-    lazy = sel.lazy()  # one plan, collected once
-    min_depth = lazy.group_by("process_id", "thread_id").agg(pl.col("depth").min().alias("_d"))
+    min_depth = sel.group_by("process_id", "thread_id").agg(pl.col("depth").min().alias("_d"))
     return (
-        lazy.join(min_depth, on=["process_id", "thread_id"])
+        sel.join(min_depth, on=["process_id", "thread_id"])
         .filter(pl.col("depth") == pl.col("_d"))
         .drop("_d")
-        .collect()
     )
 
 
@@ -172,7 +170,7 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     is gathered once, dropping ops outside cycles and ordering them for alignment together."""
     # rows of a run come in start order: by row, then (stably) by device is usually the order
     # wanted, and far cheaper than a three-key sort
-    tags = tags.lazy().select("_op", "cycle", "phase").sort("_op").collect()
+    tags = tags.select("_op", "cycle", "phase").sort("_op")
     tags = tags.with_columns(ops.select("device_id", "start_ns", "end_ns")[tags["_op"]])
     dev = tags["device_id"].to_numpy()
     if len(dev) and 0 <= dev.min() and dev.max() < 1 << 15:

@@ -30,15 +30,16 @@ def group_key(ops: pl.DataFrame) -> np.ndarray:
     Only an order and a grouping: read side, device and cycle from the rows, not from the key.
     Device ids outside 0..2**16 (a Kineto pid) are replaced by their rank, cycles must fit 2**32."""
     dev = pl.col("device_id").cast(pl.Int64)
-    cycle = pl.col("cycle")
-    bounds = (  # one query
-        ops.select(dev.min(), dev.max().alias("hi"), cycle.min(), cycle.max().alias("c_hi"))
-        if ops.height
-        else None
+    lo, hi = (
+        ops.select(dev.min().alias("lo"), dev.max().alias("hi")).row(0) if ops.height else (0, 0)
     )
-    lo, hi, *cyc = bounds.row(0) if bounds is not None else (0, 0, 0, 0)
     if lo is not None and (lo < 0 or hi >= 1 << 16):
         dev = dev.rank("dense").cast(pl.Int64)
+    cyc = (
+        ops.select(pl.col("cycle").min().alias("lo"), pl.col("cycle").max().alias("hi")).row(0)
+        if ops.height
+        else (0, 0)
+    )
     if cyc[0] is not None and (cyc[0] < 0 or cyc[1] >= 1 << 32):
         raise AnalysisError(
             f"cycle numbers out of range ({cyc[0]}..{cyc[1]})", "report this as a tracediff bug"

@@ -86,14 +86,11 @@ def _stack(side: Side, name: str, label: str) -> pl.DataFrame:
     for p, off in zip(side.parts, side.offsets, strict=True):
         f: pl.DataFrame = getattr(p, name)
         if f.height:
-            cyc = "cycle" in f.columns
-            frames.append(f.lazy().with_columns(pl.col("cycle") + off) if cyc else f.lazy())
+            frames.append(f.with_columns(pl.col("cycle") + off) if "cycle" in f.columns else f)
     if not frames:
         return pl.DataFrame()
-    return (  # one plan, collected once
-        pl.concat(frames, how="vertical_relaxed")
-        .with_columns(pl.lit(label, al.SIDES).alias("side"))
-        .collect()
+    return pl.concat(frames, how="vertical_relaxed").with_columns(
+        pl.lit(label, al.SIDES).alias("side")
     )
 
 

@@ -238,9 +238,9 @@ def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Red
         return out
     stats = seqs.stats()
     out.seq_stats = stats
-    tops = stats.group_by("device_id", maintain_order=True).agg(pl.col("hash").head(TOP_SEQUENCES))
-    for dev, hashes in tops.iter_rows():
-        out.tops[int(dev)] = [seqs.template(int(dev), int(h)) for h in hashes]
+    for dev, part in stats.group_by("device_id", maintain_order=True):
+        hashes = part["hash"].head(TOP_SEQUENCES).to_list()
+        out.tops[int(dev[0])] = [seqs.template(int(dev[0]), int(h)) for h in hashes]
     aligned, out.used = al.align_to(seqs, task.templates, task.carry)
     del seqs
     if task.side == "head":

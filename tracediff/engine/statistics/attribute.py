@@ -43,6 +43,21 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     prev_end = np.empty(n, np.int64)
     prev_end[1:] = run_max[:-1]
     gap = np.where(head_row, 0, np.maximum(start - prev_end, 0))
+    ops = ops.with_columns(
+        pl.Series("gap_ns", gap),
+        pl.Series("_prev_end", np.where(head_row, 0, prev_end)),
+    ).with_columns(
+        pl.when(pl.col("gap_ns") == 0)
+        .then(pl.lit(None, _CAUSE))
+        .when(pl.col("launch_start_ns").is_null())
+        .then(pl.lit("unknown", _CAUSE))
+        .when(pl.col("launch_start_ns") >= pl.col("_prev_end"))
+        .then(pl.lit("host", _CAUSE))
+        .when(pl.col("launch_end_ns") > pl.col("_prev_end"))
+        .then(pl.lit("launch", _CAUSE))
+        .otherwise(pl.lit("wait", _CAUSE))
+        .alias("gap_cause")
+    )
     if n:
         g_start = np.minimum.reduceat(start, first)
         g_end = run_max[np.append(first[1:], n) - 1]  # the group's running max at its last row
@@ -50,50 +65,30 @@ def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         g_idle = np.add.reduceat(gap, first)
     else:
         g_start = g_end = g_sum = g_idle = np.zeros(0, np.int64)
+    cyc = pl.DataFrame(
+        {
+            "side": ops["side"].gather(first),
+            "cycle": ops["cycle"].gather(first),
+            "device_id": ops["device_id"].gather(first).cast(pl.Int32),
+            "start_ns": g_start,
+            "end_ns": g_end,
+            "sum_ns": g_sum,
+            "idle_ns": g_idle,
+        }
+    ).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+    cyc = cyc.with_columns((pl.col("span_ns") - pl.col("idle_ns")).alias("busy_ns"))
     # critical device: finishes last in the cycle (ties: the longer span, then the lower device:
-    # `_g` follows the device order within a side; without it a tie was settled by the sort).
-    # Each frame below is one plan, collected once: on small runs the queries' own cost is most.
+    # `_g` follows the device order within a side; without it a tie was settled by the sort)
     cyc = (
-        ops.lazy()
-        .select(
-            pl.col("side", "cycle").gather(first),
-            pl.col("device_id").gather(first).cast(pl.Int32),
-            pl.Series("start_ns", g_start),
-            pl.Series("end_ns", g_end),
-            pl.Series("sum_ns", g_sum),
-            pl.Series("idle_ns", g_idle),
-        )
-        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
-        .with_columns((pl.col("span_ns") - pl.col("idle_ns")).alias("busy_ns"))
-        .with_row_index("_g")
+        cyc.with_row_index("_g")
         .sort(
             "side", "cycle", "end_ns", "span_ns", "_g", descending=[False, False, True, True, False]
         )
         .with_columns((pl.int_range(pl.len()).over("side", "cycle") == 0).alias("critical"))
-        .collect()
     )
     crit_g = cyc.sort("_g")["critical"].to_numpy()
-    ops = (
-        ops.lazy()
-        .with_columns(
-            pl.Series("gap_ns", gap),
-            pl.Series("_prev_end", np.where(head_row, 0, prev_end)),
-        )
-        .with_columns(
-            pl.when(pl.col("gap_ns") == 0)
-            .then(pl.lit(None, _CAUSE))
-            .when(pl.col("launch_start_ns").is_null())
-            .then(pl.lit("unknown", _CAUSE))
-            .when(pl.col("launch_start_ns") >= pl.col("_prev_end"))
-            .then(pl.lit("host", _CAUSE))
-            .when(pl.col("launch_end_ns") > pl.col("_prev_end"))
-            .then(pl.lit("launch", _CAUSE))
-            .otherwise(pl.lit("wait", _CAUSE))
-            .alias("gap_cause"),
-            pl.Series("critical", crit_g[gid] if n else np.zeros(0, bool)),
-        )
-        .drop("_prev_end")
-        .collect()
+    ops = ops.with_columns(pl.Series("critical", crit_g[gid] if n else np.zeros(0, bool))).drop(
+        "_prev_end"
     )
     return ops, cyc.drop("_g").sort("side", "cycle", "device_id")
 
