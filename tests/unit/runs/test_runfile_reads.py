@@ -43,3 +43,40 @@ def test_column_subset_of_a_damaged_table_is_an_input_error(tmp_path: Path) -> N
     bad.write_bytes(bytes(raw))
     with pytest.raises(InputError, match="kernels"):
         read_run(bad).read("kernels", ["device_id", "name"])
+
+
+def test_small_table_decoded_once_and_let_go_on_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small table's column reads decode it once (runfile.SMALL_TABLE_BYTES); `release` lets
+    go of kept kernels and memops, and a read after it gives the same data."""
+    from tracediff.runs import runfile
+
+    run = read_run(SAMPLE)
+    lazy = run.tables
+    assert lazy._offsets["kernels"][1] <= runfile.SMALL_TABLE_BYTES  # type: ignore[attr-defined]
+    decoded: list[str] = []
+    real = runfile._LazyTables._load
+
+    def counted(self: object, name: str, *a: object, **k: object) -> object:
+        decoded.append(name)
+        return real(self, name, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runfile._LazyTables, "_load", counted)
+    first = run.read("kernels", ["device_id", "start_ns"])
+    again = run.read("kernels", ["name"])
+    assert decoded == ["kernels"]
+    assert first.equals(run.read("kernels").select(["device_id", "start_ns"]))
+    run.release()
+    assert not dict.__contains__(lazy, "kernels")
+    assert run.read("kernels", ["name"]).equals(again)
+    assert decoded == ["kernels", "kernels"]
+
+
+def test_big_table_column_reads_stay_uncached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SMALL_TABLE_BYTES a column read decodes only its columns and keeps nothing."""
+    from tracediff.runs import runfile
+
+    monkeypatch.setattr(runfile, "SMALL_TABLE_BYTES", 0)
+    run = read_run(SAMPLE)
+    part = run.read("kernels", ["end_ns", "name"])
+    assert not dict.__contains__(run.tables, "kernels")
+    assert part.equals(run.read("kernels").select(["end_ns", "name"]))
