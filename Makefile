@@ -42,7 +42,7 @@ demo: setup
 
 test: setup nsys chromium
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q tracediff capture tests > /dev/null
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25 tests
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 SOURCES := tracediff capture tests bench tools
 

@@ -68,11 +68,56 @@ def minispec_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     return dest, built
 
 
+@pytest.fixture(autouse=True)
+def _environment_kept() -> Iterator[None]:
+    """Each test leaves os.environ as it found it. A Dask LocalCluster run in the test process sets
+    its nannies' variables there (OMP_NUM_THREADS, MALLOC_TRIM_THRESHOLD_, PYTHONHASHSEED, ...:
+    distributed's pre-spawn environment), and every later CLI call of that test process then ran
+    as a fresh process instead of a fork (tests/support/cli.py: 59 calls in a suite run)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+# The longest modules first (pytest-xdist hands out whole modules, --dist loadfile, in this order
+# with --no-loadscope-reorder; its default order, most tests first, left the bisect modules of 2-3
+# tests each, 40-130 s, to the end of the run). Seconds on one worker, a 3-worker run of session 14;
+# N: mostly waiting on nsys (a capture: ~1.5 s wall, ~1 CPU-s), C: CPU. Alternated so the workers
+# start on a mix, not on three nsys streams at once.
+LONGEST_FIRST = [
+    "integration/test_bisect_failures.py",  # N 110
+    "integration/test_dask_ranks.py",  # C 80
+    "integration/test_bisect_bad_itself.py",  # N 95
+    "integration/test_bisect_suspects.py",  # N 95
+    "hostile/test_hostile.py",  # C 45
+    "integration/test_bisect.py",  # N 85
+    "integration/test_bisect_pools.py",  # N 73
+    "integration/test_dask.py",  # C 57
+    "integration/test_capture_runsets.py",  # N 61
+    "integration/test_bisect_resume.py",  # N 50
+    "hostile/test_fuzz.py",  # C 44
+    "integration/test_calibration_captures.py",  # N 49
+    "integration/test_bisect_retry.py",  # N 40
+    "integration/test_h200_bisect_pool.py",  # C 36
+    "unit/parse/test_kineto_chunks.py",  # C 33
+    "golden/test_cut_correspond.py",  # C 31
+]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`."""
+    """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`. The modules
+    of LONGEST_FIRST go first, in its order; the others keep theirs."""
     for item in items:
         if "tui" in item.path.parts[-2:-1]:
             item.add_marker(pytest.mark.tui)
+    rank = {ROOT / "tests" / m: i for i, m in enumerate(LONGEST_FIRST)}
+    gone = [str(m) for m in rank if not m.is_file()]
+    if gone:  # a module renamed or split: name it here again
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST: no such module {gone}")
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (rank.get(it.path, len(rank)), order[id(it)]))
 
 
 if os.environ.get("TD_TEST_CALL_LOG"):  # bench/suite_cpu.py: where the suite's CPU goes
