@@ -69,7 +69,10 @@ def test_a_run_that_fails_in_a_confirmation_is_logged_and_counted(
     assert flake.exists(), r.stderr  # a confirmation was captured, and its first run failed
     lost = nsys_lost(tmp_path / "out")  # nsys's own failures, retried by capture (under load)
     assert len(ran) <= res["captures"]["used"] <= len(ran) + lost, res["captures"]["by_commit"]
-    assert res["captures"]["failed_runs"] == 1 + lost
+    # the flaky run, nsys's own failures, and another tool's failure that bisect retried (said
+    # "retrying once: ..."): a second confirmation's first run failed so at load ~4, session 14
+    retried = r.stderr.count("retrying once:")
+    assert 1 + lost <= res["captures"]["failed_runs"] <= 1 + lost + retried, r.stderr
     check_accounting(res, ran, skipped=[])
     failed = [e for e in res["steps"] if "confirm_problem" in e]
     assert len(failed) == 1 and "exited with code 1" in failed[0]["confirm_problem"], failed

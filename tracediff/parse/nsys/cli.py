@@ -149,8 +149,16 @@ def read_report(path: Path, kind: str) -> Run:
             nsys_tool.check_can_open(path, importer)
             rep = tmp / "import.nsys-rep"
             cmd = [str(importer), "-i", str(_with_suffix(path, kind, tmp)), "-o", str(rep)]
-            r = nsys_tool.run(cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=path)
-            if r.returncode != 0 or not rep.exists():
+            # twice at most: QdstrmImporter has failed on a .qdstrm that it then imported
+            # ("InvalidArgumentException", a bisect --pool on a loaded 2-core machine, session 14)
+            for _ in range(2):
+                rep.unlink(missing_ok=True)
+                r = nsys_tool.run(
+                    cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=path
+                )
+                if r.returncode == 0 and rep.exists():
+                    break
+            else:
                 raise InputError(
                     f"{path}: QdstrmImporter cannot import it "
                     f"({nsys_tool.last_error_line(r.output)})",
