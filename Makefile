@@ -8,10 +8,12 @@ NSYS_PREFIX ?= /opt/nsys-2024.2.3
 # this workplace's machines) each would compile ~200 modules again, so the suite writes the
 # bytecode caches (git ignores __pycache__). pytest-xdist workers: 3 on the 2-core CI machine (a
 # module's tests stay on one worker: --dist loadfile, so a module's git repos and captures are
-# built once). A capture under nsys is mostly waiting (2.5 s wall, ~1 CPU-s: nsys's agent and
-# report generation), and the bisect and capture tests are half the suite's time. Fresh clones,
-# quiet machine, session 13: 3 workers 774 s (1071 CPU-s); 4 workers with the nsys modules
-# first 820 s (1218 CPU-s), and nsys failed on its own once ("End of file").
+# built once), handed out longest first (--no-loadscope-reorder keeps tests/conftest.py's
+# LONGEST_FIRST order; xdist's own, most tests first, left the bisect modules to the end). A
+# capture under nsys is mostly waiting (~1.5 s wall, ~1 CPU-s of nsys's own, measured with a
+# subreaper), and the suite is CPU-bound on 2 cores (91-93 % busy). Session 14, quiet machine,
+# 3 workers: 633.7 s before the ordering, 590.5 s and 615.2 s after; session 13: 4 workers
+# used more CPU (1218 vs 1071 CPU-s) and nsys failed on its own once ("End of file").
 TEST_WORKERS ?= 3
 
 .PHONY: setup nsys chromium demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
