@@ -45,7 +45,7 @@ def main() -> None:
     for mod, k in rows[: args.top]:
         print(
             f"{mod:<62} {k['self']:7.1f} {k['children']:7.1f} {k['call']:7.1f} "
-            f"{sum(k.values()):7.1f}"
+            f"{sum(k[x] for x in kinds):7.1f}"
         )
     print(f"\n{'command':<12} {'calls':>6} {'CPU-s':>8} {'median':>7}")
     for cmd, cpus in sorted(by_cmd.items(), key=lambda kv: -sum(kv[1])):

@@ -35,7 +35,8 @@ from pathlib import Path
 # defaults): imported before _BASE_ENV is taken
 import polars  # noqa: F401
 
-import tracediff.cli  # noqa: F401
+from tracediff.base.settings import SET_ALLOC
+from tracediff.cli import ALLOCATOR_ENV
 
 # Read when a library loads or a module is imported: a call that changes one gets a fresh process.
 INHERITED_AT_LOAD = (
@@ -208,9 +209,6 @@ def _at_load(env: Mapping[str, str]) -> dict[str, str]:
     """What a `python -m tracediff` started with env loads under: its load-time variables, after
     tracediff.cli has set its allocator defaults where env has none (as _set_allocators does,
     which the server ran on import and each forked child runs again)."""
-    from tracediff.base.settings import SET_ALLOC
-    from tracediff.cli import ALLOCATOR_ENV
-
     out = {k: v for k, v in env.items() if k.startswith(INHERITED_AT_LOAD)}
     unset = [k for k in ALLOCATOR_ENV if k not in out]
     out.update({k: ALLOCATOR_ENV[k] for k in unset})
@@ -244,10 +242,11 @@ def cli_run(
     ):
         _server = _Server()  # under _BASE_ENV: its imports read that one
         atexit.register(_server.close)
-    if FRESH or _server is None or _at_load(full) != _server.at_load:
+    load = _at_load(full)
+    if FRESH or _server is None or load != _server.at_load:
         if CALL_LOG and _server is not None:
-            now, then = _at_load(full), _server.at_load
-            why = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k))
+            then = _server.at_load
+            why = sorted(k for k in load.keys() | then.keys() if load.get(k) != then.get(k))
             log_cpu("fresh", f"{args[0] if args else ''} ({','.join(why)})", 0.0)
         return subprocess.run(
             [sys.executable, "-m", "tracediff", *args],
