@@ -291,14 +291,11 @@ def import_qdstrm(qdstrm: Path, nsys: str) -> Path | None:
         importer = nsys_tool.find_qdstrm_importer(Path(nsys), installed=False)
     except ToolError:
         return None
-    proc = subprocess.run(
-        [str(importer), "-i", str(qdstrm)], capture_output=True, text=True, check=False
-    )
     rep = qdstrm.with_suffix(".nsys-rep")
-    if proc.returncode != 0 or not rep.exists():
-        last = (proc.stdout + proc.stderr).strip().splitlines()
+    why = nsys_tool.import_qdstrm(importer, qdstrm, rep, src=qdstrm)
+    if why is not None:
         raise ToolError(
-            f"{qdstrm}: QdstrmImporter failed: {last[-1] if last else proc.returncode}",
+            f"{qdstrm}: QdstrmImporter failed: {why}",
             "import it later with `tracediff parse` on a machine with the same nsys version",
         )
     qdstrm.unlink()

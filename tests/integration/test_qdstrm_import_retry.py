@@ -1,4 +1,6 @@
-"""`tracediff parse X.qdstrm`: QdstrmImporter is run a second time when its first run fails.
+"""QdstrmImporter is run a second time when its first run fails: by `tracediff parse X.qdstrm`,
+and by `tracediff capture` when its nsys left a .qdstrm (a target-only install) with an importer
+beside that nsys.
 
 Under load QdstrmImporter has failed on a .qdstrm that it imported when run again (a bisect --pool
 of a fresh-clone suite, session 14: "InvalidArgumentException"). Such a failure cannot be produced
@@ -13,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.capture import capture
 from tests.support.cli import cli_run
+from tests.support.gitrepo import target_only_nsys
 
 pytestmark = [pytest.mark.nsys]
 
@@ -32,20 +36,25 @@ exec "{real}" "$@"
 """
 
 
-def _tools(nsys: str, where: Path, fail: int) -> tuple[Path, Path]:
-    """An nsys (execs the real one) with a QdstrmImporter beside it that fails its first `fail`
-    imports; (that nsys, the importer's counter of imports)."""
-    real = Path(nsys).resolve()
-    importer = real.parent / "QdstrmImporter"
+def _flaky_importer(nsys: str, where: Path, fail: int) -> Path:
+    """A QdstrmImporter in `where` that fails its first `fail` imports and otherwise execs the one
+    beside the real `nsys`; its counter of imports."""
+    importer = Path(nsys).resolve().parent / "QdstrmImporter"
     if not importer.exists():
-        pytest.fail(f"no QdstrmImporter beside {real}")
-    where.mkdir()
+        pytest.fail(f"no QdstrmImporter beside {Path(nsys).resolve()}")
     calls = where / "calls"
-    (where / "nsys").write_text(f'#!/bin/sh\nexec "{real}" "$@"\n')
     (where / "QdstrmImporter").write_text(WRAPPER.format(calls=calls, fail=fail, real=importer))
-    for name in ("nsys", "QdstrmImporter"):
-        (where / name).chmod(0o755)
-    return where / "nsys", calls
+    (where / "QdstrmImporter").chmod(0o755)
+    return calls
+
+
+def _tools(nsys: str, where: Path, fail: int) -> tuple[Path, Path]:
+    """An nsys (execs the real one) with a flaky QdstrmImporter beside it (`_flaky_importer`);
+    (that nsys, the importer's counter of imports)."""
+    where.mkdir()
+    (where / "nsys").write_text(f'#!/bin/sh\nexec "{Path(nsys).resolve()}" "$@"\n')
+    (where / "nsys").chmod(0o755)
+    return where / "nsys", _flaky_importer(nsys, where, fail)
 
 
 def test_an_importer_failure_is_retried_once(nsys: str, tmp_path: Path) -> None:
@@ -67,3 +76,16 @@ def test_an_importer_that_fails_twice_is_one_line_naming_the_file(
     assert len(lines) == 1 and str(QDSTRM) in lines[0], r.stderr
     assert "QdstrmImporter cannot import it" in lines[0] and "InvalidArgumentException" in lines[0]
     assert calls.read_text().strip() == "2" and not out.exists()
+
+
+def test_capture_retries_the_import_of_the_qdstrm_its_nsys_left(
+    repo: Path, nsys: str, tmp_path: Path
+) -> None:
+    target = target_only_nsys(nsys, tmp_path)  # its captures leave a .qdstrm
+    calls = _flaky_importer(nsys, target.parent, fail=1)  # capture looks beside its nsys
+    out = tmp_path / "cap"
+    r = capture(repo, "base", out, nsys=str(target))
+    assert r.returncode == 0, r.stderr
+    assert calls.read_text().strip() == "2", r.stderr
+    assert (out / "report.nsys-rep").is_file() and (out / "run.arrow").is_file()
+    assert not (out / "report.qdstrm").exists() and "QdstrmImporter" not in r.stderr

@@ -180,6 +180,21 @@ def run(cmd: list[str], *, timeout: float, what: str, src: Path) -> Result:
     return Result(proc.returncode, text)
 
 
+def import_qdstrm(importer: Path, qdstrm: Path, out: Path, *, src: Path) -> str | None:
+    """QdstrmImporter on `qdstrm` into `out`, run a second time when the first fails; None once
+    `out` is written, else the line of its output that says why (`src`: the file to name in errors).
+
+    Twice at most: under load QdstrmImporter has failed on a .qdstrm that it then imported
+    ("InvalidArgumentException", a bisect --pool on a loaded 2-core machine, session 14)."""
+    cmd = [str(importer), "-i", str(qdstrm), "-o", str(out)]
+    for _ in range(2):
+        out.unlink(missing_ok=True)
+        r = run(cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=src)
+        if r.returncode == 0 and out.exists():
+            return None
+    return last_error_line(r.output)
+
+
 def last_error_line(output: str) -> str:
     """The line of tool output that says what went wrong (progress bars dropped)."""
     lines: list[str] = [ln.strip() for ln in re.split(r"[\r\n]+", output) if ln.strip()]

@@ -148,21 +148,10 @@ def read_report(path: Path, kind: str) -> Run:
             importer = nsys_tool.find_qdstrm_importer()
             nsys_tool.check_can_open(path, importer)
             rep = tmp / "import.nsys-rep"
-            cmd = [str(importer), "-i", str(_with_suffix(path, kind, tmp)), "-o", str(rep)]
-            # twice at most: QdstrmImporter has failed on a .qdstrm that it then imported
-            # ("InvalidArgumentException", a bisect --pool on a loaded 2-core machine, session 14)
-            for _ in range(2):
-                rep.unlink(missing_ok=True)
-                r = nsys_tool.run(
-                    cmd, timeout=settings.nsys_timeout(), what="QdstrmImporter", src=path
-                )
-                if r.returncode == 0 and rep.exists():
-                    break
-            else:
+            why = nsys_tool.import_qdstrm(importer, _with_suffix(path, kind, tmp), rep, src=path)
+            if why is not None:
                 raise InputError(
-                    f"{path}: QdstrmImporter cannot import it "
-                    f"({nsys_tool.last_error_line(r.output)})",
-                    _BAD_REPORT_HINT,
+                    f"{path}: QdstrmImporter cannot import it ({why})", _BAD_REPORT_HINT
                 )
         nsys_tool.check_can_open(rep, nsys)
         exported, fmt = _export(nsys, rep, tmp, path)
