@@ -26,6 +26,6 @@ def test_a_failed_run_is_nsys_s_own_only_by_its_known_lines(
     (tmp_path / "capture.log").write_text(log)
     assert nsys_lost(tmp_path, 1, False) == lost
     assert nsys_lost(tmp_path, 1, True) is None  # interrupted: not retried
-    assert nsys_lost(tmp_path, 0, False) is None
+    assert nsys_lost(tmp_path, 0, False) == lost  # exit 0 and no report: nsys lost the run too
     (tmp_path / "report.qdstrm").write_bytes(b"")  # a report was written: the workload's failure
     assert nsys_lost(tmp_path, 1, False) is None
