@@ -6,8 +6,10 @@
 Per test module: CPU seconds in the test process itself ("self": in-process engine runs, the TUI,
 fixtures), in the processes it waited for ("children": git, fresh CLI processes, Dask clusters,
 chromium), and in the forked CLI calls (tests/support/cli.py: each call's own CPU and that of the
-processes it waited for, such as nsys's front end and the workload). Not counted: processes that
-no test waits for (nsys's daemon, about 0.7 CPU-s a capture, measured with a subreaper).
+processes it waited for, such as nsys's front end and the workload). Not counted there: processes
+that no test waits for (nsys's daemon and the workload it runs, ~0.8 CPU-s a capture). With
+TD_TEST_CGROUP=/sys/fs/cgroup/cpuacct/NAME as well (root, cgroup v1: tests/conftest.py), "tree" is
+all the CPU of each test's processes, those too, and "unseen" what the other columns miss.
 """
 
 from __future__ import annotations
@@ -35,17 +37,29 @@ def main() -> None:
         if e["kind"] == "fresh":  # a call whose load-time environment differs from the server's
             fresh.append(f"{e['test']}: {e['what']}")
     kinds = ("self", "children", "call")
-    total = {k: sum(m[k] for m in by_mod.values()) for k in kinds}
+    total = {k: sum(m[k] for m in by_mod.values()) for k in (*kinds, "tree")}
+    seen = sum(total[k] for k in kinds)
     print(
         f"suite CPU-s: self {total['self']:.0f}, children {total['children']:.0f}, "
-        f"CLI calls {total['call']:.0f}, all {sum(total.values()):.0f}"
+        f"CLI calls {total['call']:.0f}, all {seen:.0f}"
+        + (
+            f", tree {total['tree']:.0f} (unseen {total['tree'] - seen:.0f})"
+            if total["tree"]
+            else ""
+        )
     )
-    print(f"\n{'module':<62} {'self':>7} {'kids':>7} {'calls':>7} {'all':>7}")
-    rows = sorted(by_mod.items(), key=lambda kv: -sum(kv[1][x] for x in kinds))
-    for mod, k in rows[: args.top]:
+    print(
+        f"\n{'module':<56} {'self':>6} {'kids':>6} {'calls':>6} {'all':>6} {'tree':>6} {'unseen':>6}"
+    )
+
+    def weight(k: dict[str, float]) -> float:
+        return k["tree"] or sum(k[x] for x in kinds)
+
+    for mod, k in sorted(by_mod.items(), key=lambda kv: -weight(kv[1]))[: args.top]:
+        all_ = sum(k[x] for x in kinds)
+        tree = f"{k['tree']:6.1f} {k['tree'] - all_:6.1f}" if k["tree"] else f"{'-':>6} {'-':>6}"
         print(
-            f"{mod:<62} {k['self']:7.1f} {k['children']:7.1f} {k['call']:7.1f} "
-            f"{sum(k[x] for x in kinds):7.1f}"
+            f"{mod:<56} {k['self']:6.1f} {k['children']:6.1f} {k['call']:6.1f} {all_:6.1f} {tree}"
         )
     print(f"\n{'command':<12} {'calls':>6} {'CPU-s':>8} {'median':>7}")
     for cmd, cpus in sorted(by_cmd.items(), key=lambda kv: -sum(kv[1])):

@@ -135,8 +135,29 @@ if os.environ.get("TD_TEST_CALL_LOG"):  # bench/suite_cpu.py: where the suite's 
             kids = resource.getrusage(resource.RUSAGE_CHILDREN)
             return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
-        before = now()
+        group = _cgroup()
+        before, tree = now(), _usage(group)
         yield
         after = now()
         log_cpu("self", item.nodeid, after[0] - before[0], test=item.nodeid)
         log_cpu("children", item.nodeid, after[1] - before[1], test=item.nodeid)
+        if group is not None:
+            log_cpu("tree", item.nodeid, _usage(group) - tree, test=item.nodeid)
+
+    def _cgroup() -> Path | None:
+        """With TD_TEST_CGROUP (a cgroup-v1 cpuacct folder, e.g. /sys/fs/cgroup/cpuacct/tdsuite,
+        root only): this worker's own cgroup under it, joined once. Every process started from
+        here on is in it, nsys's daemons and Dask's workers too, so a test's `tree` CPU is all of
+        its processes' (and whatever an earlier test left running)."""
+        root = os.environ.get("TD_TEST_CGROUP")
+        if not root:
+            return None
+        group = Path(root) / os.environ.get("PYTEST_XDIST_WORKER", "main")
+        if not group.is_dir():
+            group.mkdir(parents=True)
+        if str(os.getpid()) not in (group / "cgroup.procs").read_text().split():
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+        return group
+
+    def _usage(group: Path | None) -> float:
+        return int((group / "cpuacct.usage").read_text()) / 1e9 if group is not None else 0.0
