@@ -190,13 +190,16 @@ def test_the_right_suspect_is_found_in_two_steps_where_binary_search_takes_three
         f.write(json.dumps({"seed": seed, "suspects": res["captures"]}) + "\n")
 
     # the same command again: no capture, the same steps, the order in the table
+    ran = counted(counter)
     r = tracediff(
         "bisect", "--repo", str(tmp_path / "repo"), "-o", str(tmp_path / "out"), "--nsys", nsys,
         "--good", shas[0], "--bad", "main", "--", sys.executable, "main.py",
         env={"COUNTER": str(counter)}, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert len(counted(counter)) == res["captures"]["used"]
+    # (not `captures.used`: an nsys attempt that failed before the workload started, retried by
+    # capture, is in it without a workload run; a fresh-clone suite at load 9, session 15)
+    assert counted(counter) == ran
     lines = r.stdout.splitlines()
     order = [x for x in lines if x.startswith("search order: ")]
     assert order and order[0].startswith(f"search order: suspects (top suspect {shas[5][:12]} ")
