@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.nsys import can_hide_kallsyms, tests_nsys
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 
@@ -26,17 +28,24 @@ def nsys_path() -> str | None:
     return None
 
 
+def pytest_report_header() -> str:
+    hidden = "empty (a mount namespace of its own)" if can_hide_kallsyms() else "as the machine's"
+    return f"nsys: {nsys_path()}; /proc/kallsyms for its captures: {hidden}"
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
 
 
 @pytest.fixture(scope="session")
-def nsys() -> str:
+def nsys(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The real nsys, run with /proc/kallsyms empty where this machine allows (tests/support/nsys.py:
+    its daemon parses the kernel's symbols at every capture, over a fifth of the suite's CPU)."""
     path = nsys_path()
     if path is None:
         pytest.fail("nsys is not installed: run `make nsys` (tools/install-nsys.sh)")
-    return path
+    return tests_nsys(path, tmp_path_factory.mktemp("nsys"))
 
 
 @pytest.fixture(scope="session")

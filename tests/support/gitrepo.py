@@ -9,7 +9,6 @@ only nsys's target package has).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import cli_run
+from tests.support.nsys import real_nsys, write_nsys
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
@@ -132,10 +132,7 @@ def signalled(
 def target_only_nsys(nsys: str, dest: Path) -> Path:
     """A copy of nsys's target folder with no QdstrmImporter anywhere near it (hard links where
     the filesystem allows): its captures leave a .qdstrm that nothing imported."""
-    text = Path(nsys).read_text(errors="replace") if Path(nsys).read_bytes()[:2] == b"#!" else ""
-    m = re.search(r'exec "([^"]+)"', text)
-    real = Path(m.group(1)) if m else Path(nsys).resolve()
-    lib = re.search(r'LD_LIBRARY_PATH="([^"$]+)', text)
+    real, lib = real_nsys(nsys)
     target = real.parent
     if not (target / "nsys").is_file():
         pytest.fail(f"cannot find the target folder of {nsys}: expected {target}/nsys")
@@ -145,13 +142,6 @@ def target_only_nsys(nsys: str, dest: Path) -> Path:
     except OSError:  # another filesystem: a real copy (about 225 MB) still works
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(target, copy, symlinks=True)
-    wrapper = dest / "bin" / "nsys"
-    wrapper.parent.mkdir()
-    env = (
-        f'export LD_LIBRARY_PATH="{lib.group(1)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"\n'
-        if lib
-        else ""
-    )
-    wrapper.write_text(f'#!/bin/sh\n{env}exec "{copy / "nsys"}" "$@"\n')
-    wrapper.chmod(0o755)
+    (dest / "bin").mkdir()
+    wrapper = write_nsys(dest / "bin" / "nsys", copy / "nsys", lib)  # kallsyms as the tests' nsys
     return wrapper
