@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.capture import ranges
+from tests.support.cli import cli_run
 from tests.support.gitrepo import git, make_repo, signalled
 from tracediff.parse import sides
 from tracediff.parse.sides import resolve
@@ -85,9 +86,10 @@ def cmd(repo: Path, out: Path, nsys: str, *extra: str, workload: tuple[str, ...]
 
 
 def run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
-    )
+    """A `cmd` line run to the end: forked with tracediff's imports done (tests/support/cli.py);
+    `signalled` runs the ones that are stopped part-way as processes of their own."""
+    assert argv[:3] == [sys.executable, "-m", "tracediff"], argv
+    return cli_run(argv[3:], env=env, timeout=300)
 
 
 def counted(counter: Path) -> list[str]:
