@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from tests.support import suspects_repo as sr
+from tests.support.cli import cli_run
 from tracediff.engine.compare import compare
 from tracediff.parse import load
 from tracediff.runs.runfile import write_run
@@ -99,12 +99,7 @@ def test_the_commit_changing_the_launching_function_ranks_first_by_a_clear_margi
 
 
 def _td(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracediff.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli_run(args, timeout=300)
 
 
 def test_cli_json_table_and_refusals(case) -> None:  # type: ignore[no-untyped-def]
