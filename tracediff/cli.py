@@ -31,8 +31,18 @@ from tracediff.base.errors import TracediffError
 # (bench/README.md). Big buffers come from the ordinary arenas (oversize_threshold:0), which
 # reuse freed pages instead of zeroing fresh ones. A user's own setting wins; the names set
 # here are listed in TRACEDIFF_SET_ALLOC so a captured workload does not inherit them.
+# OpenBLAS on one thread, for the same reason (set before numpy loads it): its only work here is
+# the bootstraps' products ([contributors x cycles] by [cycles x 1000] resamples, ~0.04 CPU-s
+# on one thread at 6,000 cycles); with a pool of one thread per core, its idle threads spin
+# between products and take the cores from polars' pool: 0.7 CPU-s more of a x500 compare,
+# 1.5-3.9 s of wall for 0.04 s of work at load 5 (bench/README.md, session 15). A product's
+# last bits move with the thread count; the reports settle them (report/numbers.py).
 _JEMALLOC = "thp:always,oversize_threshold:0"
-ALLOCATOR_ENV = {"_RJEM_MALLOC_CONF": _JEMALLOC, "JE_ARROW_MALLOC_CONF": _JEMALLOC}
+ALLOCATOR_ENV = {
+    "_RJEM_MALLOC_CONF": _JEMALLOC,
+    "JE_ARROW_MALLOC_CONF": _JEMALLOC,
+    "OPENBLAS_NUM_THREADS": "1",
+}
 if sys.platform == "linux":  # pyarrow's Linux wheels carry jemalloc
     ALLOCATOR_ENV["ARROW_DEFAULT_MEMORY_POOL"] = "jemalloc"
 

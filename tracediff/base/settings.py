@@ -22,8 +22,9 @@ Read by tracediff:
                                (default 2 where there are 2 or more CPUs, else 1)
     TRACEDIFF_MEMORY_BYTES     bytes of memory a Kineto parse may fill, instead of MemAvailable
                                (for containers whose limit /proc/meminfo does not show)
-    TRACEDIFF_SET_ALLOC        set by the CLI itself: the allocator variables it set for its own
-                               process, which `tracediff capture` leaves out of the workload's
+    TRACEDIFF_SET_ALLOC        set by the CLI itself: the allocator and OpenBLAS variables it set
+                               for its own process, which `tracediff capture` leaves out of the
+                               workload's environment
 
 Set by `tracediff capture` for the profiled workload, and read inside it by the NVTX shim
 (capture/shim/tracediff_nvtx_shim.py). The shim runs in the profiled process with the stdlib
