@@ -21,7 +21,7 @@ Steps, each in its own child process (peak RSS = ru_maxrss of that child, from o
   it, waits ~12 s per profile on an offline machine, and falls back to plain SQLite).
 
 `--before DIR` (a copy of the tracediff package with its compiled modules, e.g. `git archive
-REV tracediff | tar -x -C DIR` and the three .so files copied in): the two compare steps run for
+REV tracediff | tar -x -C DIR` and its .so files copied in): the two compare steps run for
 this checkout and that one in turn, `--rounds` times (after first in odd rounds), each reported
 as its medians, with the ratio of the median CPU seconds (after/before) and whether the JSON
 is the same. Run it with PYTHONDONTWRITEBYTECODE unset, or every child compiles ~200 modules.

@@ -1,0 +1,119 @@
+"""Where a compare's CPU goes: process CPU (user + system, every thread: polars and OpenBLAS run
+pools of their own) spent inside each stage function of `tracediff compare`, in-process.
+
+    bench/compare_stages.py [--repeat N] -- compare BASE HEAD --format json
+
+Each repeat is a fresh child process running the tracediff CLI with the functions below wrapped
+(inclusive times: a stage's row holds its callees' rows); the table gives each row's median over
+the repeats and its range. `imports` is the CPU of loading tracediff.cli and the wrapped
+modules before the call. Figures of one window compare; the machine's load moves them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STAGES = """
+engine.compare:compare engine.inputs:load_sides engine.pipeline.reduce:reduce_file
+engine.ops:gpu_ops_counted engine.pipeline.reduce:_cut engine.cycle.ranges:by_ranges
+engine.cycle.ranges:tag engine.cycle.find:cut engine.pipeline.reduce:reduce_cut
+engine.cycle.align:sequences engine.cycle.align:align_to engine.cycle.align:slot_changes
+engine.statistics.attribute:per_device_cycles engine.pipeline.reduce:_reduce
+engine.pipeline.join:join engine.statistics.verdict:verdict engine.pipeline.join:contributions
+engine.tables:attribution engine.statistics.stats:per_cycle_stats
+engine.statistics.attribute:bootstrap_delta engine.statistics.attribute:_resample_weights
+engine.statistics.stats:across_gpus engine.statistics.verdict:host_phases
+""".split()
+
+
+def _row(target: str) -> str:
+    mod_name, fn_name = target.split(":")
+    return f"{mod_name.rsplit('.', 1)[-1]}.{fn_name}"
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child(argv: list[str]) -> dict[str, float]:
+    """Run `tracediff ARGV` here with the stages wrapped; {row: CPU seconds}."""
+    start = _cpu()
+    import tracediff.cli  # sets the allocator and OpenBLAS variables before numpy loads
+
+    spent: dict[str, float] = {}
+
+    def wrap(row: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            before = _cpu()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[row] = spent.get(row, 0.0) + _cpu() - before
+
+        return timed
+
+    for target in STAGES:
+        mod_name, fn_name = target.split(":")
+        mod = importlib.import_module(f"tracediff.{mod_name}")
+        fn = getattr(mod, fn_name)
+        timed = wrap(_row(target), fn)
+        for other in list(sys.modules.values()):  # `from x import f` names too
+            if getattr(other, "__name__", "").startswith("tracediff"):
+                for name, value in list(vars(other).items()):
+                    if value is fn:
+                        setattr(other, name, timed)
+    loaded = _cpu()
+    tracediff.cli.main(argv)
+    return {"imports": loaded - start, **spent, "process": _cpu()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("argv", nargs="+", help="the tracediff arguments, after --")
+    args = ap.parse_args()
+    if args.child:
+        with open("/dev/null", "w") as null:
+            stdout, sys.stdout = sys.stdout, null
+            got = child(args.argv)
+            sys.stdout = stdout
+        print(json.dumps(got))
+        return
+    runs, walls = [], []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", "--", *args.argv],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        walls.append(time.perf_counter() - t0)
+        runs.append(json.loads(out.stdout.splitlines()[-1]))
+    print(f"{args.repeat} fresh processes, wall {statistics.median(walls):.2f} s (median)")
+    print("| stage (inclusive) | CPU s, median | range |\n|---|---:|---|")
+    for row in ["imports", *(_row(t) for t in STAGES), "process"]:
+        vals = [r[row] for r in runs if row in r]
+        if not vals:  # not called by this compare
+            continue
+        print(f"| {row} | {statistics.median(vals):.2f} | {min(vals):.2f}-{max(vals):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
