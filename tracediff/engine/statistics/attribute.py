@@ -24,6 +24,7 @@ import polars as pl
 from tracediff.base.segscan import seg_cummax
 from tracediff.engine.cycle import align as al
 from tracediff.engine.result import GAP_CAUSES as GAP_CAUSES  # the gap contributors' names
+from tracediff.engine.statistics.resample import multinomial_rows
 
 _CAUSE = pl.Enum(list(GAP_CAUSES))
 
@@ -222,10 +223,11 @@ def overlap(cycles: pl.DataFrame, key: list[str]) -> pl.DataFrame:
 def _resample_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The bootstrap's resampling weights (each row: how often each cycle was drawn / n). The same
     for every call with the same cycle counts (GPU attribution, host phases, the total), so drawn
-    once: 1000 x 6,000 binomial draws a side cost more than the statistics themselves."""
+    once: 1000 x 6,000 binomial draws a side cost more than the statistics themselves (drawn
+    natively, the same numbers as numpy's: engine/statistics/resample.py)."""
     rng = np.random.default_rng(seed)
-    cb = rng.multinomial(nb, np.full(nb, 1.0 / nb), size=n_boot).astype(np.float64) / nb
-    ch = rng.multinomial(nh, np.full(nh, 1.0 / nh), size=n_boot).astype(np.float64) / nh
+    cb = multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot).astype(np.float64) / nb
+    ch = multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot).astype(np.float64) / nh
     cb.flags.writeable = ch.flags.writeable = False
     return cb, ch
 

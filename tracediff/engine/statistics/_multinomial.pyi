@@ -1,0 +1,11 @@
+"""Types of the native multinomial draws (_multinomial.c); used by engine/statistics/resample.py."""
+
+from typing import Any
+
+import numpy as np
+
+def draws(capsule: Any, n: int, pvals: np.ndarray[Any, Any], out: np.ndarray[Any, Any]) -> int:
+    """Rows of multinomial(n, pvals) draws from the bit generator in `capsule` into `out` (int64
+    [rows x len(pvals)], zeroed), as numpy's Generator.multinomial draws them; returns the rows
+    drawn (fewer: the next row needs a draw this module does not make). Hold the bit
+    generator's lock around the call."""
