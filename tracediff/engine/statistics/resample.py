@@ -2,7 +2,7 @@
 
 Stage: engine (statistics). Input: a numpy Generator, n, the category probabilities and the
 number of rows; output: the [rows x categories] int64 counts, the same numbers, and the generator
-left in the same state, as `rng.multinomial(n, pvals, size=rows)`. _multinomial.c says how and
+left in the same state, as `rng.multinomial(n, pvals, size=rows)`. multinomial.c says how and
 why (0.72 -> 0.40 CPU-s for 2 x 1000 resamples of 6,000 cycles); where it is not built, or a
 row needs a draw it does not make, numpy draws them.
 """
@@ -12,19 +12,19 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from tracediff.engine.statistics import _multinomial
+    from tracediff.engine.statistics import multinomial
 except ImportError:  # not built (no C compiler): numpy's draws, the same numbers
-    _multinomial = None  # type: ignore[assignment]  # the stub types the built module
+    multinomial = None  # type: ignore[assignment]  # the stub types the built module
 
 
 def multinomial_rows(rng: np.random.Generator, n: int, pvals: np.ndarray, rows: int) -> np.ndarray:
     """`rng.multinomial(n, pvals, size=rows)` (int64 [rows x len(pvals)]), faster."""
     bits = rng.bit_generator
-    if _multinomial is not None and n >= 0 and len(pvals) and rows > 0:
+    if multinomial is not None and n >= 0 and len(pvals) and rows > 0:
         out = np.zeros((rows, len(pvals)), np.int64)
         with bits.lock:
             saved = bits.state
-            done = _multinomial.draws(bits.capsule, n, np.ascontiguousarray(pvals, np.float64), out)
+            done = multinomial.draws(bits.capsule, n, np.ascontiguousarray(pvals, np.float64), out)
         if done == rows:
             return out
         bits.state = saved  # a draw it does not make: numpy draws all of them again

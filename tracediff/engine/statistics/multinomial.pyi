@@ -1,4 +1,4 @@
-"""Types of the native multinomial draws (_multinomial.c); used by engine/statistics/resample.py."""
+"""Types of the native multinomial draws (multinomial.c); used by engine/statistics/resample.py."""
 
 from typing import Any
 

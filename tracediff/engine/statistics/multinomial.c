@@ -3,7 +3,7 @@
  *
  * Stage: engine (statistics). Python side: tracediff/engine/statistics/attribute.py
  * (`_resample_weights`), which checks the result against numpy's where this module is not built
- * and falls back to numpy for what it does not handle. Types: _multinomial.pyi.
+ * and falls back to numpy for what it does not handle. Types: multinomial.pyi.
  *
  * Why native: numpy draws a row as d - 1 conditional binomials, each by inversion with its
  * set-up (a log, an exp, a square root) made again for every draw, since n or p changes from
@@ -140,6 +140,6 @@ static PyMethodDef methods[] = {
     {"draws", draws, METH_VARARGS, "rows of multinomial draws, as numpy's Generator.multinomial"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_multinomial", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "multinomial", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__multinomial(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_multinomial(void) { return PyModule_Create(&module); }
