@@ -42,3 +42,17 @@ def test_uneven_pvals_and_numpys_other_algorithm() -> None:
 def test_the_module_is_built() -> None:
     """pip builds it (pyproject's ext-modules); without it the bootstrap is numpy's, slower."""
     assert resample.multinomial is not None
+
+
+def test_what_numpy_refuses_it_refuses_and_without_the_module_numpy_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for bad in (np.array([0.5, -0.1, 0.6]), np.array([0.7, 0.7, 0.0]), np.array([np.nan, 1.0])):
+        with pytest.raises(ValueError):
+            np.random.default_rng(0).multinomial(5, bad, size=3)
+        with pytest.raises(ValueError):
+            resample.multinomial_rows(np.random.default_rng(0), 5, bad, 3)
+    monkeypatch.setattr(resample, "multinomial", None)
+    pvals = np.full(50, 1 / 50)
+    got = resample.multinomial_rows(np.random.default_rng(4), 50, pvals, 30)
+    assert np.array_equal(got, np.random.default_rng(4).multinomial(50, pvals, size=30))

@@ -20,11 +20,15 @@ except ImportError:  # not built (no C compiler): numpy's draws, the same number
 def multinomial_rows(rng: np.random.Generator, n: int, pvals: np.ndarray, rows: int) -> np.ndarray:
     """`rng.multinomial(n, pvals, size=rows)` (int64 [rows x len(pvals)]), faster."""
     bits = rng.bit_generator
-    if multinomial is not None and n >= 0 and len(pvals) and rows > 0:
-        out = np.zeros((rows, len(pvals)), np.int64)
+    p = np.ascontiguousarray(pvals, np.float64)
+    # what numpy would refuse (negative, NaN, summing past 1) or check to the last bit, numpy
+    # draws or refuses itself
+    plain = p.ndim == 1 and len(p) and bool(np.all(p >= 0)) and float(p[:-1].sum()) <= 1 - 1e-9
+    if multinomial is not None and isinstance(n, int) and n >= 0 and plain and rows > 0:
+        out = np.zeros((rows, len(p)), np.int64)
         with bits.lock:
             saved = bits.state
-            done = multinomial.draws(bits.capsule, n, np.ascontiguousarray(pvals, np.float64), out)
+            done = multinomial.draws(bits.capsule, n, p, out)
         if done == rows:
             return out
         bits.state = saved  # a draw it does not make: numpy draws all of them again
