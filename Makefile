@@ -21,7 +21,8 @@ TEST_WORKERS ?= 3
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml tracediff/parse/nsys/_sqlite_pages.c \
-  tracediff/parse/kineto/_kineto_scan.c tracediff/parse/stacks/_stack_walk.c
+  tracediff/parse/kineto/_kineto_scan.c tracediff/parse/stacks/_stack_walk.c \
+  tracediff/engine/statistics/multinomial.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
