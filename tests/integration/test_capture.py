@@ -22,6 +22,9 @@ from tracediff.runs.runfile import read_run
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
 
 
+STALL_NS = 100_000_000  # a verify range 2.5x the slow commit's 40 ms
+
+
 @pytest.fixture(scope="module")
 def two_runs(
     repo: Path, nsys: str, tmp_path_factory: pytest.TempPathFactory
@@ -34,6 +37,14 @@ def two_runs(
             ["git", "-C", str(repo), "diff", "HEAD", "--binary"], capture_output=True, check=True
         ).stdout
         results = {ref: capture(repo, ref, out / ref, nsys=nsys) for ref in ("base", "slow")}
+        for ref, r in results.items():
+            # a cycle stalled by the shared machine (one 10 ms verify range read 420.9 ms in a
+            # fresh-clone suite, the other nine 10.1-15.3): captured once more, as a user would
+            if (
+                r.returncode == 0
+                and ranges(out / ref / "run.arrow", "verify")["duration_ns"].max() > STALL_NS
+            ):
+                results[ref] = capture(repo, ref, out / ref, "--force", nsys=nsys)
     finally:
         git(repo, "checkout", "-q", "--", "work.py")
     for ref, r in results.items():
