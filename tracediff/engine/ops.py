@@ -8,6 +8,7 @@ stack_id (the launch's Python stack, run table `stacks`; null: unknown), config 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tracediff.engine.result import OP_COLUMNS
@@ -52,9 +53,17 @@ def _config(df: pl.DataFrame, prefix: str) -> pl.Series:
         pl.col("_p"),
         pl.concat_str(dims, separator="x", ignore_nulls=True).cast(pl.Categorical).alias(prefix),
     )
-    packed_frame, text_frame = pl.collect_all([lazy.select(pack), text])
+    packed_frame, text_frame = pl.collect_all([lazy.select(pack), text.sort("_p")])
     packed = packed_frame.to_series()
-    return packed.replace_strict(text_frame["_p"], text_frame[prefix], default=None).alias(prefix)
+    if text_frame.height == 0:
+        return pl.Series(prefix, [None] * packed.len(), pl.Categorical)
+    # each op's text by its packed value's place among the few distinct ones (a binary search
+    # and a gather of codes: 0.053 -> 0.031 CPU-s at 882 k kernels, against a hash replace)
+    at = np.searchsorted(text_frame["_p"].to_numpy(), packed.fill_null(0).to_numpy())
+    where = pl.Series("_i", at.astype(np.uint32)).to_frame()
+    if packed.null_count():
+        where = where.select(pl.when(packed.is_not_null()).then(pl.col("_i")).alias("_i"))
+    return text_frame[prefix].gather(where.to_series()).alias(prefix)
 
 
 def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
