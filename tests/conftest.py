@@ -92,32 +92,26 @@ def _environment_kept() -> Iterator[None]:
 
 # The longest modules first (pytest-xdist hands out whole modules, --dist loadfile, in this order
 # with --no-loadscope-reorder; its default order, most tests first, left the bisect modules of 2-3
-# tests each, 40-130 s, to the end of the run). N: mostly waiting on nsys (a capture: ~1.5 s wall,
-# ~0.5 CPU-s), C: CPU; the figures are seconds on one worker (N, session 14) or CPU-s (C, a
-# fresh clone's suite of session 15, whole process trees: bench/suite_cpu.py). Two C modules
-# for each N early on: with N, C, N, ... the 2 cores were 55-85 % busy for the suite's first
-# 150 s (three workers, two of them waiting on captures), and 99 % from then to the end.
+# tests each, 40-130 s, to the end of the run). Seconds on one worker, a 3-worker run of session 14;
+# N: mostly waiting on nsys (a capture: ~1.5 s wall, ~1 CPU-s), C: CPU. Alternated so the workers
+# start on a mix, not on three nsys streams at once.
 LONGEST_FIRST = [
     "integration/test_bisect_failures.py",  # N 110
-    "integration/test_dask_ranks.py",  # C 48
-    "unit/parse/test_kineto_scan.py",  # C 26
+    "integration/test_dask_ranks.py",  # C 80
     "integration/test_bisect_bad_itself.py",  # N 95
-    "hostile/test_hostile.py",  # C 38
     "integration/test_bisect_suspects.py",  # N 95
-    "integration/test_dask.py",  # C 35
-    "golden/test_cut_correspond.py",  # C 23
+    "hostile/test_hostile.py",  # C 45
     "integration/test_bisect.py",  # N 85
-    "tui/test_app.py",  # C 21
     "integration/test_bisect_pools.py",  # N 73
-    "unit/parse/test_kineto_gzip_segments.py",  # C 21
-    "integration/test_h200_bisect_pool.py",  # C 38
+    "integration/test_dask.py",  # C 57
     "integration/test_capture_runsets.py",  # N 61
-    "unit/parse/test_kineto_chunks.py",  # C 20
     "integration/test_bisect_resume.py",  # N 50
-    "tui/test_says_why.py",  # C 18
+    "hostile/test_fuzz.py",  # C 44
     "integration/test_calibration_captures.py",  # N 49
-    "hostile/test_fuzz.py",  # C 14
     "integration/test_bisect_retry.py",  # N 40
+    "integration/test_h200_bisect_pool.py",  # C 36
+    "unit/parse/test_kineto_chunks.py",  # C 33
+    "golden/test_cut_correspond.py",  # C 31
 ]
 
 
