@@ -26,7 +26,8 @@ mean, 12 s in the across-run CI here, most of that building the split matrices
 (runstats._weights, now filled as one array).
 
 One BLAS thread (`one_blas_thread`, for the bisect process only: its captures are other
-processes). The across-run CI is inverted by 2 x 48 permutation tests, each a product of the
+processes; the CLI also sets OPENBLAS_NUM_THREADS=1 where the user has not, kept out of captured
+workloads by TRACEDIFF_SET_ALLOC, and this call holds bisect to one thread where the user has). The across-run CI is inverted by 2 x 48 permutation tests, each a product of the
 runs with every split (43,758 at 10 v 8 runs); at a load of 13-16 on the 2 shared cores
 OpenBLAS's default threads made one such test 1.9-3.4 s, one thread 0.2-0.9 s (interleaved,
 same process and data).

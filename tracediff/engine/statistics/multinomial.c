@@ -1,17 +1,17 @@
 /* The bootstrap's resampling counts: rows of multinomial(n, pvals) draws, the same numbers, in
  * the same order from the same bit generator, as numpy's Generator.multinomial(n, pvals, size).
  *
- * Stage: engine (statistics). Python side: tracediff/engine/statistics/attribute.py
- * (`_resample_weights`), which checks the result against numpy's where this module is not built
- * and falls back to numpy for what it does not handle. Types: multinomial.pyi.
+ * Stage: engine (statistics). Python side: tracediff/engine/statistics/resample.py
+ * (`multinomial_rows`, for attribute.py's `_resample_weights`), which leaves to numpy what this
+ * module does not draw, and all of it where the module is not built. Types: multinomial.pyi.
  *
  * Why native: numpy draws a row as d - 1 conditional binomials, each by inversion with its
  * set-up (a log, an exp, a square root) made again for every draw, since n or p changes from
  * one draw to the next: ~60 ns a draw, 0.4 CPU-s for 1000 resamples of 6,000 cycles. The
  * conditional probabilities p_j are the same in every row (pvals and their running remainder
- * do not depend on the draws), and the count left, n_j, takes few values at each j across the
- * rows, so the set-up is kept per (j, n_j) and made once: the same arithmetic on the same
- * operands, so the same bits.
+ * do not depend on the draws), so each category's p, 1 - p and log(1 - p) are made once, not per
+ * draw; P(X = 0) = exp(n_j log(1 - p_j)) is still made per draw, n_j being the count left. The
+ * same arithmetic on the same operands, so the same bits.
  *
  * Each draw: binomial(n_j, p_j) by inversion (1 - p_j and n_j - X where p_j > 0.5), as numpy
  * does where n_j * min(p_j, 1 - p_j) <= 30; beyond that numpy uses another algorithm (BTPE),

@@ -3,7 +3,7 @@
 Stage: engine (statistics). Input: a numpy Generator, n, the category probabilities and the
 number of rows; output: the [rows x categories] int64 counts, the same numbers, and the generator
 left in the same state, as `rng.multinomial(n, pvals, size=rows)`. multinomial.c says how and
-why (0.72 -> 0.40 CPU-s for 2 x 1000 resamples of 6,000 cycles); where it is not built, or a
+why (0.72 -> 0.45 CPU-s for 2 x 1000 resamples of 6,000 cycles); where it is not built, or a
 row needs a draw it does not make, numpy draws them.
 """
 

@@ -147,8 +147,8 @@ def read_report(path: Path, kind: str) -> Run:
         if kind == "qdstrm":
             importer = nsys_tool.find_qdstrm_importer()
             nsys_tool.check_can_open(path, importer)
-            rep = tmp / "import.nsys-rep"
-            why = nsys_tool.import_qdstrm(importer, _with_suffix(path, kind, tmp), rep, src=path)
+            named, rep = rep, tmp / "import.nsys-rep"  # the .qdstrm under a name it accepts
+            why = nsys_tool.import_qdstrm(importer, named, rep, src=path)
             if why is not None:
                 raise InputError(
                     f"{path}: QdstrmImporter cannot import it ({why})", _BAD_REPORT_HINT
