@@ -22,6 +22,8 @@ import subprocess
 from datetime import UTC, datetime
 from typing import Any
 
+from tracediff.base import nsys_tool
+
 MANIFEST_VERSION = 1
 
 # nvidia-smi --query-gpu field -> manifest key (units are nvidia-smi's with nounits)
@@ -176,11 +178,10 @@ def python_info(
 
 
 def nsys_version(nsys: str) -> str | None:
-    try:
-        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    out = nsys_tool.version_output(nsys)
+    if out is None:
         return None
-    return out.strip().removeprefix("NVIDIA Nsight Systems version ").strip() or None
+    return out[0].strip().removeprefix("NVIDIA Nsight Systems version ").strip() or None
 
 
 def env_subset(environ: dict[str, str]) -> dict[str, str]:

@@ -75,6 +75,7 @@ def test_newer_report_refused_before_running(tmp_path: Path) -> None:
     exe = _fake_exe(tmp_path / "bin" / "nsys")
     exe.write_text("#!/bin/sh\necho 'NVIDIA Nsight Systems version 2024.2.3.38-242334140272v0'\n")
     nsys_tool.tool_version.cache_clear()
+    nsys_tool.version_output.cache_clear()
     with pytest.raises(nsys_tool.UnsupportedVersionError) as e:
         nsys_tool.check_can_open(rep, exe)
     assert "2026.2.1.21" in e.value.message and "2024.2.3.38" in e.value.message
