@@ -4,7 +4,6 @@ repository the H200 commit-suspects captures ran at."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,13 +18,14 @@ DATA = Path(__file__).parent / "data"
 
 
 def nsys_path() -> str | None:
-    env = os.environ.get("TRACEDIFF_NSYS")
-    if env and Path(env).exists():
-        return env
-    for cand in (shutil.which("nsys"), "/opt/nsys-2024.2.3/bin/nsys"):
-        if cand and Path(cand).exists():
-            return cand
-    return None
+    """The nsys tracediff itself would run (nsys_tool.find_nsys: $TRACEDIFF_NSYS, PATH, /opt)."""
+    from tracediff.base import nsys_tool
+    from tracediff.base.errors import ToolError
+
+    try:
+        return str(nsys_tool.find_nsys())
+    except ToolError:
+        return None
 
 
 def pytest_report_header() -> str:
