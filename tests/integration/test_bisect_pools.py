@@ -63,7 +63,7 @@ def test_pool_of_qdstrm_runs_gives_the_live_answer(tmp_path: Path, nsys: str) ->
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[3]
+    assert res["first_bad"] == shas[3], r.stderr
     assert [c["commit"] for c in res["culprits"]] == [shas[3]]
     assert not counter.exists() and res["captures"]["captured_now"] == 0  # nothing ran here
     assert res["captures"]["from_pool"] == res["captures"]["used"] >= 8
@@ -108,7 +108,7 @@ def test_a_pool_and_the_workload_command_together(tmp_path: Path, nsys: str) -> 
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["first_bad"] == shas[3]
+    assert res["first_bad"] == shas[3], r.stderr
     ran = counted(counter)
     # the commits between: not in the pool, every run captured here (besides fresh interleaved
     # runs that measured a share or confirmed a range, when there were any)
