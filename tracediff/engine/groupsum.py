@@ -1,0 +1,123 @@
+"""Group sums of one file's ops by small integer codes: what a polars group-by gives, without
+hashing a row of several keys per op.
+
+Stage: none of its own (a helper of the per-file stage, engine/pipeline/reduce.py). Input: key
+columns (categoricals, enums, integers) and Int64 value columns of equal length; output: one
+row per distinct key, the keys gathered from the group's first row (their own dtypes), each
+value's sum and the row count. Rows come in the order of the packed codes, not of first
+appearance (a polars group-by without `maintain_order` promises no order either).
+
+Each key becomes a code from 0 (a categorical's physical code, an integer less its least value;
+null a code of its own) and the codes are packed into one int64, made dense again (a table over
+the packed range) whenever the next key would take the range past ~4 codes an op; the sums are
+then `np.add.at` into one slot per group, exact in int64. A key whose own values are spread wider
+than that, or a value column with nulls, takes `None` back: the caller groups with polars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+__all__ = ["group_sums"]
+
+
+def _bound(n: int) -> int:
+    """The widest code range made dense by a table (memory and time ~ the ops')."""
+    return 4 * n + (1 << 16)
+
+
+def _codes(col: pl.Series) -> tuple[np.ndarray, int] | None:
+    """`col` as int64 codes 0..width-1 (null: width - 1 where present); None: too wide."""
+    phys = col.to_physical() if isinstance(col.dtype, (pl.Categorical, pl.Enum)) else col
+    nulls = phys.null_count()
+    if nulls == len(phys):  # all null: one code
+        return np.zeros(len(col), np.int64), 1
+    arr = phys.to_numpy() if not nulls else phys.drop_nulls().to_numpy()
+    lo, hi = int(arr.min()), int(arr.max())
+    width = hi - lo + 1 + (1 if nulls else 0)
+    if width > _bound(len(col)):
+        return None
+    if nulls:
+        arr = phys.fill_null(hi + 1).to_numpy()
+    codes = arr.astype(np.int64)
+    if lo:
+        codes -= lo
+    return codes, width
+
+
+def _dense(packed: np.ndarray, width: int) -> tuple[np.ndarray, int]:
+    """`packed` (values in 0..width-1, width at most `_bound`) renumbered 0..k-1 in value
+    order, and k."""
+    seen = np.zeros(width, bool)
+    seen[packed] = True
+    place = np.cumsum(seen, dtype=np.int64)
+    place -= 1
+    return place[packed], int(place[-1]) + 1
+
+
+def _first_rows(group: np.ndarray, k: int) -> np.ndarray:
+    """The first row of each of the k groups (`group`: each row's group, 0..k-1)."""
+    n = len(group)
+    first = np.empty(k, np.int64)
+    first[group[::-1]] = np.arange(n - 1, -1, -1)  # repeated places: the last write wins
+    return first
+
+
+def group_sums(
+    frame: pl.DataFrame,
+    keys: list[str],
+    values: dict[str, str],
+    count: str,
+    where: pl.Expr | None = None,
+) -> pl.DataFrame | None:
+    """`frame.filter(where).group_by(keys).agg(col(v).sum().alias(name) for name, v in values,
+    len())` with the count as Int64 `count`: the key columns, then the sums (Int64), then the
+    count. The codes are made over all rows and only they are filtered (not the frame). None
+    where the codes do not fit (module doc)."""
+    n = frame.height
+    if n == 0:
+        return None
+    vals = []
+    for v in values.values():
+        col = frame[v]
+        if col.null_count() or col.dtype != pl.Int64:
+            return None
+        vals.append(col.to_numpy())
+    coded = []
+    for key in keys:
+        got = _codes(frame[key])
+        if got is None:
+            return None
+        coded.append(got)
+    # the narrow keys first: what is packed is made dense while its table is small
+    coded.sort(key=lambda c: c[1])
+    packed = np.zeros(n, np.int64)
+    width = 1
+    for codes, w in coded:
+        if w == 1:  # one value: nothing to tell apart
+            continue
+        if width * w > n and width > 1:
+            packed, width = _dense(packed, width)
+        if width * w > _bound(n):
+            return None
+        packed *= w
+        packed += codes
+        width *= w
+    rows = None
+    if where is not None:
+        rows = np.flatnonzero(frame.select(where.fill_null(False)).to_series().to_numpy())
+        packed = packed[rows]
+        vals = [arr[rows] for arr in vals]
+        if len(rows) == 0:
+            return None
+    group, k = _dense(packed, width)
+    first = _first_rows(group, k)
+    out = frame.select(keys)[first if rows is None else rows[first]]
+    sums = []
+    for name, arr in zip(values, vals, strict=True):
+        total = np.zeros(k, np.int64)
+        np.add.at(total, group, arr)
+        sums.append(pl.Series(name, total))
+    counts = np.bincount(group, minlength=k).astype(np.int64)
+    return out.with_columns(*sums, pl.Series(count, counts))
