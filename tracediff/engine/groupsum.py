@@ -64,6 +64,19 @@ def _first_rows(group: np.ndarray, k: int) -> np.ndarray:
     return first
 
 
+def _empty(
+    frame: pl.DataFrame, keys: list[str], values: dict[str, str], count: str
+) -> pl.DataFrame:
+    """No group: the key columns' dtypes, the sums' and the count's (Int64)."""
+    return (
+        frame.select(keys)
+        .clear()
+        .with_columns(
+            *(pl.Series(name, [], pl.Int64) for name in values), pl.Series(count, [], pl.Int64)
+        )
+    )
+
+
 def group_sums(
     frame: pl.DataFrame,
     keys: list[str],
@@ -74,10 +87,10 @@ def group_sums(
     """`frame.filter(where).group_by(keys).agg(col(v).sum().alias(name) for name, v in values,
     len())` with the count as Int64 `count`: the key columns, then the sums (Int64), then the
     count. The codes are made over all rows and only they are filtered (not the frame). None
-    where the codes do not fit (module doc)."""
+    where the codes do not fit (module doc); no row (none left by `where`): no group."""
     n = frame.height
     if n == 0:
-        return None
+        return _empty(frame, keys, values, count)
     vals = []
     for v in values.values():
         col = frame[v]
@@ -110,7 +123,7 @@ def group_sums(
         packed = packed[rows]
         vals = [arr[rows] for arr in vals]
         if len(rows) == 0:
-            return None
+            return _empty(frame, keys, values, count)
     group, k = _dense(packed, width)
     first = _first_rows(group, k)
     out = frame.select(keys)[first if rows is None else rows[first]]

@@ -56,4 +56,13 @@ def test_too_wide_or_null_values_left_to_polars() -> None:
     assert group_sums(df, ["k"], {"s": "t"}, "n") is None
     df = pl.DataFrame({"k": [0, 1, 1], "t": [1, None, 3]})
     assert group_sums(df, ["k"], {"s": "t"}, "n") is None
-    assert group_sums(df.clear(), ["k"], {}, "n") is None
+    df = df.drop_nulls()
+    empty = group_sums(df.clear(), ["k"], {"s": "t"}, "n")
+    assert empty is not None and empty.height == 0
+    assert empty.schema == _polars_one(df.clear()).schema
+    none_left = group_sums(df, ["k"], {"s": "t"}, "n", pl.col("k") > 5)
+    assert none_left is not None and none_left.schema == empty.schema and none_left.height == 0
+
+
+def _polars_one(df: pl.DataFrame) -> pl.DataFrame:
+    return df.group_by("k").agg(pl.col("t").sum().alias("s"), pl.len().cast(pl.Int64).alias("n"))
