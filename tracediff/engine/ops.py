@@ -3,7 +3,9 @@
 Stage: engine input. Input: a `Run`; output: a DataFrame with one row per GPU operation:
 device_id, process_id, stream_id, start_ns, end_ns, duration_ns, kind (kernel | collective |
 memcpy | memset), name (str), launch_thread_id, launch_start_ns, launch_end_ns, graph_node_id,
-stack_id (the launch's Python stack, run table `stacks`; null: unknown), config (grid/block as text, the tie-breaker for alignment), bytes. Rows in the run's order.
+stack_id (the launch's Python stack, run table `stacks`; null: unknown), grid/block (the
+launch dimensions as text), bytes. Rows in the run's order. `lean`: without the columns only
+the kept ops read (the TUI's events, the replay): stream_id, graph_node_id, grid, block.
 """
 
 from __future__ import annotations
@@ -66,20 +68,29 @@ def _config(df: pl.DataFrame, prefix: str) -> pl.Series:
     return text_frame[prefix].gather(where.to_series()).alias(prefix)
 
 
-def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
-    """(ops, how many kernels/copies were dropped for ending before they start or never ending)."""
-    k = _frame(run, "kernels", _KERNEL_COLS)
-    m = _frame(run, "memops", _MEMOP_COLS)
+KEPT_ONLY = ("stream_id", "graph_node_id")
+"""Op columns only the kept ops read (with grid and block): a `lean` frame leaves them out."""
+
+
+def gpu_ops_counted(run: Run, *, lean: bool = False) -> tuple[pl.DataFrame, int]:
+    """(ops, how many kernels/copies were dropped for ending before they start or never ending).
+    `lean`: no stream, graph node or launch dimensions (module doc), which a compare whose ops
+    are not kept never reads: their columns are not decoded, the texts not made, and the
+    segmentation's gather carries 4 columns less."""
+    op_cols = [c for c in OP_COLUMNS if not (lean and c in KEPT_ONLY)]
+    k_cols = [*op_cols, "stack_id", "name"] if lean else _KERNEL_COLS
+    k = _frame(run, "kernels", k_cols)
+    m = _frame(run, "memops", [*op_cols, "stack_id", "kind", "copy_kind", "bytes"])
     # Names stay categorical: one copy of each distinct string instead of one per op (5 M ops of
     # ~150-character kernel names are ~1 GB as plain strings). The regex runs per distinct name.
     names = k.select(pl.col("name").cast(pl.Categorical)).unique().drop_nulls()
     comm = names.filter(is_comm(pl.col("name").cast(pl.String)))["name"]
+    dims = [] if lean else [_config(k, "grid"), _config(k, "block")]
     kernels = k.select(
-        *OP_COLUMNS,
+        *op_cols,
         "stack_id",
         pl.col("name").cast(pl.Categorical).fill_null(pl.lit("<unnamed kernel>", pl.Categorical)),
-        _config(k, "grid"),
-        _config(k, "block"),
+        *dims,
         pl.lit(None, pl.Int64).alias("bytes"),
     ).with_columns(
         pl.when(pl.col("name").is_in(comm.implode()))
@@ -88,8 +99,9 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
         .alias("kind"),
     )
     del k
+    no_dims = [] if lean else [pl.lit(None, pl.Categorical).alias(c) for c in ("grid", "block")]
     memops = m.select(
-        *OP_COLUMNS,
+        *op_cols,
         "stack_id",
         pl.when(pl.col("kind").cast(pl.String) == "memcpy")
         .then(
@@ -98,8 +110,7 @@ def gpu_ops_counted(run: Run) -> tuple[pl.DataFrame, int]:
         .otherwise(pl.lit("Memset"))
         .cast(pl.Categorical)
         .alias("name"),
-        pl.lit(None, pl.Categorical).alias("grid"),
-        pl.lit(None, pl.Categorical).alias("block"),
+        *no_dims,
         "bytes",
         pl.col("kind").cast(pl.String).cast(KINDS),
     )

@@ -190,7 +190,8 @@ def reduce_file(task: FileTask) -> Reduced:
     run of several rank files not read by the driver, engine/pipeline/rankrun.py, is reduced file by
     file by engine/pipeline/rankunit.py instead: the executors send it there.)"""
     run = open_source(task.source)
-    ops, dropped = gpu_ops_counted(run)
+    # ops not kept and no slice asked for: nothing reads their stream, graph node or grid/block
+    ops, dropped = gpu_ops_counted(run, lean=not task.keep_ops and task.only is None)
     run.release()  # the run file's pages of the kernel table: read, no longer needed
     info = Run(tables={}, metadata=dict(run.metadata), warnings=list(run.warnings))
     out = Reduced(task.side, task.index, info, dropped=dropped)
