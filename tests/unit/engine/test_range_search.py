@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tracediff.engine.cycle import launch
 from tracediff.engine.cycle import ranges as rg
 from tracediff.engine.ops import gpu_ops_counted
 from tracediff.parse import load
@@ -34,4 +35,4 @@ def test_found_chooses_as_best_in_any_order(name: str, reverse: bool) -> None:
     assert want is not None and found is not None
     i, assigned = found
     assert i == want
-    assert assigned.equals(rg._assign(ops, cands[i][2]))
+    assert assigned.equals(launch.assign(ops, cands[i][2]))

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
+from tracediff.engine.cycle.launch import assign, latest_started, tag_phase
 from tracediff.engine.cycle.segmentation import CycleRule, RangeKey, Segmentation, key_label
 from tracediff.runs.runfile import Run
 from tracediff.runs.stackdomain import NVTX_DROPPED, NVTX_FIX, TOOL_DOMAIN_PREFIXES
@@ -109,61 +110,6 @@ def outermost(sel: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _latest_started(
-    points: pl.LazyFrame, at: str, intervals: pl.LazyFrame, start: str, by: list[str]
-) -> pl.LazyFrame:
-    """Each row of `points` (sorted by `at`) with the interval of the same `by` keys that started
-    last at or before it (null columns where none): the candidate enclosing interval. Callers
-    check its end, since the intervals of one key do not overlap."""
-    return points.join_asof(
-        intervals, left_on=at, right_on=start, by=by, strategy="backward", check_sortedness=False
-    )
-
-
-def _assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
-    """Which cycle range launched each op: (_op = row of `ops`, process_id, launch_thread_id,
-    launch_start_ns, cycle, _other_thread); ops in no cycle are absent.
-
-    First on the range's own thread. Ops launched by another thread of the same process while a
-    cycle range was open (PyTorch's autograd threads launch the backward pass) belong to that
-    cycle too: they get `_other_thread` = true and are phased "(other thread)". Works on these
-    few columns only: the wide op frame is gathered once, by `_tagged`. One lazy plan, collected
-    once (it runs for every candidate range of every run file).
-    """
-    r = (
-        cyc.lazy()
-        .select(
-            "process_id",
-            pl.col("thread_id").alias("launch_thread_id"),
-            pl.col("start_ns").alias("_rs"),
-            pl.col("end_ns").alias("_re"),
-            "cycle",
-        )
-        .sort("_rs")
-    )
-    o = (
-        ops.lazy()
-        .select("process_id", "launch_thread_id", "launch_start_ns")
-        .with_row_index("_op")
-        .filter(pl.col("launch_start_ns").is_not_null())
-        .sort("launch_start_ns")
-    )
-    j = _latest_started(o, "launch_start_ns", r, "_rs", ["process_id", "launch_thread_id"])
-    inside = pl.col("cycle").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_re"))
-    same = j.filter(inside).drop("_rs", "_re").with_columns(pl.lit(False).alias("_other_thread"))
-    # the rest, still in launch order, on any thread of the range's process (`inside` is null
-    # where a range has no end: not inside)
-    rest = j.filter(~inside.fill_null(False)).select(o.collect_schema().names())
-    rp = r.drop("launch_thread_id")
-    other = (
-        _latest_started(rest, "launch_start_ns", rp, "_rs", ["process_id"])
-        .filter(inside)
-        .drop("_rs", "_re")
-        .with_columns(pl.lit(True).alias("_other_thread"))
-    )
-    return pl.concat([same, other]).collect()
-
-
 def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     """The ops `tags` names, with cycle and phase, in (device, start, end) order: the wide frame
     is gathered once, dropping ops outside cycles and ordering them for alignment together."""
@@ -243,56 +189,13 @@ def phases_in(ranges: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("_rs")
     )
-    j = _latest_started(
+    j = latest_started(
         inner.lazy().sort("start_ns"), "start_ns", r, "_rs", ["process_id", "thread_id"]
     )
     j = j.filter(pl.col("cycle").is_not_null() & (pl.col("end_ns") <= pl.col("_re")))
     return j.select(
         "process_id", "thread_id", "cycle", pl.col("key").alias("phase"), "start_ns", "end_ns"
     ).collect()
-
-
-def _tag_phase(tags: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
-    """`tags` (from _assign) with `phase`: the nested host range that launched the op."""
-    other = pl.lit("(other thread)", pl.Categorical)
-    if phases.height == 0:
-        return tags.with_columns(
-            pl.when(pl.col("_other_thread"))
-            .then(other)
-            .otherwise(pl.lit("(cycle)", pl.Categorical))
-            .alias("phase")
-        )
-    p = (
-        phases.lazy()
-        .select(
-            "process_id",
-            pl.col("thread_id").alias("launch_thread_id"),
-            pl.col("start_ns").alias("_ps"),
-            pl.col("end_ns").alias("_pe"),
-            pl.col("phase").cast(pl.Categorical).alias("_ph"),
-        )
-        .sort("_ps")
-    )
-    j = _latest_started(
-        tags.lazy().sort("launch_start_ns"),
-        "launch_start_ns",
-        p,
-        "_ps",
-        ["process_id", "launch_thread_id"],
-    )
-    inside = pl.col("_ph").is_not_null() & (pl.col("launch_start_ns") <= pl.col("_pe"))
-    return (
-        j.with_columns(
-            pl.when(pl.col("_other_thread"))
-            .then(other)
-            .when(inside)
-            .then(pl.col("_ph"))
-            .otherwise(pl.lit("(between phases)", pl.Categorical))
-            .alias("phase")
-        )
-        .drop("_ps", "_pe", "_ph")
-        .collect()
-    )
 
 
 def _present(ranges: pl.DataFrame) -> str:
@@ -370,7 +273,7 @@ def candidates(ranges: pl.DataFrame) -> list[Candidate]:
 
 def coverage(ops: pl.DataFrame, cyc: pl.DataFrame) -> int:
     """How many of `ops` the cycle ranges `cyc` launched (summable over a run's files)."""
-    return _assign(ops, cyc).height
+    return assign(ops, cyc).height
 
 
 def best(cands: list[Candidate], covered: list[int], n_ops: int) -> int | None:
@@ -397,16 +300,16 @@ def _score(cand: Candidate, covered: int, n_ops: int) -> tuple[bool, int, int, i
 
 
 def _found(ops: pl.DataFrame, cands: list[Candidate]) -> tuple[int, pl.DataFrame] | None:
-    """`best` of `cands` over `ops`, with its `_assign` (tag's first step: made once). A
+    """`best` of `cands` over `ops`, with its `assign` (tag's first step: made once). A
     candidate that could not beat the best so far even launching every op with a launch
     record (its score's bound) is not assigned at all: the same choice, fewer assignments."""
     top = None
-    most = int(ops["launch_start_ns"].is_not_null().sum())  # what `_assign` can place at most
+    most = int(ops["launch_start_ns"].is_not_null().sum())  # what `assign` can place at most
     for i, cand in enumerate(cands):
         bound = _score(cand, most, ops.height)
         if bound is None or (top is not None and not bound > top[0]):
             continue
-        made = _assign(ops, cand[2])
+        made = assign(ops, cand[2])
         score = _score(cand, made.height, ops.height)
         if score is not None and (top is None or score > top[0]):
             top = (score, i, made)
@@ -430,9 +333,9 @@ def tag(
     assigned: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """The ops the cycle ranges launched, with cycle and phase, and how many of them other
-    threads launched (per process: a run's files can each tag their own). `assigned`: `_assign`
+    threads launched (per process: a run's files can each tag their own). `assigned`: `assign`
     of these ops and ranges, when already made."""
-    tags = _tag_phase(_assign(ops, cyc) if assigned is None else assigned, phases)
+    tags = tag_phase(assign(ops, cyc) if assigned is None else assigned, phases)
     n_other = int(tags["_other_thread"].sum())
     return _tagged(ops, tags), n_other
 
