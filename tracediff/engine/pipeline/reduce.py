@@ -243,10 +243,11 @@ def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Red
         hashes = part["hash"].head(TOP_SEQUENCES).to_list()
         out.tops[int(dev[0])] = [seqs.template(int(dev[0]), int(h)) for h in hashes]
     aligned, out.used = al.align_to(seqs, task.templates, task.carry)
+    groups = seqs.gid, seqs.first  # aligned ops keep the sequences' cycle order and groups
     del seqs
     if task.side == "head":
         out.slot_changes = al.slot_changes(aligned)
-    ops, cyc = at.per_device_cycles(aligned)
+    ops, cyc = at.per_device_cycles(aligned, groups)
     del aligned
     _reduce(out, ops, cyc)
     if task.keep_ops:

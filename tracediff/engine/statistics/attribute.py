@@ -29,12 +29,18 @@ from tracediff.engine.statistics.resample import multinomial_rows
 _CAUSE = pl.Enum(list(GAP_CAUSES))
 
 
-def per_device_cycles(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def per_device_cycles(
+    ops: pl.DataFrame, groups: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(ops in cycle order with gap_ns, gap_cause and `critical` (the op ran on its cycle's
     critical device); cycles: side, cycle, device_id, start_ns, end_ns, span_ns, busy_ns, idle_ns,
-    critical)."""
-    ops, key = al.in_cycle_order(ops)
-    gid, first = al.groups(key)
+    critical). `groups`: where `ops` are already in cycle order, their (side, device, cycle)
+    groups as `al.groups` gives them (`Sequences.gid`, `.first`: aligned ops), not found again."""
+    if groups is None:
+        ops, key = al.in_cycle_order(ops)
+        gid, first = al.groups(key)
+    else:
+        gid, first = groups
     start = ops["start_ns"].to_numpy()
     end = ops["end_ns"].to_numpy()
     n = len(start)
