@@ -113,18 +113,20 @@ def outermost(sel: pl.DataFrame) -> pl.DataFrame:
 def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     """The ops `tags` names, with cycle and phase, in (device, start, end) order: the wide frame
     is gathered once, dropping ops outside cycles and ordering them for alignment together."""
-    tags = tags.select("_op", "cycle", "phase")
-    tags = tags.with_columns(ops.select("device_id", "start_ns", "end_ns")[tags["_op"]])
-    cols = [tags[c] for c in ("device_id", "start_ns", "end_ns")]
-    if any(c.null_count() for c in cols):
-        tags = tags.sort("device_id", "start_ns", "end_ns", "_op")
-    else:  # the same order (`_op` is unique), whatever order `tags` came in: one numpy lexsort
-        # (stable sorts of nearly sorted keys) costs a fifth of polars' four-key sort at 1 M
-        # ops, and less than sorting by `_op` first to find the order already there (0.163 ->
-        # 0.134 CPU-s at 954 k ops whose memops follow the kernels, 0.070 -> 0.054 in order)
-        keys = [tags["_op"].to_numpy(), *(c.to_numpy() for c in reversed(cols))]
-        tags = tags[np.lexsort(keys)]
-    return ops[tags["_op"]].with_columns(tags["cycle"], tags["phase"])
+    keys = ["device_id", "start_ns", "end_ns"]
+    if any(ops[c].null_count() for c in keys):
+        tags = tags.select("_op", "cycle", "phase")
+        tags = tags.with_columns(ops.select(keys)[tags["_op"]])
+        tags = tags.sort(*keys, "_op")
+        return ops[tags["_op"]].with_columns(tags["cycle"], tags["phase"])
+    # the same order (`_op` is unique), whatever order `tags` came in: one numpy lexsort
+    # (stable sorts of nearly sorted keys) costs a fifth of polars' four-key sort at 1 M ops,
+    # and less than sorting by `_op` first to find the order already there (0.163 -> 0.134
+    # CPU-s at 954 k ops whose memops follow the kernels, 0.070 -> 0.054 in order); the sort
+    # keys taken by numpy, not gathered into the tags and then gathered again with them
+    op = tags["_op"].to_numpy()
+    order = np.lexsort([op, *(ops[c].to_numpy()[op] for c in reversed(keys))])
+    return ops[op[order]].with_columns(tags["cycle"].gather(order), tags["phase"].gather(order))
 
 
 def number(sel: pl.DataFrame) -> pl.DataFrame:
