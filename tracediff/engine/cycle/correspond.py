@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from tracediff.base.errors import AnalysisError
 from tracediff.engine.cycle.segmentation import CycleRule
+from tracediff.engine.cycle.sequences import Sequences
 from tracediff.runs.runfile import Run
 
 MIN_SHARED = 0.75
@@ -78,6 +80,26 @@ def per_cycle(ops: pl.DataFrame) -> pl.DataFrame:
         .select(
             "device_id", pl.col("name").cast(pl.String), (pl.col("n") / pl.col("c")).alias("per")
         )
+    )
+
+
+def per_cycle_of(seqs: Sequences) -> pl.DataFrame:
+    """`per_cycle` of a file's ops from their `Sequences` (one side: a group is one device's
+    cycle): each device's count of each name code over its number of groups, by numpy's
+    bincount instead of two group-bys of every op (35 -> ~5 ms a side of 1.05 M ops)."""
+    devs, dev_of_group = np.unique(seqs.g_dev, return_inverse=True)
+    n_codes = len(seqs.texts)
+    counts = np.bincount(
+        dev_of_group.ravel()[seqs.gid] * n_codes + seqs.codes, minlength=len(devs) * n_codes
+    ).reshape(len(devs), n_codes)
+    cycles = np.bincount(dev_of_group.ravel(), minlength=len(devs))
+    dev_i, code = np.nonzero(counts)
+    return pl.DataFrame(
+        {
+            "device_id": pl.Series(devs[dev_i]).cast(seqs.ops.schema["device_id"]),
+            "name": pl.Series(seqs.texts, dtype=pl.String).gather(code),
+            "per": counts[dev_i, code] / cycles[dev_i],
+        }
     )
 
 

@@ -228,12 +228,12 @@ def reduce_cut(task: FileTask, out: Reduced, run: Run, seg: Segmentation) -> Red
     out.rule, out.seg_warnings = seg.rule, list(seg.warnings)
     out.n_cycles = max(_top(seg.ops), _top(seg.ranges)) + 1
     out.ranges, out.phases = seg.ranges, seg.phases
-    if seg.rule.kind in ("kernel-period", "range"):  # what engine/cycle/correspond.py checks
-        out.per_cycle = correspond.per_cycle(seg.ops)  # (or, for ranges, warns) with
     tagged = seg.ops.with_columns(pl.lit(task.side, al.SIDES).alias("side"))
     seg.ops = seg.ops.clear()
     seqs = al.sequences(tagged)
     del tagged
+    if seg.rule.kind in ("kernel-period", "range"):  # what engine/cycle/correspond.py checks
+        out.per_cycle = correspond.per_cycle_of(seqs)  # (or, for ranges, warns) with
     if task.template_of is not None:
         out.template = seqs.template(*task.template_of)
         return out
