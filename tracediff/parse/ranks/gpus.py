@@ -74,12 +74,20 @@ def used_devices(run: Run) -> pl.DataFrame:
         if "rank" not in df.columns:
             lazy = lazy.with_columns(pl.lit(None, pl.Int32).alias("rank"))
         frames.append(lazy.filter(pl.col("device_id").is_not_null()))
+    every = pl.concat(frames, how="vertical_relaxed")
+    pids = every.select(
+        pl.col("process_id").min().alias("lo"), pl.col("process_id").max().alias("hi")
+    )
+    lo, hi = pids.collect().row(0)
+    # one process (the usual rank file): its id is every device's most frequent one, with no
+    # count of each (a hash per op); else the mode
+    pid = pl.col("process_id")
+    most = pid.max() if lo == hi else pid.drop_nulls().mode().min()
     # one plan, collected once (a run's reading makes many small queries: each costs ~0.2 ms)
     got = (
-        pl.concat(frames, how="vertical_relaxed")
-        .group_by("device_id")
+        every.group_by("device_id")
         .agg(
-            pl.col("process_id").drop_nulls().mode().min().alias("process_id"),
+            most.alias("process_id"),
             pl.col("rank").drop_nulls().unique().alias("_ranks"),
         )
         .with_columns(
