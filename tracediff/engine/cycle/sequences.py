@@ -29,6 +29,9 @@ def group_key(ops: pl.DataFrame) -> np.ndarray:
     """(side, device, cycle) packed in one int64 that sorts in that order ("base" < "head").
     Only an order and a grouping: read side, device and cycle from the rows, not from the key.
     Device ids outside 0..2**16 (a Kineto pid) are replaced by their rank, cycles must fit 2**32."""
+    fast = _group_key_np(ops)
+    if fast is not None:
+        return fast
     dev = pl.col("device_id").cast(pl.Int64)
     lo, hi = (
         ops.select(dev.min().alias("lo"), dev.max().alias("hi")).row(0) if ops.height else (0, 0)
@@ -53,6 +56,24 @@ def group_key(ops: pl.DataFrame) -> np.ndarray:
         .to_series()
         .to_numpy()
     )
+
+
+def _group_key_np(ops: pl.DataFrame) -> np.ndarray | None:
+    """`group_key` by numpy where no column has nulls and the device ids and cycles fit as
+    they are (the usual run: ~3x cheaper than the polars query at 1 M ops); else None."""
+    if ops.height == 0 or ops.schema["side"] != SIDES:
+        return None
+    if any(ops[c].null_count() for c in ("side", "device_id", "cycle")):
+        return None
+    dev = ops["device_id"].to_numpy()
+    cycle = ops["cycle"].to_numpy()
+    if dev.min() < 0 or dev.max() >= 1 << 16 or cycle.min() < 0 or cycle.max() >= 1 << 32:
+        return None
+    key = ops["side"].to_physical().to_numpy().astype(np.int64)  # SIDES: base 0, head 1
+    key <<= 48
+    key += dev.astype(np.int64) << 32
+    key += cycle
+    return key
 
 
 def in_cycle_order(ops: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
