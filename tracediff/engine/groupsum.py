@@ -27,23 +27,24 @@ def _bound(n: int) -> int:
     return 4 * n + (1 << 16)
 
 
-def _codes(col: pl.Series) -> tuple[np.ndarray, int] | None:
-    """`col` as int64 codes 0..width-1 (null: width - 1 where present); None: too wide."""
+def _codes(col: pl.Series) -> tuple[np.ndarray, int, int] | None:
+    """`col`'s values (a categorical's physical codes; a view where it has no nulls, null
+    there as the largest value + 1), their least value and their width (codes 0..width-1 once
+    the least is taken off); None: too wide, or unsigned 64-bit."""
     phys = col.to_physical() if isinstance(col.dtype, (pl.Categorical, pl.Enum)) else col
     nulls = phys.null_count()
     if nulls == len(phys):  # all null: one code
-        return np.zeros(len(col), np.int64), 1
+        return np.zeros(len(col), np.int8), 0, 1
     arr = phys.to_numpy() if not nulls else phys.drop_nulls().to_numpy()
+    if arr.dtype == np.uint64:
+        return None
     lo, hi = int(arr.min()), int(arr.max())
     width = hi - lo + 1 + (1 if nulls else 0)
     if width > _bound(len(col)):
         return None
     if nulls:
         arr = phys.fill_null(hi + 1).to_numpy()
-    codes = arr.astype(np.int64)
-    if lo:
-        codes -= lo
-    return codes, width
+    return arr, lo, width
 
 
 def _dense(packed: np.ndarray, width: int) -> tuple[np.ndarray, int]:
@@ -103,11 +104,12 @@ def group_sums(
         if got is None:
             return None
         coded.append(got)
-    # the narrow keys first: what is packed is made dense while its table is small
-    coded.sort(key=lambda c: c[1])
+    # the narrow keys first: what is packed is made dense while its table is small; each
+    # key's values added in place (no int64 copy of a key)
+    coded.sort(key=lambda c: c[2])
     packed = np.zeros(n, np.int64)
     width = 1
-    for codes, w in coded:
+    for arr, lo, w in coded:
         if w == 1:  # one value: nothing to tell apart
             continue
         if width * w > n and width > 1:
@@ -115,7 +117,8 @@ def group_sums(
         if width * w > _bound(n):
             return None
         packed *= w
-        packed += codes
+        packed += arr
+        packed -= lo
         width *= w
     rows = None
     if where is not None:
