@@ -18,7 +18,21 @@ This package is the only place that knows nsys table and column names. reader.py
 bench/ingest.py and bench/sqlite_fetch.py measure speed and memory.
 """
 
-from .cli import read_report
+from typing import TYPE_CHECKING, Any
+
 from .reader import read_nsys, read_nsys_sqlite
 
+if TYPE_CHECKING:
+    from .cli import read_report
+
 __all__ = ["read_nsys", "read_nsys_sqlite", "read_report"]
+
+
+def __getattr__(name: str) -> Any:
+    """`read_report` on first use: cli.py pulls pyarrow.parquet (and pyarrow.compute with it)
+    and the nsys tool finder, which reading a `.sqlite` export never needs (~0.1 CPU-s)."""
+    if name == "read_report":
+        from .cli import read_report
+
+        return read_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
