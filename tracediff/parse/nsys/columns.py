@@ -31,16 +31,10 @@ class Strings:
         other.ids, other.values, other.dense, other.missing = self.ids, values, self.dense, 0
         return other
 
-    def lookup(self, ids: pl.Series) -> pa.DictionaryArray:
+    def _positions(self, ids: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+        """Each id's row in the table and whether it is there (the slow path of `lookup`);
+        the ids not there but not null are counted into `missing`."""
         n = len(self.ids)
-        if self.dense and len(ids) and ids.null_count() == 0 and ids.min() >= 0 and ids.max() < n:  # type: ignore[operator]
-            # the common case: every id known, and ids are positions already
-            idx = ids.cast(pl.Int32).to_arrow()
-            return pa.DictionaryArray.from_arrays(  # bounds checked above: no index scan
-                idx.combine_chunks() if isinstance(idx, pa.ChunkedArray) else idx,
-                self.values,
-                safe=False,
-            )
         nulls = ids.is_null().to_numpy()
         vals = ids.cast(pl.Int64).fill_null(-1).to_numpy()
         if self.dense:
@@ -52,8 +46,31 @@ class Strings:
         else:
             pos, found = vals, np.zeros(len(vals), dtype=bool)
         self.missing += int((~found & ~nulls).sum())
+        return pos, found
+
+    def _all_known(self, ids: pl.Series) -> bool:
+        """The common case: every id known, and ids are positions already."""
+        n = len(self.ids)
+        return bool(
+            self.dense and len(ids) and ids.null_count() == 0 and ids.min() >= 0 and ids.max() < n  # type: ignore[operator]
+        )
+
+    def lookup(self, ids: pl.Series) -> pa.DictionaryArray:
+        if self._all_known(ids):
+            idx = ids.cast(pl.Int32).to_arrow()
+            return pa.DictionaryArray.from_arrays(  # bounds checked: no index scan
+                idx.combine_chunks() if isinstance(idx, pa.ChunkedArray) else idx,
+                self.values,
+                safe=False,
+            )
+        pos, found = self._positions(ids)
         idx = pa.array(np.where(found, pos, 0).astype(np.int32), mask=~found)
         return pa.DictionaryArray.from_arrays(idx, self.values)
+
+    def count_missing(self, ids: pl.Series) -> None:
+        """Count into `missing` the ids `lookup(ids)` would find absent, building nothing."""
+        if not self._all_known(ids):
+            self._positions(ids)
 
     def strings(self, ids: pl.Series) -> pl.Series:
         s = pl.from_arrow(self.lookup(ids).cast(pa.string()))

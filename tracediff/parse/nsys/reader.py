@@ -68,6 +68,7 @@ from tracediff.parse.nsys.tables import (
     short_copy_kinds,
     syncs_table,
 )
+from tracediff.runs.deferred import Build, Deferred
 from tracediff.runs.runfile import Run
 
 # re-exported: callers import these from here (nesting_depth: the Kineto reader)
@@ -117,12 +118,16 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         )
         mem_kinds = enum_labels(emem, "ENUM_CUDA_MEM_KIND" in have, MEM_KINDS)
         cupti_enum = SYNC in have and events.CUPTI_ENUM_COLUMN in source.columns(SYNC)
-        tables = {
+        api_names.count_missing(api["nameId"])  # as api_calls' names would: for the warning
+        tables: dict[str, pa.Table | Build] = {
             "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
-            "api_calls": api_calls_table(api, api_names),
+            # built on first use (runs/deferred.py): a report-only compare reads none of these
+            "api_calls": lambda: api_calls_table(api, api_names),
             "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
-            "syncs": syncs_table(sync),
-            "cuda_events": events.cuda_events_table(cuda_ev, sync, api, api_names, cupti_enum),
+            "syncs": lambda: syncs_table(sync),
+            "cuda_events": lambda: events.cuda_events_table(
+                cuda_ev, sync, api, api_names, cupti_enum
+            ),
         }
         if kern_job is not None:
             (kern,) = kern_job.result()
@@ -130,16 +135,16 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     tables["kernels"] = kernels_table(kern, keys, strings, api_names)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
-    tables = add_stacks(
-        {name: tables[name] for name in order},
+    run_tables = add_stacks(
+        Deferred({name: tables[name] for name in order}),
         nodes if node_table else None,
         warnings,
         str(path),
     )
-    tables["collectives"] = nccl.collectives_from(
-        tables["kernels"], tables["nvtx_ranges"], tables["api_calls"]
+    run_tables["collectives"] = nccl.collectives_from(
+        run_tables["kernels"], run_tables["nvtx_ranges"]
     )
-    warnings += _unread(kern, strings.missing + api_names.missing, tables, payload, path)
+    warnings += _unread(kern, strings.missing + api_names.missing, run_tables, payload, path)
     md = dict(zip(meta["name"].to_list(), meta["value"].to_list(), strict=True))
     version = md.get("EXPORT_SCHEMA_VERSION")
     warnings += _newer_schema(version, path)
@@ -152,7 +157,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         "time_base": "nsys session start",
         **identity(sysenv),
     }
-    return Run(tables=tables, metadata=metadata, warnings=warnings)
+    return Run(tables=run_tables, metadata=metadata, warnings=warnings)
 
 
 def _checked(have: set[str], path: Path) -> list[str]:

@@ -46,7 +46,8 @@ def add_stacks(
     (empty, and stack_id null, without function-trace ranges). `nodes`: the report's graph-node
     creation events (graph_nodes.NODE_COLS; None: the report has no such table); a warning is
     appended to `warnings` for CUDA-graph ops that keep their cudaGraphLaunch stack."""
-    out = {**tables, "frames": schema.empty("frames"), "stacks": schema.empty("stacks")}
+    out = tables.copy()  # a runs/deferred.py dict stays one: its tables not built yet stay so
+    out["frames"], out["stacks"] = schema.empty("frames"), schema.empty("stacks")
     nv = function_ranges(tables["nvtx_ranges"])
     if not nv.height:
         return out
@@ -60,7 +61,7 @@ def add_stacks(
         ]
     )
     assert isinstance(ops, pl.DataFrame)
-    ops = _at_node_creation(ops, nodes, tables["api_calls"], warnings, path)
+    ops = _at_node_creation(ops, nodes, tables, warnings, path)
     ops = ops.drop_nulls(["process_id", "launch_thread_id", "launch_start_ns"])
     if not ops.height:
         return out
@@ -135,7 +136,7 @@ def frame_tables(got: launch_stacks.Stacks) -> tuple[pa.Table, pa.Table]:
 def _at_node_creation(
     ops: pl.DataFrame,
     nodes: pl.DataFrame | None,
-    api: pa.Table,
+    tables: dict[str, pa.Table],
     warnings: list[str] | None,
     path: str,
 ) -> pl.DataFrame:
@@ -148,7 +149,7 @@ def _at_node_creation(
         return ops
     pts = graph_nodes.creating_calls(
         nodes if nodes is not None else pl.DataFrame(schema=graph_nodes.NODE_COLS),
-        _frame(api),
+        _frame(tables["api_calls"]),  # read only where graph ops are
         ops["graph_node_id"],
     )
     kept = n_graph - int(pts.found.sum())

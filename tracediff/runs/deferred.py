@@ -1,0 +1,144 @@
+"""A run's tables of which some are built on first use: `Deferred`.
+
+Stage: the run contract (between parse and its consumers). Input: tables, and for some of them
+the function that builds each; output: a dict of Arrow tables that builds a table the first
+time it is asked for. A reader hands its `Run` such a dict for tables that most commands never
+read: the nsys reader's `api_calls`, `syncs` and `cuda_events` are read by the replay, the
+TUI, `export`, `info` and the run file, not by a report-only `compare` (~0.1 CPU-s a side at
+0.9 M kernels). Whoever asks gets the same table, built from the same inputs, as an eager
+reader would have made.
+
+`d[name]`, `d.get(name)`, `name in d` and `d.copy()` build nothing else; anything that walks
+the tables (iteration, `keys()`, `items()`, `values()`, `{**d}`, `dict(d)`, pickling) first
+builds them all, so the dict then holds every table in its first order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+Build = Callable[[], pa.Table]
+
+
+class Deferred(dict[str, pa.Table]):
+    """Tables, some built on first use (module doc). `tables` maps a name to its table or to
+    the function that builds it."""
+
+    def __init__(self, tables: Mapping[str, pa.Table | Build]) -> None:
+        super().__init__()
+        self._order = list(tables)
+        self._later: dict[str, Build] = {}
+        self._lock = threading.Lock()
+        for name, value in tables.items():
+            if isinstance(value, pa.Table):
+                dict.__setitem__(self, name, value)
+            else:
+                self._later[name] = value
+
+    def _build(self, name: str) -> None:
+        with self._lock:
+            make = self._later.get(name)
+            if make is not None:  # not built by another thread meanwhile
+                dict.__setitem__(self, name, make())
+                del self._later[name]
+
+    def _settle(self) -> None:
+        """Build every table left, and put them in their first order."""
+        if not self._later:
+            return
+        for name in list(self._later):
+            self._build(name)
+        built = {name: dict.__getitem__(self, name) for name in self._order}
+        dict.clear(self)
+        dict.update(self, built)
+
+    def __getitem__(self, name: str) -> pa.Table:
+        if name in self._later:
+            self._build(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._later
+
+    def __setitem__(self, name: str, table: pa.Table) -> None:
+        self._later.pop(name, None)
+        if name not in self._order:
+            self._order.append(name)
+        dict.__setitem__(self, name, table)
+
+    def __delitem__(self, name: str) -> None:
+        self._settle()
+        dict.__delitem__(self, name)
+        self._order.remove(name)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __iter__(self) -> Iterator[str]:
+        self._settle()
+        return dict.__iter__(self)
+
+    def keys(self) -> Any:
+        self._settle()
+        return dict.keys(self)
+
+    def items(self) -> Any:
+        self._settle()
+        return dict.items(self)
+
+    def values(self) -> Any:
+        self._settle()
+        return dict.values(self)
+
+    def copy(self) -> Deferred:
+        """The same tables, those not built yet still not built (each copy builds its own)."""
+        return Deferred(
+            {name: self._later.get(name) or dict.__getitem__(self, name) for name in self._order}
+        )
+
+    def pop(self, name: str, *default: Any) -> Any:
+        self._settle()
+        if name in self._order:
+            self._order.remove(name)
+        return dict.pop(self, name, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for name, table in dict(*args, **kwargs).items():
+            self[name] = table
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def popitem(self) -> tuple[str, pa.Table]:
+        self._settle()
+        name = self._order.pop()
+        return name, dict.pop(self, name)
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._order.clear()
+        self._later.clear()
+
+    def __eq__(self, other: object) -> bool:
+        self._settle()
+        if isinstance(other, Deferred):
+            other._settle()
+        return dict.__eq__(self, other)
+
+    __hash__ = None  # as dict's
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as a plain dict of every table (the builders stay in this process)."""
+        return (dict, (dict(self.items()),))
+
+    def __repr__(self) -> str:
+        return f"Deferred({self._order!r}, not built: {sorted(self._later)!r})"
