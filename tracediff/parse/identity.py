@@ -71,7 +71,10 @@ def similarity(a: list[str], b: list[str], k: int = SKETCH) -> float:
 def _distinct(run: Run, table: str, column: str) -> list[str]:
     col = pl.from_arrow(run.read(table, [column]))
     assert isinstance(col, pl.DataFrame)
-    return [str(v) for v in col[column].drop_nulls().cast(pl.String).unique().to_list()]
+    # distinct first: a name column is a dictionary (categorical), so `unique` works on its
+    # codes and only the few distinct names become strings (0.9 M kernels: one string per row)
+    values = col[column].drop_nulls().unique().cast(pl.String).unique()
+    return [str(v) for v in values.to_list()]
 
 
 def _ints(values: list[Any]) -> set[int]:
