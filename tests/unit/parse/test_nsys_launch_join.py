@@ -125,3 +125,17 @@ def test_sparse_or_repeated_ids_use_the_sorted_search() -> None:
     index = LaunchIndex(twice)  # an id seen twice in a process: the first call is kept
     assert index.table is None
     assert_frame_equal(launch_join(ops, index), _reference(ops, twice))
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_keys_in_order_use_the_sorted_search_without_a_table(repeat: bool) -> None:
+    """One process, its calls in id order (the usual report): no key -> row table is filled;
+    an id seen twice still matches its first call."""
+    rng = np.random.default_rng(6)
+    n = 3000
+    kc = np.sort(rng.choice(np.arange(1, 3 * n), n, replace=not repeat))
+    keys = _calls(rng, np.full(n, 4000 << 24), kc)
+    ops = _ops(np.full(n + 2, 4000 << 24), np.concatenate([rng.choice(kc, n), [0, 3 * n + 5]]))
+    index = LaunchIndex(keys)
+    assert index.table is None and index.sorted is not None and index.order is None
+    assert_frame_equal(launch_join(ops, index), _reference(ops, keys))
