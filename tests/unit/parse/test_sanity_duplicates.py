@@ -1,0 +1,43 @@
+"""parse/sanity.py's duplicate count against its definition (rows equal to an earlier row):
+starts in order without ties, with ties, out of order, and with null starts."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tracediff.parse.sanity import _duplicates
+
+
+def _defined(keys: pl.DataFrame) -> int:
+    return keys.height - keys.unique().height
+
+
+def _keys(rng: np.random.Generator, n: int, starts: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "device_id": rng.integers(0, 2, n),
+            "stream_id": rng.integers(0, 2, n),
+            "start_ns": starts,
+            "end_ns": starts + rng.integers(0, 2, n),
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_duplicates_counted_as_defined(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 2000
+    distinct = np.cumsum(rng.integers(1, 5, n))  # in order, no start twice
+    tied = np.sort(rng.integers(0, n // 3, n))  # in order, many starts shared
+    shuffled = rng.permutation(tied)  # out of order
+    for starts in (distinct, tied, shuffled, np.array([5]), np.array([], np.int64)):
+        keys = _keys(rng, len(starts), starts)
+        assert _duplicates(keys) == _defined(keys)
+    keys = _keys(rng, n, tied).with_columns(  # null starts: the hashed count
+        pl.when(pl.int_range(pl.len()) % 7 == 0).then(None).otherwise("start_ns").alias("start_ns")
+    )
+    assert _duplicates(keys) == _defined(keys)
+    assert _duplicates(_keys(rng, n, distinct)) == 0
+    assert _duplicates(_keys(rng, n, tied)) > 0
