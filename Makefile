@@ -67,17 +67,15 @@ typecheck: setup
 imports: setup
 	$(BIN)/lint-imports
 
-# On a fresh machine the venv (pip) is built beside nsys and Chromium (Debian's archive), and ruff
-# and the import contracts run as soon as the venv is there, each target's output printed whole
-# (-Otarget). Then the tests (minutes, their progress live) with mypy beside them: ~23 s of one
-# core from a cold cache, in the suite's first minutes, when its workers mostly wait on nsys. Its
-# output comes after the tests'; either failing fails `make check`.
+# On a fresh machine the venv (pip) is built beside nsys and Chromium (Debian's archive), and the
+# static checks run side by side as soon as the venv is there (mypy, ~23 s of one core from a cold
+# cache, the longest), each target's output printed whole (-Otarget); then the tests (minutes),
+# their progress live. (mypy beside the tests was tried in session 16: it adds its load to the
+# suite's first minutes, the nsys-bound bisect modules, whose captures are the load-sensitive part;
+# one of its two runs had a capture fail and be retried. Not kept.)
 check:
-	@$(MAKE) --no-print-directory -j3 -Otarget lint imports system-tools
-	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & typecheck=$$!; \
-	  $(MAKE) --no-print-directory test; tests=$$?; \
-	  wait $$typecheck; typed=$$?; echo "mypy (run beside the tests):"; cat $(VENV)/mypy.log; \
-	  [ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+	@$(MAKE) --no-print-directory -j3 -Otarget lint typecheck imports system-tools
+	@$(MAKE) --no-print-directory test
 
 bench: setup nsys
 	$(BIN)/python bench/ingest.py

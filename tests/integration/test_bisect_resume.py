@@ -25,6 +25,7 @@ from tests.support.bisect import (
     bisect_argv,
     build_repo,
     counted,
+    ran_at_least,
 )
 
 pytestmark = [pytest.mark.nsys, pytest.mark.git]
@@ -94,14 +95,15 @@ def test_a_larger_repeat_or_max_runs_on_the_same_outdir_reuses_every_capture(
         **env,
     )  # fmt: skip
     assert first.returncode == 5, first.stderr
-    assert sorted(counted(counter)) == sorted([shas[0]] * 2 + [shas[1]] * 2)
+    ran_at_least(counted(counter), {shas[0]: 2, shas[1]: 2}, out)
     more = bisect(
         repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", "--max-runs", "4",
         **env,
     )  # fmt: skip
     assert more.returncode == 5, more.stderr
     assert "resuming" in more.stderr
-    assert sorted(counted(counter)) == sorted([shas[0]] * 4 + [shas[1]] * 4)
+    ran_at_least(counted(counter), {shas[0]: 4, shas[1]: 4}, out)
+    ran = len(counted(counter))
     state = json.loads((out / "bisect.json").read_text())
     assert state["max_runs"] == 4 and state["log"][0]["runs"] == [4, 4]
     assert state["wall_s_before"] > 0
@@ -110,7 +112,7 @@ def test_a_larger_repeat_or_max_runs_on_the_same_outdir_reuses_every_capture(
         **env,
     )  # fmt: skip
     assert again.returncode == 5, again.stderr
-    assert len(counted(counter)) == 8  # nothing captured: 4 a side were there
+    assert len(counted(counter)) == ran  # nothing captured: 4 a side were there
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     less = bisect(repo, out, nsys, "--good", shas[0], "--bad", shas[1], "--repeat", "2", **env)
     assert less.returncode == 1 and "holds a bisection with more runs" in less.stderr
