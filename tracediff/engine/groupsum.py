@@ -40,6 +40,15 @@ def _codes(col: pl.Series) -> tuple[np.ndarray, int, int] | None:
         return None
     lo, hi = int(arr.min()), int(arr.max())
     width = hi - lo + 1 + (1 if nulls else 0)
+    if width > _bound(len(col)) and phys is not col:
+        # a categorical's codes are the process's (polars 2 keeps one mapping for every
+        # categorical): its few names can sit far apart in a process that read other runs
+        # first. Ranked in the same order instead (the groups come out as they would have).
+        uniq, inv = np.unique(arr, return_inverse=True)
+        if nulls:
+            inv = np.full(len(phys), len(uniq), np.int64)
+            inv[phys.is_not_null().to_numpy()] = np.searchsorted(uniq, arr)
+        return inv, 0, len(uniq) + (1 if nulls else 0)
     if width > _bound(len(col)):
         return None
     if nulls:
