@@ -8,10 +8,12 @@ value's sum and the row count. Rows come in the order of the packed codes, not o
 appearance (a polars group-by without `maintain_order` promises no order either).
 
 Each key becomes a code from 0 (a categorical's physical code, an integer less its least value;
-null a code of its own) and the codes are packed into one int64, made dense again (a table over
-the packed range) whenever the next key would take the range past ~4 codes an op; the sums are
-then `np.add.at` into one slot per group, exact in int64. A key whose own values are spread wider
-than that, or a value column with nulls, takes `None` back: the caller groups with polars.
+null a code of its own; a key spread wider than a few hundred values renumbered densely in the
+same order first) and the codes are packed into one int64, made dense again (a table over the
+packed range) whenever the next key would take the range past ~4 codes an op; the sums are then
+`np.add.at` into one slot per group, exact in int64. An integer key spread wider than that
+table, keys whose distinct combinations still overflow it, or a value column with nulls take
+`None` back: the caller groups with polars.
 """
 
 from __future__ import annotations
@@ -22,38 +24,47 @@ import polars as pl
 __all__ = ["group_sums"]
 
 
+_SPARSE = 256  # a key spread wider is renumbered densely first (cheap: one pass over its values)
+
+
 def _bound(n: int) -> int:
     """The widest code range made dense by a table (memory and time ~ the ops')."""
     return 4 * n + (1 << 16)
 
 
 def _codes(col: pl.Series) -> tuple[np.ndarray, int, int] | None:
-    """`col`'s values (a categorical's physical codes; a view where it has no nulls, null
-    there as the largest value + 1), their least value and their width (codes 0..width-1 once
-    the least is taken off); None: too wide, or unsigned 64-bit."""
+    """`col`'s values as codes 0..width-1 once `lo` is taken off: (codes, lo, width). Null is a
+    code of its own (the largest + 1). Values spread wider than `_SPARSE` are renumbered densely
+    in the same order (a table where the range is at most `_bound`, np.unique beyond, which only
+    a categorical takes: polars 2 keeps one categorical mapping a process, so a frame's few names
+    can have codes anywhere in it, near or far apart, after other runs were read in the same
+    process). None: an integer spread too wide, or unsigned 64-bit."""
     phys = col.to_physical() if isinstance(col.dtype, (pl.Categorical, pl.Enum)) else col
+    n = len(phys)
     nulls = phys.null_count()
-    if nulls == len(phys):  # all null: one code
-        return np.zeros(len(col), np.int8), 0, 1
+    if nulls == n:  # all null: one code
+        return np.zeros(n, np.int8), 0, 1
     arr = phys.to_numpy() if not nulls else phys.drop_nulls().to_numpy()
     if arr.dtype == np.uint64:
         return None
     lo, hi = int(arr.min()), int(arr.max())
-    width = hi - lo + 1 + (1 if nulls else 0)
-    if width > _bound(len(col)) and phys is not col:
-        # a categorical's codes are the process's (polars 2 keeps one mapping for every
-        # categorical): its few names can sit far apart in a process that read other runs
-        # first. Ranked in the same order instead (the groups come out as they would have).
-        uniq, inv = np.unique(arr, return_inverse=True)
+    span = hi - lo + 1
+    if span <= _SPARSE:
         if nulls:
-            inv = np.full(len(phys), len(uniq), np.int64)
-            inv[phys.is_not_null().to_numpy()] = np.searchsorted(uniq, arr)
-        return inv, 0, len(uniq) + (1 if nulls else 0)
-    if width > _bound(len(col)):
+            arr = phys.fill_null(hi + 1).to_numpy()
+        return arr, lo, span + (1 if nulls else 0)
+    if span <= _bound(n):
+        codes, k = _dense(arr - lo, span)
+    elif phys is not col:
+        uniq, codes = np.unique(arr, return_inverse=True)
+        k = len(uniq)
+    else:
         return None
     if nulls:
-        arr = phys.fill_null(hi + 1).to_numpy()
-    return arr, lo, width
+        full = np.full(n, k, np.int64)
+        full[phys.is_not_null().to_numpy()] = codes
+        codes = full
+    return codes, 0, k + (1 if nulls else 0)
 
 
 def _dense(packed: np.ndarray, width: int) -> tuple[np.ndarray, int]:
