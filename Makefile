@@ -11,7 +11,8 @@ NSYS_PREFIX ?= /opt/nsys-2024.2.3
 # built once), handed out longest first (--no-loadscope-reorder keeps tests/conftest.py's
 # LONGEST_FIRST order; xdist's own, most tests first, left the bisect modules to the end). A
 # capture under nsys is mostly waiting (~1.5 s wall, ~1 CPU-s of nsys's own, measured with a
-# subreaper), and the suite is CPU-bound on 2 cores (91-93 % busy). Session 14, quiet machine,
+# subreaper), and the suite is CPU-bound on 2 cores (91-93 % busy; its dips were three bisect
+# modules at once: tests/support/schedule.py keeps one worker on CPU modules while two capture). Session 14, quiet machine,
 # 3 workers: 633.7 s before the ordering, 590.5 s and 615.2 s after; session 13: 4 workers
 # used more CPU (1218 vs 1071 CPU-s) and nsys failed on its own once ("End of file").
 TEST_WORKERS ?= 3
@@ -23,9 +24,16 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml tracediff/parse/nsys/_sqlite_pages.c \
   tracediff/parse/kineto/_kineto_scan.c tracediff/parse/stacks/_stack_walk.c \
   tracediff/engine/statistics/multinomial.c
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# Where the interpreter's own pip takes --python (pip >= 22.3): the venv made without ensurepip's
+	# pip (~9 s) and that pip installs the newest pip into it with everything else (no second pip
+	# run to upgrade it, ~4 s). Elsewhere the plain way.
+	if $(PY) -m pip --help 2>/dev/null | grep -q -- "--python <python>"; then \
+	  $(PY) -m venv --without-pip $(VENV) && \
+	  $(PY) -m pip --python $(BIN)/python install -q pip -e '.[dev]'; \
+	else \
+	  $(PY) -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && \
+	  $(BIN)/pip install -q -e '.[dev]'; \
+	fi
 	# nvtx 0.2.17 beside the venv (not in it: the dev pin is 0.2.10): the capture tests of a
 	# workload whose NVTX ranges nsys 2024.2 drops (tests/integration/test_capture_nvtx_dropped.py)
 	$(BIN)/pip install -q --target $(VENV)/nvtx-0.2.17 nvtx==0.2.17

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.nsys import can_hide_kallsyms, tests_nsys
+# polars on one thread in the suite's processes (the CLI server and its calls, Dask's workers and
+# every subprocess inherit it; a test may set another): three pytest-xdist workers share the 2-core
+# CI machine, so threads inside a process only add hand-offs and spinning. Measured on tests/golden
+# + tests/cli at -n 3, two A/B pairs: 212 -> 190 and 190 -> 176 CPU-s, wall 110 -> 99, 99 -> 91 s.
+# Several threads stay covered: test_same_every_run (1 and 2), test_machine_independent (4).
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+
+from tests.support.nsys import can_hide_kallsyms, tests_nsys  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -93,8 +100,7 @@ def _environment_kept() -> Iterator[None]:
 # The longest modules first (pytest-xdist hands out whole modules, --dist loadfile, in this order
 # with --no-loadscope-reorder; its default order, most tests first, left the bisect modules of 2-3
 # tests each, 40-130 s, to the end of the run). Seconds on one worker, a 3-worker run of session 14;
-# N: mostly waiting on nsys (a capture: ~1.5 s wall, ~1 CPU-s), C: CPU. Alternated so the workers
-# start on a mix, not on three nsys streams at once.
+# N: serial captures on nsys (tests/support/schedule.py keeps them off one worker), C: CPU.
 LONGEST_FIRST = [
     "integration/test_bisect_failures.py",  # N 110
     "integration/test_dask_ranks.py",  # C 80
@@ -115,16 +121,31 @@ LONGEST_FIRST = [
 ]
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest -p no:xdist knows no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile`: xdist's own, but a worker takes a CPU module rather than a serial-capture
+    one while every other worker holds one (tests/support/schedule.py)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from tests.support.schedule import CaptureAwareScheduling
+
+    return CaptureAwareScheduling(config, log)  # type: ignore[arg-type]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test under tests/tui/ drives or snapshots the Textual app: marked `tui`. The modules
     of LONGEST_FIRST go first, in its order; the others keep theirs."""
     for item in items:
         if "tui" in item.path.parts[-2:-1]:
             item.add_marker(pytest.mark.tui)
+    from tests.support.schedule import SERIAL_CAPTURES
+
     rank = {ROOT / "tests" / m: i for i, m in enumerate(LONGEST_FIRST)}
-    gone = [str(m) for m in rank if not m.is_file()]
+    gone = [
+        str(m) for m in [*rank, *(ROOT / "tests" / m for m in SERIAL_CAPTURES)] if not m.is_file()
+    ]
     if gone:  # a module renamed or split: name it here again
-        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST: no such module {gone}")
+        raise pytest.UsageError(f"tests/conftest.py or support/schedule.py: no such module {gone}")
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda it: (rank.get(it.path, len(rank)), order[id(it)]))
 
