@@ -2,7 +2,9 @@
 
 The suite runs the real CLI hundreds of times; each `python -m tracediff` spends ~0.6-0.9 CPU-s
 importing polars, pyarrow, numpy and tracediff before it reads a byte (measured: 0.85 CPU-s for
-the command modules). Here one server process per test process imports them once and forks a
+the command modules). Here one server process per test process imports them once, with every
+module of tracediff and capture a command may import when it runs and Dask's client (session 17:
+tests/cli + test_hostile's 257 calls 90.6 / 76.9 -> 67.1 / 64.2 CPU-s, two A/B pairs), and forks a
 child per call: the child is a process of its own as before (its own pid, exit status,
 environment, working directory, file descriptors 0-2, atexit handlers), only its imports are
 already done. What differs from a fresh `python -m tracediff`:
@@ -60,11 +62,22 @@ give the same results)."""
 
 _SERVER = r"""
 import atexit, importlib, json, os, sys, threading, traceback
+LEFT_OUT = ("tracediff.tui", "capture.shim", "capture.workload")
 
+import pkgutil
+import capture, tracediff
 import tracediff.cli  # sets the allocator variables before polars and pyarrow load, as the CLI does
 for name in ("numpy", "polars", "pyarrow", "pyarrow.compute", "pyarrow.ipc",
              *(module for module, _ in tracediff.cli.COMMANDS.values())):
     importlib.import_module(name)
+# and every module a command imports when it runs (the engine, the readers, the reports: ~180,
+# ~0.05-0.1 CPU-s a call), but the TUI's (Textual) and what capture loads into the workload; and
+# Dask's client (~0.45 CPU-s a `--scheduler` call; importing it starts no thread)
+importlib.import_module("distributed")
+for package in (tracediff, capture):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not module.name.startswith(LEFT_OUT) and not module.name.endswith(".__main__"):
+            importlib.import_module(module.name)
 from tracediff.cli import main
 
 requests, replies = os.fdopen(0, "rb", buffering=0), int(sys.argv[1])
