@@ -126,9 +126,8 @@ def _pids(run: Run, gpu: list[_Facts], nvtx: _Facts) -> list[int]:
 
 
 def _gpus(run: Run, used: list[int]) -> list[dict[str, Any]]:
-    dev = pl.from_arrow(run.read("devices"))
-    assert isinstance(dev, pl.DataFrame)
-    rows = {int(r["device_id"]): r for r in dev.iter_rows(named=True) if r["device_id"] is not None}
+    dev = run.read("devices").to_pylist()  # a row per GPU: no polars frame for a few rows
+    rows = {int(r["device_id"]): r for r in dev if r["device_id"] is not None}
     out = []
     for d in used:
         r = rows.get(d, {})

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tracediff.base.errors import InputError
@@ -81,8 +82,8 @@ def counts_of(run: Run) -> dict[str, Counts]:
             n_long=int((d > ABSURD_NS).sum()),
             longest=int(d.max() or 0),  # type: ignore[arg-type]
             timed=d.len() - d.null_count(),
-            nonzero=int((d.fill_null(0) != 0).sum()),
-            n_dup=_duplicates(df.select(_KEY)),
+            nonzero=int((d != 0).sum()),  # a null compares null: not counted
+            n_dup=_duplicates(df[_KEY]),
             n_neg=int((d < 0).sum()),
         )
     return out
@@ -95,12 +96,14 @@ def _duplicates(keys: pl.DataFrame) -> int:
     where a start does: only those rows are compared, no row hashed."""
     start = keys["start_ns"]
     if keys.height and not start.null_count() and start.is_sorted():
-        same = keys.select((pl.col("start_ns").diff() == 0).fill_null(False).alias("_t"))
-        tie = same.to_series()
-        tie = tie | tie.shift(-1, fill_value=False)
-        if not tie.any():
+        starts = start.to_numpy()  # numpy: three polars queries fewer (each ~0.1 ms of plan)
+        same = starts[1:] == starts[:-1]
+        if not same.any():
             return 0
-        tied = keys.filter(tie)
+        tie = np.zeros(len(starts), bool)
+        tie[1:] |= same
+        tie[:-1] |= same
+        tied = keys.filter(pl.Series(tie))
         return tied.height - tied.n_unique()
     if keys.hash_rows().n_unique() == keys.height:
         return 0
