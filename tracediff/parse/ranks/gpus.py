@@ -44,6 +44,10 @@ DEVICE_TABLES = (
 _USED = ("kernels", "memops", "collectives")
 _SPAN = 1 << 16
 """Device ids spread wider than this (none a tracer writes): `used_devices` by polars' plan."""
+_SMALL = 100_000
+"""GPU records up to this many: `used_devices` by numpy (a plan costs ~2 ms whatever the size;
+numpy's passes over float copies cost more than the plan at ~1 M records: 50 against 22 ms)."""
+_RANK = {"collectives": ["rank"]}
 
 
 @dataclass(frozen=True)
@@ -68,17 +72,18 @@ class Gpu:
 def used_devices(run: Run) -> pl.DataFrame:
     """device_id, process_id (the process with most ops on it), rank (the NCCL rank its
     collectives carry, when one), one row per device with GPU work. Ops of one process (the
-    usual rank file): by numpy, a table over the device ids (a demo run file's 3 ms -> 0.4 ms: the
-    cost was polars' plan, its concat, group-by and list of ranks, not the data); several
-    processes: `_by_mode`, that plan."""
+    usual rank file) of a small run: by numpy, a table over the device ids (a demo run file's
+    3 -> 0.4 ms: the cost was polars' plan, its concat, group-by and list of ranks, not the
+    data); several processes, or more than `_SMALL` records: `_by_plan`, that plan."""
+    tabs = {t: run.read(t, ["device_id", "process_id", *_RANK.get(t, [])]) for t in _USED}
+    if sum(tab.num_rows for tab in tabs.values()) > _SMALL:
+        return _by_plan(tabs)
     cols: dict[str, list[np.ndarray]] = {"device_id": [], "process_id": [], "rank": []}
-    for t in _USED:
-        names = ["device_id", "process_id"] + (["rank"] if t == "collectives" else [])
-        tab = run.read(t, names)
+    for tab in tabs.values():
         for c, arrays in cols.items():  # ids as float64, null as NaN (exact: ids < 2**53)
             arrays.append(
                 tab.column(c).to_numpy().astype(np.float64)
-                if c in names
+                if c in tab.column_names
                 else np.full(tab.num_rows, np.nan)
             )
     dev, pid, rank = (np.concatenate(v) for v in cols.values())
@@ -92,7 +97,7 @@ def used_devices(run: Run) -> pl.DataFrame:
     base = int(dev.min())
     span = int(dev.max()) - base + 1
     if (len(known) and known.min() != known.max()) or span > _SPAN:
-        return _by_mode(run)
+        return _by_plan(tabs)
     dev -= base  # each op's slot in a table over the devices' range (no sort, no hash)
     devices = np.flatnonzero(np.bincount(dev, minlength=span))
     # one process: a device's is it where any of its ops names it (a max over its ops)
@@ -113,12 +118,11 @@ def used_devices(run: Run) -> pl.DataFrame:
     )
 
 
-def _by_mode(run: Run) -> pl.DataFrame:
-    """`used_devices` of ops of several processes: each device's most frequent one."""
+def _by_plan(tabs: dict[str, pa.Table]) -> pl.DataFrame:
+    """`used_devices` of the tables read (`tabs`) by one polars plan."""
     frames = []
-    for t in _USED:
-        cols = ["device_id", "process_id"] + (["rank"] if t == "collectives" else [])
-        df = pl.from_arrow(run.read(t, cols))
+    for tab in tabs.values():
+        df = pl.from_arrow(tab)
         assert isinstance(df, pl.DataFrame)
         lazy = df.lazy()
         if "rank" not in df.columns:
