@@ -12,9 +12,9 @@ NSYS_PREFIX ?= /opt/nsys-2024.2.3
 # LONGEST_FIRST order; xdist's own, most tests first, left the bisect modules to the end). A
 # capture under nsys is mostly waiting (~1.5 s wall, ~1 CPU-s of nsys's own, measured with a
 # subreaper), and the suite is CPU-bound on 2 cores (91-93 % busy; its dips were three bisect
-# modules at once: tests/support/schedule.py keeps one worker on CPU modules while two capture). Session 14, quiet machine,
-# 3 workers: 633.7 s before the ordering, 590.5 s and 615.2 s after; session 13: 4 workers
-# used more CPU (1218 vs 1071 CPU-s) and nsys failed on its own once ("End of file").
+# modules at once: tests/support/schedule.py keeps one worker on CPU modules while two capture).
+# Session 14, quiet machine, 3 workers: 633.7 s before the ordering, 590.5 s and 615.2 s after;
+# session 13: 4 workers used more CPU (1218 vs 1071 CPU-s) and nsys failed on its own once ("End of file").
 TEST_WORKERS ?= 3
 
 .PHONY: setup nsys chromium system-tools demo test check lint typecheck imports bench fuzz-pages fuzz-kineto
