@@ -55,8 +55,27 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def child(argv: list[str]) -> dict[str, float]:
-    """Run `tracediff ARGV` here with the stages wrapped; {row: CPU seconds}."""
+def _fresh_mib() -> float:
+    """MiB of transparent huge pages faulted in so far, machine-wide (/proc/vmstat): each is a
+    fresh 2 MiB the kernel zeroed (~0.5 s a GiB on the development VM). A quiet machine's figure."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("thp_fault_alloc "):
+                    return 2.0 * int(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
+
+
+METRICS = {"cpu": _cpu, "fresh": _fresh_mib}
+
+
+def child(argv: list[str], metric: str = "cpu") -> dict[str, float]:
+    """Run `tracediff ARGV` here with the stages wrapped; {row: CPU seconds} (or, with `fresh`,
+    MiB of huge pages faulted in)."""
+    _cpu = METRICS[metric]  # noqa: N806  # the measure each row takes
+    origin = 0.0 if metric == "cpu" else _cpu()  # CPU: the process's own, from its start
     start = _cpu()
     import tracediff.cli  # sets the allocator and OpenBLAS variables before numpy loads
 
@@ -88,19 +107,25 @@ def child(argv: list[str]) -> dict[str, float]:
                         setattr(other, name, timed)
     loaded = _cpu()
     tracediff.cli.main(argv)
-    return {"imports": loaded - start, **spent, "process": _cpu()}
+    return {"imports": loaded - start, **spent, "process": _cpu() - origin}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--metric",
+        choices=sorted(METRICS),
+        default="cpu",
+        help="cpu: process CPU seconds; fresh: MiB of huge pages faulted in (quiet machine only)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("argv", nargs="+", help="the tracediff arguments, after --")
     args = ap.parse_args()
     if args.child:
         with open("/dev/null", "w") as null:
             stdout, sys.stdout = sys.stdout, null
-            got = child(args.argv)
+            got = child(args.argv, args.metric)
             sys.stdout = stdout
         print(json.dumps(got))
         return
@@ -108,7 +133,7 @@ def main() -> None:
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, __file__, "--child", "--", *args.argv],
+            [sys.executable, __file__, "--child", "--metric", args.metric, "--", *args.argv],
             capture_output=True,
             text=True,
             check=True,
@@ -116,12 +141,14 @@ def main() -> None:
         walls.append(time.perf_counter() - t0)
         runs.append(json.loads(out.stdout.splitlines()[-1]))
     print(f"{args.repeat} fresh processes, wall {statistics.median(walls):.2f} s (median)")
-    print("| stage (inclusive) | CPU s, median | range |\n|---|---:|---|")
+    unit = "CPU s" if args.metric == "cpu" else "fresh MiB"
+    print(f"| stage (inclusive) | {unit}, median | range |\n|---|---:|---|")
     for row in ["imports", *(_row(t) for t in STAGES), "process"]:
         vals = [r[row] for r in runs if row in r]
         if not vals:  # not called by this compare
             continue
-        print(f"| {row} | {statistics.median(vals):.2f} | {min(vals):.2f}-{max(vals):.2f} |")
+        fmt = ".2f" if args.metric == "cpu" else ".0f"
+        print(f"| {row} | {statistics.median(vals):{fmt}} | {min(vals):{fmt}}-{max(vals):{fmt}} |")
 
 
 if __name__ == "__main__":

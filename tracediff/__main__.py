@@ -1,5 +1,3 @@
-import sys
+from tracediff.cli import run
 
-from tracediff.cli import main
-
-sys.exit(main())
+run()

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from tracediff import __version__
 from tracediff.base import settings
@@ -167,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a full disk, an I/O error: one line, not a traceback
+        from tracediff.base.inert import safe
+
+        where = f"{safe(str(e.filename))}: " if e.filename else "writing the output: "
+        print(f"tracediff: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except MemoryError:
         given = [getattr(args, k, None) for k in ("report", "path", "base", "head")]
         inputs = [str(v) for v in given if v]
@@ -178,5 +184,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def end(code: int) -> NoReturn:
+    """End this process with `code` as the interpreter ends it (non-daemon threads joined, atexit
+    handlers run: Dask's clients and clusters, temporary folders, logging; the standard streams
+    flushed), without its teardown: freeing every module and object and the collections it runs
+    on the way took 0.1-0.15 CPU-s at the end of a x500 compare (perf: gc_collect_main), ~10 %
+    of the demo compare's. A stream that cannot be flushed: status 120, as the interpreter
+    gives, but a closed pipe (`| head`), which `main` already takes as success."""
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter calls first
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except BrokenPipeError:
+                pass
+            except (OSError, ValueError) as e:
+                if stream is sys.stdout and not code:  # else its error was said
+                    try:
+                        print(f"tracediff: error: writing the output: {e}", file=sys.stderr)
+                        sys.stderr.flush()
+                    except (OSError, ValueError):
+                        pass
+                code = code or 120
+        os._exit(code)
+
+
+def run() -> NoReturn:
+    """The `tracediff` command (pyproject's script and `python -m tracediff`)."""
+    end(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -14,8 +14,8 @@ already done. What differs from a fresh `python -m tracediff`:
   or library load (INHERITED_AT_LOAD) runs as a fresh process instead;
 - stdout and stderr are files, not pipes (neither is a terminal, as with capture_output).
 
-The child runs `tracediff.cli.main` as the `tracediff` script does, then exits the way the
-interpreter does: non-daemon threads joined, atexit handlers run, streams flushed.
+The child runs `tracediff.cli.main` and ends as the `tracediff` script does (`tracediff.cli.end`:
+non-daemon threads joined, atexit handlers run, streams flushed, no interpreter teardown).
 """
 
 from __future__ import annotations
@@ -113,9 +113,7 @@ for line in iter(requests.readline, b""):
             elif not isinstance(code, int):
                 print(code, file=sys.stderr)
                 code = 1
-            threading._shutdown()
-            atexit._run_exitfuncs()
-            sys.stdout.flush(); sys.stderr.flush()
+            tracediff.cli.end(code)  # as the `tracediff` script ends
         finally:
             os._exit(code)
     os.write(replies, (json.dumps({"pid": pid}) + "\n").encode())

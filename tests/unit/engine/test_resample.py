@@ -56,3 +56,18 @@ def test_what_numpy_refuses_it_refuses_and_without_the_module_numpy_draws(
     pvals = np.full(50, 1 / 50)
     got = resample.multinomial_rows(np.random.default_rng(4), 50, pvals, 30)
     assert np.array_equal(got, np.random.default_rng(4).multinomial(50, pvals, size=30))
+    weights = resample.multinomial_rows(np.random.default_rng(4), 50, pvals, 30, per=50)
+    assert np.array_equal(weights, got / 50)
+
+
+@pytest.mark.parametrize(
+    "pvals, n", [(np.full(6000, 1 / 6000), 6000), (np.array([0.5, 0.5]), 1000)]
+)
+def test_weights_are_numpys_counts_over_n(pvals: np.ndarray, n: int) -> None:
+    """`per`: the bootstrap's weights, counts / per as float64, made as drawn (uniform: the C
+    module; n p = 500: numpy's BTPE), bit for bit the division of numpy's counts."""
+    mine, theirs = np.random.default_rng(11), np.random.default_rng(11)
+    got = resample.multinomial_rows(mine, n, pvals, 30, per=n)
+    want = theirs.multinomial(n, pvals, size=30).astype(np.float64) / n
+    assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
+    assert mine.random() == theirs.random()

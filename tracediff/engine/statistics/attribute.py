@@ -232,8 +232,8 @@ def _resample_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndar
     once: 1000 x 6,000 binomial draws a side cost more than the statistics themselves (drawn
     natively, the same numbers as numpy's: engine/statistics/resample.py)."""
     rng = np.random.default_rng(seed)
-    cb = multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot).astype(np.float64) / nb
-    ch = multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot).astype(np.float64) / nh
+    cb = multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot, per=nb)
+    ch = multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot, per=nh)
     cb.flags.writeable = ch.flags.writeable = False
     return cb, ch
 

@@ -65,13 +65,16 @@ static int64_t inversion(bitgen_t *bg, int64_t n, double p, double q, double log
     return x;
 }
 
-/* draws(capsule, n, pvals float64 [d], out int64 [rows x d], zeroed) -> rows drawn; fewer than
- * rows: the next row needs a draw this module does not make (the caller restores the state) */
+/* draws(capsule, n, pvals float64 [d], out int64 [rows x d], zeroed[, per]) -> rows drawn;
+ * fewer than rows: the next row needs a draw this module does not make (the caller restores the
+ * state). With per > 0, out is float64 and holds each count / per (the bootstrap's weights:
+ * the same division numpy makes of the counts cast to float64, with no int64 copy made) */
 static PyObject *draws(PyObject *self, PyObject *args) {
     PyObject *capsule;
     long long n_total;
     Py_buffer pv, out;
-    if (!PyArg_ParseTuple(args, "OLy*w*", &capsule, &n_total, &pv, &out)) return NULL;
+    double per = 0.0;
+    if (!PyArg_ParseTuple(args, "OLy*w*|d", &capsule, &n_total, &pv, &out, &per)) return NULL;
     PyObject *result = NULL;
     double *cache = NULL; /* per category: p inverted, its q and log q */
     double *pj = NULL; /* per category: the conditional probability, then the one inverted */
@@ -85,6 +88,7 @@ static PyObject *draws(PyObject *self, PyObject *args) {
     Py_ssize_t rows = out.len / (d * (Py_ssize_t)sizeof(int64_t));
     const double *pix = pv.buf;
     int64_t *mnix = out.buf;
+    double *wts = out.buf; /* per > 0: the same buffer as float64 */
     pj = malloc(sizeof(double) * (size_t)d);
     cache = malloc(sizeof(double) * 3 * (size_t)d);
     if (!pj || !cache) {
@@ -105,6 +109,7 @@ static PyObject *draws(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS;
     for (; row < rows; row++) {
         int64_t *m = mnix + row * d;
+        double *w = wts + row * d;
         int64_t dn = n_total;
         int stop = 0;
         for (Py_ssize_t j = 0; j + 1 < d; j++) {
@@ -119,12 +124,20 @@ static PyObject *draws(PyObject *self, PyObject *args) {
                 x = inversion(bg, dn, c[0], c[1], c[2]);
                 if (!(p <= 0.5)) x = dn - x;
             }
-            m[j] = x;
+            if (per > 0)
+                w[j] = (double)x / per;
+            else
+                m[j] = x;
             dn -= x;
             if (dn <= 0) break;
         }
         if (stop) break;
-        if (dn > 0) m[d - 1] = dn;
+        if (dn > 0) {
+            if (per > 0)
+                w[d - 1] = (double)dn / per;
+            else
+                m[d - 1] = dn;
+        }
     }
     Py_END_ALLOW_THREADS;
     result = PyLong_FromSsize_t(row);
