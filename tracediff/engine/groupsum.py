@@ -1,10 +1,11 @@
 """Group sums of one file's ops by small integer codes: what a polars group-by gives, without
 hashing a row of several keys per op.
 
-Stage: none of its own (a helper of the per-file stage, engine/pipeline/reduce.py). Input: key
-columns (categoricals, enums, integers) and Int64 value columns of equal length; output: one
+Stage: none of its own (a helper of the per-file stage, engine/pipeline/reduce.py, and of the
+statistics' pivots, engine/statistics/stats.py). Input: key columns (categoricals, enums,
+integers; strings, cast to categoricals) and Int64 value columns of equal length; output: one
 row per distinct key, the keys gathered from the group's first row (their own dtypes), each
-value's sum and the row count. Rows come in the order of the packed codes, not of first
+value's sum and the row count (`group_ids`: each row's group instead). Rows come in the order of the packed codes, not of first
 appearance (a polars group-by without `maintain_order` promises no order either).
 
 Each key becomes a code from 0 (a categorical's physical code, an integer less its least value;
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-__all__ = ["group_sums"]
+__all__ = ["group_ids", "group_sums"]
 
 
 _SPARSE = 256  # a key spread wider is renumbered densely first (cheap: one pass over its values)
@@ -98,31 +99,25 @@ def _empty(
     )
 
 
-def group_sums(
-    frame: pl.DataFrame,
-    keys: list[str],
-    values: dict[str, str],
-    count: str,
-    where: pl.Expr | None = None,
-) -> pl.DataFrame | None:
-    """`frame.filter(where).group_by(keys).agg(col(v).sum().alias(name) for name, v in values,
-    len())` with the count as Int64 `count`: the key columns, then the sums (Int64), then the
-    count. The codes are made over all rows and only they are filtered (not the frame). None
-    where the codes do not fit (module doc); no row (none left by `where`): no group."""
+def group_ids(
+    frame: pl.DataFrame, keys: list[str], where: pl.Expr | None = None
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None] | None:
+    """Each row's group of `keys` (0..k-1, in packed-code order), the first row of each group and
+    k; with `where`, of the rows it keeps only (their indexes, the 4th item; else None). String
+    keys are cast to the process's categorical mapping first (one hash a value, not a row of
+    keys). None where the codes do not fit (module doc)."""
     n = frame.height
-    if n == 0:
-        return _empty(frame, keys, values, count)
-    vals = []
-    for v in values.values():
-        col = frame[v]
-        if col.null_count() or col.dtype != pl.Int64:
-            return None
-        vals.append(col.to_numpy())
     # the keys' physical codes and the rows kept: one query (a query per key cost ~0.1 ms each)
     schema = frame.schema  # (built anew at each `frame.schema`: a dtype object per column)
-    cat = {k: isinstance(schema[k], (pl.Categorical, pl.Enum)) for k in keys}
+    text = {k for k in keys if schema[k] == pl.String}
+    cat = {k: k in text or isinstance(schema[k], (pl.Categorical, pl.Enum)) for k in keys}
     keep = [] if where is None else [where.fill_null(False).alias("_keep")]
-    phys = frame.select(*(pl.col(k).to_physical() if cat[k] else pl.col(k) for k in keys), *keep)
+
+    def physical(k: str) -> pl.Expr:
+        col = pl.col(k).cast(pl.Categorical) if k in text else pl.col(k)
+        return col.to_physical() if cat[k] else col
+
+    phys = frame.select(*(physical(k) for k in keys), *keep)
     coded = []
     for key in keys:
         got = _codes(phys[key], cat[key])
@@ -149,11 +144,40 @@ def group_sums(
     if where is not None:
         rows = np.flatnonzero(phys["_keep"].to_numpy())
         packed = packed[rows]
+        if len(rows) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), 0, rows
+    group, k = _dense(packed, width)
+    return group, _first_rows(group, k), k, rows
+
+
+def group_sums(
+    frame: pl.DataFrame,
+    keys: list[str],
+    values: dict[str, str],
+    count: str,
+    where: pl.Expr | None = None,
+) -> pl.DataFrame | None:
+    """`frame.filter(where).group_by(keys).agg(col(v).sum().alias(name) for name, v in values,
+    len())` with the count as Int64 `count`: the key columns, then the sums (Int64), then the
+    count. The codes are made over all rows and only they are filtered (not the frame). None
+    where the codes do not fit (module doc); no row (none left by `where`): no group."""
+    n = frame.height
+    if n == 0:
+        return _empty(frame, keys, values, count)
+    vals = []
+    for v in values.values():
+        col = frame[v]
+        if col.null_count() or col.dtype != pl.Int64:
+            return None
+        vals.append(col.to_numpy())
+    got = group_ids(frame, keys, where)
+    if got is None:
+        return None
+    group, first, k, rows = got
+    if rows is not None:
         vals = [arr[rows] for arr in vals]
         if len(rows) == 0:
             return _empty(frame, keys, values, count)
-    group, k = _dense(packed, width)
-    first = _first_rows(group, k)
     # frames put together by indexing and hstack, not select / with_columns: no query plan
     # each (~0.1 ms apiece, the cost of a group-by of a few thousand ops)
     out = frame[keys][first if rows is None else rows[first]]

@@ -51,15 +51,7 @@ def attribution(
     where head's op is another op than base's (`same_op`), and their two names as base_name /
     head_name, null elsewhere); `runs`: which run
     each cycle came from (run sets: engine/runsets.py)."""
-    stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs)
-    counts = long.group_by("side", *KEYS).agg(pl.col("count").sum())
-    for side, col in (("base", "_cb"), ("head", "_ch")):
-        stats = stats.join(
-            counts.filter(pl.col("side") == side).drop("side").rename({"count": col}),
-            on=KEYS,
-            how="left",
-            nulls_equal=True,
-        )
+    stats = st.per_cycle_stats(long, KEYS, cb, ch, n_boot, runs, counts=True)
     # renamed: an op of head in the place of base's op, where base never has it (align.renames
     # leaves out substitutions base makes itself); base's time in that place is on the same row
     # (align carries the label to base's ops), so the old name has no `removed` row of its own
