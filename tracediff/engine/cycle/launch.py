@@ -87,14 +87,18 @@ def _by_key(
         for c, v in zip(key_ops, distinct[0].tolist(), strict=True)
     ):  # every op on the one thread holding ranges (the usual run): no masks
         return [(rows, np.arange(len(key_ivs[0])))]
+    # the ops' keys gathered once, not once a key (`rows` sorted and distinct: all of them is
+    # every row, no gather)
+    every = len(rows) == len(key_ops[0])
+    cols_o = key_ops if every else [c[rows] for c in key_ops]
     out = []
     for key in distinct:
         on_o = np.ones(len(rows), bool)
         on_i = np.ones(len(key_ivs[0]), bool)
-        for col_o, col_i, v in zip(key_ops, key_ivs, key.tolist(), strict=True):
-            on_o &= col_o[rows] == v
+        for col_o, col_i, v in zip(cols_o, key_ivs, key.tolist(), strict=True):
+            on_o &= col_o == v
             on_i &= col_i == v
-        out.append((rows[on_o], np.flatnonzero(on_i)))
+        out.append((np.flatnonzero(on_o) if every else rows[on_o], np.flatnonzero(on_i)))
     return out
 
 

@@ -125,8 +125,30 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     # CPU-s at 954 k ops whose memops follow the kernels, 0.070 -> 0.054 in order); the sort
     # keys taken by numpy, not gathered into the tags and then gathered again with them
     op = tags["_op"].to_numpy()
-    order = np.lexsort([op, *(ops[c].to_numpy()[op] for c in reversed(keys))])
+    device, start, end = (ops[c].to_numpy()[op] for c in keys)
+    order = _by_device(op, device, start, end)
+    if order is None:
+        order = np.lexsort([op, end, start, device])
     return ops[op[order]].with_columns(tags["cycle"].gather(order), tags["phase"].gather(order))
+
+
+def _by_device(
+    op: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray | None:
+    """The (device, start, end, op) order of the tags by a stable sort by device alone (a radix
+    sort over a few device codes), where `op` rises and each device's ops then come in (start,
+    end) order (one file's ops, kernels read in start order, nothing appended): 0.06 CPU-s at
+    5 M ops against the four-key lexsort's ~0.5. None where they do not (the lexsort)."""
+    if len(op) < 2 or (np.diff(op) <= 0).any():
+        return None
+    lo, hi = int(device.min()), int(device.max())
+    codes = device - lo
+    order = np.argsort(codes.astype(np.int16) if hi - lo < 1 << 15 else codes, kind="stable")
+    d, s, e = device[order], start[order], end[order]
+    ds, de = np.diff(s), np.diff(e)
+    if ((d[1:] == d[:-1]) & ((ds < 0) | ((ds == 0) & (de < 0)))).any():
+        return None
+    return order
 
 
 def number(sel: pl.DataFrame) -> pl.DataFrame:
