@@ -31,6 +31,7 @@ from tracediff.engine.cycle.sequences import in_cycle_order as in_cycle_order
 from tracediff.engine.cycle.sequences import lex_sorted as lex_sorted
 from tracediff.engine.cycle.sequences import own_templates as own_templates
 from tracediff.engine.cycle.sequences import sequences as sequences
+from tracediff.engine.groupsum import group_ids
 
 STATUS = pl.Enum(["matched", "added"])
 
@@ -234,13 +235,24 @@ def slot_changes(ops: pl.DataFrame) -> pl.DataFrame:
         if both
         else (pl.col("contributor").cast(pl.String), pl.col("name").cast(pl.String))
     )
-    o = ops.filter(pl.col("slot").is_not_null()).select(
-        "device_id", "slot", pl.when(con != name).then(pl.col("name")).alias("moved")
-    )
-    n = o.group_by("device_id", "slot").agg(pl.len().cast(pl.Int64).alias("n"))
+    got = group_ids(ops, ["device_id", "slot"], pl.col("slot").is_not_null())
+    if got is None:  # codes that do not fit: polars' group-by
+        o = ops.filter(pl.col("slot").is_not_null()).select(
+            "device_id", "slot", pl.when(con != name).then(pl.col("name")).alias("moved")
+        )
+        n = o.group_by("device_id", "slot").agg(pl.len().cast(pl.Int64).alias("n"))
+        o = o.filter(pl.col("moved").is_not_null())
+    else:  # each slot's op count by a bincount of its code; the moved ops (few) by polars
+        group, first, k, rows = got
+        assert rows is not None  # `where` given: the rows it keeps
+        count = pl.Series("n", np.bincount(group, minlength=k).astype(np.int64))
+        n = ops.select("device_id", "slot")[rows[first]].with_columns(count)
+        on = ops.select((pl.col("slot").is_not_null() & (con != name)).fill_null(False))
+        o = ops.select("device_id", "slot", pl.col("name").alias("moved"))[
+            np.flatnonzero(on.to_series().to_numpy())
+        ]
     moved = (
-        o.filter(pl.col("moved").is_not_null())
-        .group_by("device_id", "slot", "moved")
+        o.group_by("device_id", "slot", "moved")
         .agg(pl.len().cast(pl.Int64).alias("count"))
         .select("device_id", "slot", pl.col("moved").cast(pl.String).alias("name"), "count")
     )
