@@ -5,7 +5,9 @@ the ops are not in that order it gives None (the lexsort then)."""
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from tracediff.engine.cycle import ranges
 
@@ -41,3 +43,28 @@ def test_none_where_a_device_is_out_of_order(seed: int) -> None:
     start[[i, i + 1]] = start[[i + 1, i]]  # two ops of one device swapped
     assert ranges._by_device(op, device, start, end) is None
     assert ranges._by_device(op[::-1].copy(), device, start, end) is None  # op not rising
+
+
+@pytest.mark.parametrize("sorted_in", [True, False])
+def test_one_device_in_order_is_not_gathered(sorted_in: bool) -> None:
+    """One device whose ops come in (start, end) order, every op tagged: `_tagged` returns the
+    ops as they are with cycle and phase; out of order, the lexsort's gather. Either way the
+    frame the lexsort gives."""
+    g = np.random.default_rng(5)
+    n = 2000
+    start = np.sort(g.integers(0, 500, n))
+    end = start + g.integers(0, 3, n)
+    if sorted_in:
+        end = end[np.lexsort([end, start])]
+        start = np.sort(start)
+    else:
+        start[[10, 11]] = start[[11, 10]] + np.array([0, 1])
+    ops = pl.DataFrame({"device_id": pl.Series([3] * n, dtype=pl.Int32), "start_ns": start,
+                        "end_ns": end, "x": g.integers(0, 9, n)})  # fmt: skip
+    tags = pl.DataFrame({"_op": np.arange(n, dtype=np.uint32), "cycle": np.arange(n) // 10,
+                         "phase": ["p"] * n})  # fmt: skip
+    order = np.lexsort([np.arange(n), end, start, np.full(n, 3)])
+    want = ops[order].with_columns(tags["cycle"][order], tags["phase"][order])
+    assert_frame_equal(ranges._tagged(ops, tags), want)
+    one = ranges._by_device(np.arange(n), np.full(n, 3), start, end)
+    assert (one is not None) == sorted_in
