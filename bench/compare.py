@@ -46,12 +46,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-VENV_BIN = Path(sys.executable).parent
-TRACEDIFF = (
-    [str(VENV_BIN / "tracediff")]
-    if (VENV_BIN / "tracediff").exists()
-    else [sys.executable, "-m", "tracediff"]
-)
+TRACEDIFF = [sys.executable, "-m", "tracediff"]
+"""Run from a folder with no `tracediff` in it (run_child's cwd): `-m` puts the working folder
+first on sys.path, before PYTHONPATH, which would shadow a `--before` package; the venv's
+`tracediff` script is not used, as it imports what this checkout's CLI names (`run`), which an
+older package may not have."""
 
 
 @dataclass
@@ -68,7 +67,13 @@ def run_child(cmd: list[str], timeout: float, env: dict[str, str] | None = None)
     t0 = time.perf_counter()
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-out-{os.getpid()}.txt"
     with open(out_path, "wb") as f, open(os.devnull, "wb") as null:
-        p = subprocess.Popen(cmd, stdout=f, stderr=null, env={**os.environ, **(env or {})})
+        p = subprocess.Popen(
+            cmd,
+            stdout=f,
+            stderr=null,
+            env={**os.environ, **(env or {})},
+            cwd=out_path.parent,  # see TRACEDIFF
+        )
 
         def kill() -> None:
             try:
