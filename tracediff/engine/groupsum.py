@@ -5,8 +5,9 @@ Stage: none of its own (a helper of the per-file stage, engine/pipeline/reduce.p
 statistics' pivots, engine/statistics/stats.py). Input: key columns (categoricals, enums,
 integers; strings, cast to categoricals) and Int64 value columns of equal length; output: one
 row per distinct key, the keys gathered from the group's first row (their own dtypes), each
-value's sum and the row count (`group_ids`: each row's group instead). Rows come in the order of the packed codes, not of first
-appearance (a polars group-by without `maintain_order` promises no order either).
+value's sum and the row count (`group_ids`: each row's group instead). Rows come in the order
+of the packed codes, not of first appearance (a polars group-by without `maintain_order`
+promises no order either).
 
 Each key becomes a code from 0 (a categorical's physical code, an integer less its least value;
 null a code of its own; a key spread wider than a few hundred values renumbered densely in the
