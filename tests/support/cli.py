@@ -61,7 +61,7 @@ FRESH = bool(os.environ.get("TD_TEST_FRESH_PROCESSES"))
 give the same results)."""
 
 _SERVER = r"""
-import atexit, importlib, json, os, sys, threading, traceback
+import importlib, json, os, sys, traceback
 LEFT_OUT = ("tracediff.tui", "capture.shim", "capture.workload")
 
 import pkgutil

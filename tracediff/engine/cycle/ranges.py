@@ -146,15 +146,15 @@ def _by_device(
         return None
     lo, hi = int(device.min()), int(device.max())
     if lo == hi:  # one device: the order they come in, if it is (start, end) order
-        ds, de = np.diff(start), np.diff(end)
-        return None if ((ds < 0) | ((ds == 0) & (de < 0))).any() else np.arange(len(op))
-    codes = device - lo
-    order = np.argsort(codes.astype(np.int16) if hi - lo < 1 << 15 else codes, kind="stable")
-    d, s, e = device[order], start[order], end[order]
+        order, s, e = np.arange(len(op)), start, end
+        apart = np.zeros(len(op) - 1, bool)
+    else:
+        codes = device - lo
+        order = np.argsort(codes.astype(np.int16) if hi - lo < 1 << 15 else codes, kind="stable")
+        d, s, e = device[order], start[order], end[order]
+        apart = d[1:] != d[:-1]  # a device's first op follows another device's last
     ds, de = np.diff(s), np.diff(e)
-    if ((d[1:] == d[:-1]) & ((ds < 0) | ((ds == 0) & (de < 0)))).any():
-        return None
-    return order
+    return None if (~apart & ((ds < 0) | ((ds == 0) & (de < 0)))).any() else order
 
 
 def number(sel: pl.DataFrame) -> pl.DataFrame:

@@ -315,8 +315,8 @@ def _collectives(ops: pl.DataFrame, is_coll: pl.Expr) -> pl.DataFrame:
     cols = ["kind", "contributor", "phase", "name", "bytes", "start_ns", "duration_ns"]
     coll = ops.filter(is_coll).select("cycle", "device_id", *cols)
     n = coll.height
-    dev, cyc = (coll[c].to_numpy() for c in ("device_id", "cycle"))
     if n and not coll["cycle"].null_count() and not coll["device_id"].null_count():
+        dev, cyc = (coll[c].to_numpy() for c in ("device_id", "cycle"))
         new = np.ones(n, bool)
         new[1:] = (dev[1:] != dev[:-1]) | (cyc[1:] != cyc[:-1])
         starts = np.flatnonzero(new)
