@@ -245,6 +245,7 @@ def _ranked(
     at = 0
     for k, fs in found.items():
         got = scans[at : at + len(fs)]
+        scans[at : at + len(fs)] = [None] * len(fs)  # freed once its run is planned
         at += len(fs)
         side = decided[k[0]].side
         try:

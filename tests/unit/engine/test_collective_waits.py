@@ -121,3 +121,54 @@ def test_a_sparse_instance_index_gives_the_same_waits() -> None:
 def test_no_collective_rows_sum_to_nothing() -> None:
     got = collsum.summed([_coll(0).clear()], pl.DataFrame())
     assert got.crit.height == got.sums.height == got.inst.height == 0
+
+
+def _held(frames: list[pl.DataFrame], cyc: pl.DataFrame) -> collsum.Summed:
+    """The frames summed as a run of rank files' driver holds them (rankmerge.Leaders: each
+    file held as it comes back, its wide rows kept for devices that can still lead)."""
+    holding = collsum.Holding()
+    if cyc.height == 0:
+        return holding.summed([holding.held(f, lambda f: f) for f in frames], cyc)
+    lead = collsum.leading(cyc).select("cycle", "device_id")
+
+    def keep(rows: pl.DataFrame) -> pl.DataFrame:
+        keys = lead.with_columns(pl.col("device_id").cast(rows.schema["device_id"]))
+        return rows.join(keys, on=["cycle", "device_id"], how="semi", maintain_order="left")
+
+    held = [holding.held(f, keep) for f in frames]
+    return holding.summed(held, cyc)
+
+
+def test_rows_held_narrow_file_by_file_sum_as_the_whole_rows() -> None:
+    """The driver's held rows (24 bytes a row: 32-bit cycle, k and duration, a code for the
+    name, bytes and GPU) give the same crit rows, sums and instances, in the same order, as the
+    files' whole rows; a file of no rows, a null name and a duration past 32 bits included."""
+    for seed in range(4):
+        coll = _coll(seed)
+        if seed == 1:  # a null kernel name (its own group) and a 3 s collective
+            coll = coll.with_columns(
+                pl.when(pl.col("k") == 0).then(None).otherwise(pl.col("name")).alias("name"),
+                pl.when(pl.col("cycle") == 2).then(3 * 10**9).otherwise(pl.col("duration_ns"))
+                .alias("duration_ns"),
+            )  # fmt: skip
+        cyc = _cyc(coll, seed)
+        per_file = [coll.filter(pl.col("device_id") == d) for d in range(5)]
+        per_file.insert(2, coll.clear())
+        want, got = collsum.summed(per_file, cyc), _held(per_file, cyc)
+        assert got.crit.equals(want.crit) and got.crit.schema == want.crit.schema
+        by = ("name", "bytes", "device_id")
+        assert _sorted(got.sums, *by).equals(_sorted(want.sums, *by))
+        assert got.sums.schema == want.sums.schema
+        assert _sorted(got.inst, "cycle", "k").equals(_sorted(want.inst, "cycle", "k"))
+        assert got.inst.schema == want.inst.schema
+    assert _held([_coll(0).clear()], pl.DataFrame()).sums.height == 0
+
+
+def test_held_rows_are_narrow_where_their_values_fit() -> None:
+    holding = collsum.Holding()
+    coll = _coll(2)
+    wide = coll.with_columns(pl.lit(5 * 10**9).alias("duration_ns"))
+    a, b = holding.held(coll, lambda f: f), holding.held(wide, lambda f: f.clear())
+    assert a.rows.schema["duration_ns"] == a.rows.schema["cycle"] == pl.Int32
+    assert b.rows.schema["duration_ns"] == pl.Int64 and b.rows.schema["k"] == pl.Int32
+    assert b.wide.height == 0 and a.groups.height == 2 * 5  # two (name, bytes) on each GPU

@@ -97,7 +97,7 @@ def test_the_driver_keeps_only_the_rows_a_critical_gpu_can_have(
 
     def merged_run(*a: object) -> object:
         out = merge(*a)  # type: ignore[arg-type]
-        merged.append((out, a[-1]))
+        merged.append((out, a[3]))
         return out
 
     monkeypatch.setattr(rankmerge.Leaders, "arrived", counted)

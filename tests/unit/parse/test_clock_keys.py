@@ -97,3 +97,20 @@ def test_instances_only_where_every_member_has_as_many() -> None:
     want = [([0, 1, 2, 3], [100 * j, 100 * j + 1, 100 * j + 2, 100 * j + 3]) for j in range(3)]
     want += [([0, 1], [5000 + 10 * j] * 2) for j in range(2)]
     assert _groups(inst) == sorted(want)  # the k-th of a name on each GPU, k in end order
+
+
+def test_instances_from_chunks_of_files_are_the_whole_frames() -> None:
+    """clocks.estimate gives `instances` the files one chunk at a time (no keyed copy of every
+    row): the same rows, ids and order as the frame of them all; an empty file included."""
+    per_file = [
+        [("kernel", g, "ncclAllReduce", "c0", None, 10 * j + f) for g in (0, 1) for j in range(4)]
+        + [("kernel", 0, "ncclAllGather", "c1", 3, 500 + 10 * j + f) for j in range(2 + (f == 1))]
+        for f in range(4)
+    ]
+    per_file[2] = []
+    ends = [clocks.file_ends(_table(r)) for r in per_file]
+    shifts = [0, 7, 0, -3]
+    whole = clocks.instances(clocks.collective_ends(ends, shifts))
+    parts = clocks.instances(lambda: (clocks._placed(e, i, shifts[i]) for i, e in enumerate(ends)))
+    assert whole.height == 4 * 2 * 3  # AllGather dropped: file 1 has one more
+    assert parts.equals(whole)

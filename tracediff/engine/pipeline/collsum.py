@@ -19,10 +19,17 @@ known once the run's rows are: the join (engine/pipeline/join.py) needs of them 
 
 A run of 512 ranks a side of 500 cycles has 3 M collective rows a side; what is kept of them is
 one GPU's rows per cycle, the instances and a row per kernel name and device (issue 32).
+
+A run of rank files (engine/pipeline/rankmerge.py) hands its rows over file by file as each
+comes back; until the last is back, the driver holds of each file (`Holding`) what the waits and
+sums read: per row its instance, start, duration and a code of its (name, bytes, device), in
+32 bits where the values fit (24 bytes a row, not 57), and the whole rows only of devices that
+can still lead a cycle; the instances' last start and rank count are a running max and count.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +39,11 @@ SUMS = {"name": pl.Categorical, "bytes": pl.Int64, "device_id": pl.Int64, "t": p
         "w": pl.Int64, "nw": pl.UInt32}  # fmt: skip
 """`Summed.sums` of no rows: t the summed duration_ns, w the summed wait_ns, nw how many rows
 had one (of rows, the columns' types are the rows')."""
+
+
+INST = ["cycle", "k"]  # an instance: the k-th collective of a cycle on every GPU
+ROW = ["cycle", "k", "start_ns", "duration_ns"]
+GROUP = ["name", "bytes", "device_id"]  # a row of `Summed.sums`
 
 
 def _no_sums() -> pl.DataFrame:
@@ -92,25 +104,109 @@ def summed(colls: list[pl.DataFrame], cyc: pl.DataFrame) -> Summed:
     for f in frames:
         w = waits(f, inst)
         sums.append(
-            w.group_by("name", "bytes", "device_id").agg(
+            w.group_by(GROUP).agg(
                 pl.col("duration_ns").sum().alias("t"),
                 pl.col("wait_ns").sum().alias("w"),
                 pl.col("wait_ns").count().alias("nw"),
             )
         )
         if lead is not None:
-            keys = lead.with_columns(pl.col("device_id").cast(f.schema["device_id"]))
-            crit.append(w.join(keys, on=["cycle", "device_id"], how="semi", maintain_order="left"))
+            crit.append(_on(w, lead))
+    return _summed(crit, sums, frames[0], inst)
+
+
+@dataclass
+class Held:
+    """One rank file's collective rows as the driver holds them (module doc)."""
+
+    rows: pl.DataFrame  # cycle, k, start_ns, duration_ns (32 bits where they fit), g
+    groups: pl.DataFrame  # g, name, bytes, device_id: what each code of `rows` stands for
+    wide: pl.DataFrame  # every column; the rows of devices that can still lead a cycle
+
+
+class Holding:
+    """A run's collective rows as its rank files come back (module doc)."""
+
+    def __init__(self) -> None:
+        self.inst: pl.DataFrame | None = None
+
+    def held(self, coll: pl.DataFrame, keep: Callable[[pl.DataFrame], pl.DataFrame]) -> Held:
+        """A file's rows (`Reduced.coll`) held; `keep`: its wide rows that can still lead."""
+        if coll.height == 0:
+            return Held(pl.DataFrame(), pl.DataFrame(), coll)
+        mine = coll.group_by(INST).agg(
+            pl.col("start_ns").max().alias("_last"), pl.len().alias("_ranks")
+        )
+        if self.inst is None:
+            self.inst = mine
+        else:
+            both = pl.concat([self.inst, mine], how="vertical_relaxed")
+            self.inst = both.group_by(INST).agg(
+                pl.col("_last").max(), pl.col("_ranks").sum().cast(pl.UInt32)
+            )
+        groups = coll.select(GROUP).unique(maintain_order=True).with_row_index("g")
+        rows = coll.select(*ROW, *GROUP).join(
+            groups, on=GROUP, how="left", maintain_order="left", nulls_equal=True
+        )
+        return Held(_narrow(rows.select(*ROW, "g"), ["cycle", "k", "duration_ns"]), groups,
+                    keep(coll))  # fmt: skip
+
+    def summed(self, held: list[Held], cyc: pl.DataFrame) -> Summed:
+        """`summed` of the files' held rows (`held` in the run's file order) and its cycles."""
+        inst = self.inst
+        frames = [h for h in held if h.rows.height]
+        if inst is None or not frames:
+            return Summed()
+        lead = leading(cyc).select("cycle", "device_id") if cyc.height else None
+        crit, sums = [], []
+        for h in frames:
+            w = (
+                waits(h.rows, inst)
+                .group_by("g")
+                .agg(
+                    pl.col("duration_ns").cast(pl.Int64).sum().alias("t"),
+                    pl.col("wait_ns").sum().alias("w"),
+                    pl.col("wait_ns").count().alias("nw"),
+                )
+            )
+            sums.append(h.groups.join(w, on="g").select(*GROUP, "t", "w", "nw"))
+            if lead is not None and h.wide.height:
+                crit.append(_on(waits(h.wide, inst), lead))
+        return _summed(crit, sums, frames[0].wide, inst)
+
+
+def _narrow(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    """`frame` with those of `cols` whose values all fit in 32 bits cast to Int32."""
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    got = frame.select(
+        pl.all_horizontal(
+            pl.col(c).min().fill_null(0) >= lo, pl.col(c).max().fill_null(0) <= hi
+        ).alias(c)
+        for c in cols
+    ).row(0)
+    return frame.with_columns(
+        pl.col(c).cast(pl.Int32) for c, ok in zip(cols, got, strict=True) if ok
+    )
+
+
+def _on(w: pl.DataFrame, lead: pl.DataFrame) -> pl.DataFrame:
+    keys = lead.with_columns(pl.col("device_id").cast(w.schema["device_id"]))
+    return w.join(keys, on=["cycle", "device_id"], how="semi", maintain_order="left")
+
+
+def _summed(
+    crit: list[pl.DataFrame], sums: list[pl.DataFrame], first: pl.DataFrame, inst: pl.DataFrame
+) -> Summed:
     total = pl.concat(sums, how="vertical_relaxed")
     if len(sums) > 1:
-        total = total.group_by("name", "bytes", "device_id", maintain_order=True).agg(
+        total = total.group_by(GROUP, maintain_order=True).agg(
             pl.col("t").sum(), pl.col("w").sum(), pl.col("nw").sum()
         )
     rows = [c for c in crit if c.height]
     return Summed(
         crit=pl.concat(rows, how="vertical_relaxed")
         if rows
-        else frames[0].clear().with_columns(pl.lit(None, pl.Int64).alias("wait_ns")),
+        else first.clear().with_columns(pl.lit(None, pl.Int64).alias("wait_ns")),
         sums=total,
         inst=inst,
     )
@@ -126,7 +222,8 @@ def waits(coll: pl.DataFrame, inst: pl.DataFrame) -> pl.DataFrame:
         wait = np.minimum(coll["duration_ns"].to_numpy(), np.clip(last[at] - start, 0, None))
         got = pl.select(pl.when(pl.Series(ranks[at] >= 2)).then(pl.Series(wait)).alias("wait_ns"))
         return coll.with_columns(got.to_series().cast(pl.Int64))
-    o = coll.join(inst, on=["cycle", "k"], how="left", maintain_order="left")
+    wide = [pl.col(c).cast(inst.schema[c]) for c in INST if coll.schema[c] != inst.schema[c]]
+    o = coll.with_columns(wide).join(inst, on=INST, how="left", maintain_order="left")
     wait = pl.min_horizontal(pl.col("duration_ns"), (pl.col("_last") - pl.col("start_ns")).clip(0))
     return o.with_columns(pl.when(pl.col("_ranks") >= 2).then(wait).alias("wait_ns")).drop(
         "_last", "_ranks"

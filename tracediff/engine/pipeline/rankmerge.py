@@ -14,9 +14,10 @@ alone. `Leaders` follows, per cycle, the device leading among the files back so 
 any other device can never become critical, and is dropped as its file comes back (rows of a
 device that led and was overtaken are dropped now and then); `merge` keeps only the final
 leaders' rows. Of a run of 512 rank files that keeps one GPU's rows per cycle, not 512.
-The collective rows (`coll`) are all kept until the run's files are back (the wait for the last
-rank needs every rank's start), then summed (engine/pipeline/collsum.py): the join reads each
-cycle's critical GPU's rows, the instances and sums per kernel name and GPU.
+The collective rows (`coll`) are held until the run's files are back (the wait for the last
+rank needs every rank's start), narrow (collsum.py `Holding`: what the waits and sums read, and
+the whole rows of the devices that can still lead), then summed: the join reads each cycle's
+critical GPU's rows, the instances and sums per kernel name and GPU.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from tracediff.engine import sources
 from tracediff.engine.cycle import ranges as rg
 from tracediff.engine.cycle.period import display_name
 from tracediff.engine.cycle.segmentation import CycleRule, no_phases, no_ranges
-from tracediff.engine.pipeline.collsum import first_per_cycle, leading
+from tracediff.engine.pipeline.collsum import Holding, first_per_cycle, leading
 from tracediff.engine.pipeline.rankrun import RankRun
-from tracediff.engine.pipeline.reduce import FileTask, Reduced, refusal, summed
+from tracediff.engine.pipeline.reduce import FileTask, Reduced, refusal
 from tracediff.runs.runfile import Run
 
 KEY = ["cycle", "device_id"]
@@ -71,30 +72,38 @@ class Leaders:
         self.parts: list[Any] = [None] * n
         self.rows = 0
         self.floor = REPRUNE
+        self.coll = Holding()
 
     def arrived(self, i: int, part: Any) -> Any:
-        """File task i's result as it comes back, kept; a reduced file with cycles has its
-        `long` rows of devices that cannot lead dropped."""
+        """File task i's result as it comes back, kept; a reduced file has its collective rows
+        held (module doc) and, with cycles, its `long` and wide collective rows of devices that
+        cannot lead dropped."""
         self.parts[i] = part
-        if not isinstance(part, Reduced) or part.cyc.height == 0:
+        if not isinstance(part, Reduced):
             return part
-        mine = leading(part.cyc)
-        self.lead = mine if self.lead is None else first_per_cycle(pl.concat([self.lead, mine]))
-        part.long = on_leaders(part.long, self.lead)
-        self.rows += part.long.height
+        if part.cyc.height:
+            mine = leading(part.cyc)
+            self.lead = mine if self.lead is None else first_per_cycle(pl.concat([self.lead, mine]))
+            part.long = on_leaders(part.long, self.lead)
+        part.held = self.coll.held(part.coll, self._keep)
+        part.coll = part.coll.clear()
+        self.rows += part.long.height + part.held.wide.height
         if self.rows > 2 * self.floor:
-            back = [p for p in self.parts if isinstance(p, Reduced)]
-            for p in back:
-                p.long = on_leaders(p.long, self.lead)
-            self.rows = sum(p.long.height for p in back)
+            back = [(p, p.held) for p in self.parts if isinstance(p, Reduced) and p.held]
+            for p, h in back:
+                p.long, h.wide = self._keep(p.long), self._keep(h.wide)
+            self.rows = sum(p.long.height + h.wide.height for p, h in back)
             self.floor = max(self.rows, REPRUNE)
         return part
 
-    def handed(self) -> tuple[list[Any], pl.DataFrame | None]:
-        """The files' results in file-task order and the final lead, for `merge`; the parts
-        are no longer kept here (freed once merged)."""
+    def _keep(self, rows: pl.DataFrame) -> pl.DataFrame:
+        return rows if self.lead is None else on_leaders(rows, self.lead)
+
+    def handed(self) -> tuple[list[Any], pl.DataFrame | None, Holding]:
+        """The files' results in file-task order, the final lead and the held collective rows'
+        instances, for `merge`; the parts are no longer kept here (freed once merged)."""
         parts, self.parts = self.parts, []
-        return parts, self.lead
+        return parts, self.lead, self.coll
 
 
 def empty(task: FileTask) -> Reduced:
@@ -110,11 +119,12 @@ def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def merge(
-    task: FileTask, ctx: Ctx, parts: list[Reduced], lead: pl.DataFrame | None
+    task: FileTask, ctx: Ctx, parts: list[Reduced], lead: pl.DataFrame | None, coll: Holding
 ) -> Reduced | None:
-    """The run's `Reduced` from its files' (module doc); `lead`: `Leaders.lead` once every file
-    is back (the leading device of each cycle of their `cyc`); None: finding kernel periods, no
-    GPU of the run repeats (the caller cuts it whole)."""
+    """The run's `Reduced` from its files' (module doc); `lead` and `coll`: what `Leaders`
+    kept once every file is back (the leading device of each cycle of their `cyc`, the held
+    collective rows); None: finding kernel periods, no GPU of the run repeats (the caller cuts
+    it whole)."""
     rr: RankRun = task.source
     out = empty(task)
     out.dropped = sum(p.dropped for p in parts)
@@ -167,9 +177,10 @@ def merge(
     out.devices = sorted({d for p in live for d in p.devices})
     for name in ("cyc", "long", "totals", "per_cycle", "seq_stats", "slot_changes"):
         setattr(out, name, _cat([getattr(p, name) for p in live]))
-    summed(out, [p.coll for p in live])  # no frame of every file's rows (collsum.py)
+    got = coll.summed([p.held for p in live if p.held is not None], out.cyc)
+    out.coll, out.coll_sums, out.coll_inst = got.crit, got.sums, got.inst
     for p in live:  # freed now, not when the caller drops the parts
-        p.coll = p.coll.clear()
+        p.held = None
     if lead is not None:  # only the critical GPUs' rows are read (module doc)
         out.long = on_leaders(out.long, lead)
     if out.seq_stats.height:

@@ -288,8 +288,8 @@ def reduce_runs(tasks: Sequence[FileTask], run_map: Map) -> list[Reduced]:
             out.append(done[k])
             continue
         (_, _, ctx), ld = next(k_plan)
-        parts, lead = ld.handed()
-        merged = rm.merge(t, ctx, parts, lead)
+        parts, lead, coll = ld.handed()
+        merged = rm.merge(t, ctx, parts, lead, coll)
         del parts
         if merged is None:  # no GPU's kernels repeat: the whole run is one cycle
             again = replace(t, rule=CycleRule.whole(), whole=True)

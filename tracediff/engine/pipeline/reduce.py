@@ -135,6 +135,8 @@ class Reduced:
     """cycle, device_id, k, kind, contributor, phase, name, bytes, start_ns, duration_ns: the
     k-th collective of each device's cycle; of a whole run (`reduce_file`, rankmerge.merge) only
     the rows of each cycle's critical GPU, with wait_ns (engine/pipeline/collsum.py)."""
+    held: collsum.Held | None = None
+    """A rank file's `coll` as the driver holds it until its run's files are back (rankmerge)."""
     coll_sums: pl.DataFrame = field(default_factory=pl.DataFrame)
     """A whole run's: every collective row summed per name, bytes, device (collsum.Summed)."""
     coll_inst: pl.DataFrame = field(default_factory=pl.DataFrame)

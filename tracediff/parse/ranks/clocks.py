@@ -29,7 +29,9 @@ The rule (README "One run from many files"):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -92,44 +94,51 @@ def file_ends(t: pa.Table) -> pl.DataFrame:
 def collective_ends(ends: list[pl.DataFrame], shifts: list[int]) -> pl.DataFrame:
     """file, gpu, name, comm, group_size, end (on the origins' clock) of every NCCL kernel of
     every file (each file's `file_ends`)."""
-    parts = [
-        e.select(
-            pl.lit(i, pl.Int32).alias("file"),
-            "gpu",
-            "name",
-            "comm_id",
-            "group_size",
-            (pl.col("end") + shifts[i]).alias("end"),
-        )
-        for i, e in enumerate(ends)
-    ]
+    parts = [_placed(e, i, shifts[i]) for i, e in enumerate(ends)]
     return pl.concat(parts) if parts else pl.DataFrame()
 
 
-def instances(ends: pl.DataFrame) -> pl.DataFrame:
+def _placed(ends: pl.DataFrame, i: int, shift: int) -> pl.DataFrame:
+    return ends.select(
+        pl.lit(i, pl.Int32).alias("file"),
+        "gpu",
+        "name",
+        "comm_id",
+        "group_size",
+        (pl.col("end") + shift).alias("end"),
+    )
+
+
+def _each_placed(ends: list[pl.DataFrame], shifts: list[int]) -> Iterator[pl.DataFrame]:
+    return (_placed(e, i, shifts[i]) for i, e in enumerate(ends))
+
+
+Chunks = Callable[[], Iterator[pl.DataFrame]]
+
+
+def instances(ends: pl.DataFrame | Chunks) -> pl.DataFrame:
     """instance id, file, gpu, end: the collective instances every member GPU has (module
     docstring), one row per instance and GPU. Keys are integers: a (communicator, name) pair is
     its two categorical codes packed in 64 bits (no string built per row: the codes are
     file_ends' categoricals, or one cast of a string column), the kept pairs are numbered 0..n-1
     and the instance id is that number << 32 | k. A null comm_id or name keys no instance
-    (file_ends has made a missing comm_id "")."""
+    (file_ends has made a missing comm_id ""). `ends`: collective_ends' frame, or a function
+    giving it in chunks of whole files in file order (each read twice, one at a time: of 3 M
+    rows, no keyed copy of them all; the same answer)."""
+    chunks = ends if callable(ends) else partial(iter, [ends])
     empty = {"inst": pl.Int64, "file": pl.Int32, "gpu": pl.Int32, "end": pl.Int64}
-    if ends.height == 0:
+    total, parts = 0, []
+    for c in chunks():
+        e = _keyed(c)
+        total += e["fg"].n_unique()
+        parts.append(
+            e.group_by("pair", "fg").agg(
+                pl.len().alias("n"), pl.col("group_size").max().alias("gs")
+            )
+        )
+    if not total:
         return pl.DataFrame(schema=empty)
-    e = ends.select(
-        "file",
-        "gpu",
-        "end",
-        "group_size",
-        (_code("comm_id") * (1 << 32) + _code("name")).alias("pair"),
-        (pl.col("file").cast(pl.Int64) * 65_536 + pl.col("gpu").cast(pl.Int64) + 32_768).alias(
-            "fg"
-        ),
-    )
-    total = e["fg"].n_unique()
-    counts = e.group_by("pair", "fg").agg(
-        pl.len().alias("n"), pl.col("group_size").max().alias("gs")
-    )
+    counts = pl.concat(parts)
     # per (comm, name): every GPU that has one has as many, and the members are the group
     # (group_size where named, else every GPU of the run)
     good = (
@@ -147,15 +156,31 @@ def instances(ends: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("pair")["pair"]  # (numbered in code order, not group_by's: the same ids each time)
     )
-    e = e.filter(pl.col("pair").is_in(good.implode())).sort("fg", "pair", "end")
-    if e.height == 0:
-        return pl.DataFrame(schema=empty)
-    # rows are sorted by (fg, pair): k is the row's place within its run of equal keys
-    fg, pair = e["fg"].to_numpy(), e["pair"].to_numpy()
-    first = np.r_[0, np.flatnonzero((fg[1:] != fg[:-1]) | (pair[1:] != pair[:-1])) + 1]
-    k = np.arange(len(fg)) - np.repeat(first, np.diff(np.r_[first, len(fg)]))
     cn = pl.col("pair").replace_strict(good, range(len(good)), return_dtype=pl.Int64)
-    return e.select((cn * (1 << 32) + pl.Series(k)).alias("inst"), "file", "gpu", "end")
+    out = []
+    for c in chunks():
+        e = _keyed(c).filter(pl.col("pair").is_in(good.implode())).sort("fg", "pair", "end")
+        if e.height == 0:
+            continue
+        # rows are sorted by (fg, pair): k is the row's place within its run of equal keys
+        fg, pair = e["fg"].to_numpy(), e["pair"].to_numpy()
+        first = np.r_[0, np.flatnonzero((fg[1:] != fg[:-1]) | (pair[1:] != pair[:-1])) + 1]
+        k = np.arange(len(fg)) - np.repeat(first, np.diff(np.r_[first, len(fg)]))
+        out.append(e.select((cn * (1 << 32) + pl.Series(k)).alias("inst"), "file", "gpu", "end"))
+    return pl.concat(out) if out else pl.DataFrame(schema=empty)
+
+
+def _keyed(ends: pl.DataFrame) -> pl.DataFrame:
+    return ends.select(
+        "file",
+        "gpu",
+        "end",
+        "group_size",
+        (_code("comm_id") * (1 << 32) + _code("name")).alias("pair"),
+        (pl.col("file").cast(pl.Int64) * 65_536 + pl.col("gpu").cast(pl.Int64) + 32_768).alias(
+            "fg"
+        ),
+    )
 
 
 def _code(col: str) -> pl.Expr:
@@ -184,7 +209,7 @@ def estimate(
     names = list(dict.fromkeys(group))
     host_of = [names.index(g) for g in group]
     est = ClockEstimate(shifts=list(origin_shifts))
-    inst = instances(collective_ends(colls, origin_shifts)) if n else pl.DataFrame()
+    inst = instances(partial(_each_placed, colls, origin_shifts)) if n else pl.DataFrame()
     offsets: list[int | None] = [0] + [None] * (len(names) - 1)
     spread: list[int | None] = [0] + [None] * (len(names) - 1)
     shared = [0] * len(names)
@@ -218,13 +243,11 @@ def estimate(
     ]
     est.shifts = [origin_shifts[i] + (offsets[host_of[i]] or 0) for i in range(n)]
     if inst.height:
-        add = pl.DataFrame(
-            {"h": list(range(len(names))), "_add": [o or 0 for o in offsets]},
-            schema={"h": pl.Int32, "_add": pl.Int64},
+        add = pl.col("h").replace_strict(
+            list(range(len(names))), [o or 0 for o in offsets], return_dtype=pl.Int64
         )
         s = (
-            inst.join(add, on="h")
-            .with_columns((pl.col("end") + pl.col("_add")).alias("c"))
+            inst.select("inst", "end", (pl.col("end") + add).alias("c"))
             .group_by("inst")
             .agg(
                 (pl.col("c").max() - pl.col("c").min()).alias("after"),
