@@ -5,8 +5,11 @@ instance only where every member GPU has as many kernels of the name)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import polars as pl
 import pyarrow as pa
+import pytest
 
 from tracediff.parse.ranks import clocks
 from tracediff.runs import schema
@@ -99,8 +102,10 @@ def test_instances_only_where_every_member_has_as_many() -> None:
     assert _groups(inst) == sorted(want)  # the k-th of a name on each GPU, k in end order
 
 
-def test_instances_from_chunks_of_files_are_the_whole_frames() -> None:
-    """clocks.estimate gives `instances` the files one chunk at a time (no keyed copy of every
+def test_instances_from_chunks_of_files_are_the_whole_frames(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """clocks.estimate gives `instances` the files a chunk at a time (no keyed copy of every
     row): the same rows, ids and order as the frame of them all; an empty file included."""
     per_file = [
         [("kernel", g, "ncclAllReduce", "c0", None, 10 * j + f) for g in (0, 1) for j in range(4)]
@@ -111,6 +116,8 @@ def test_instances_from_chunks_of_files_are_the_whole_frames() -> None:
     ends = [clocks.file_ends(_table(r)) for r in per_file]
     shifts = [0, 7, 0, -3]
     whole = clocks.instances(clocks.collective_ends(ends, shifts))
-    parts = clocks.instances(lambda: (clocks._placed(e, i, shifts[i]) for i, e in enumerate(ends)))
     assert whole.height == 4 * 2 * 3  # AllGather dropped: file 1 has one more
-    assert parts.equals(whole)
+    for rows, chunks in ((10**6, 1), (11, 2), (1, 3)):  # whole files (10, 11, 0, 10 rows)
+        monkeypatch.setattr(clocks, "CHUNK_ROWS", rows)
+        assert len(list(clocks._each_placed(ends, shifts))) == chunks
+        assert clocks.instances(partial(clocks._each_placed, ends, shifts)).equals(whole)

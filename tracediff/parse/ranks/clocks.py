@@ -109,8 +109,23 @@ def _placed(ends: pl.DataFrame, i: int, shift: int) -> pl.DataFrame:
     )
 
 
+CHUNK_ROWS = 500_000
+"""`estimate` keys the instances of this many NCCL kernels at a time (whole files: ~18 MB keyed;
+a query per file cost ~1 ms each, 1.2 s at 512 files)."""
+
+
 def _each_placed(ends: list[pl.DataFrame], shifts: list[int]) -> Iterator[pl.DataFrame]:
-    return (_placed(e, i, shifts[i]) for i, e in enumerate(ends))
+    """collective_ends' frame in chunks of whole files of about CHUNK_ROWS rows."""
+    part: list[pl.DataFrame] = []
+    rows = 0
+    for i, e in enumerate(ends):
+        part.append(_placed(e, i, shifts[i]))
+        rows += e.height
+        if rows >= CHUNK_ROWS:
+            yield pl.concat(part)
+            part, rows = [], 0
+    if part:
+        yield pl.concat(part)
 
 
 Chunks = Callable[[], Iterator[pl.DataFrame]]
