@@ -82,3 +82,36 @@ def test_generated_threads_and_processes() -> None:
         pl.when(pl.int_range(n) == 5).then(None).otherwise(pl.col("process_id")).alias("process_id")
     )
     _same(nulls, cyc, phases)  # a null key: the joins themselves
+
+
+@pytest.mark.parametrize("pid0", [10, 1 << 33])
+def test_every_op_on_its_ranges_thread(pid0: int) -> None:
+    """No null launch and no op of another thread (no second search: every op in the first),
+    threads whose ranges come in start order (a search's hit is the range's row), and process
+    ids past 2^31 (the keys' distinct rows not packed in 64 bits): the as-of join's tags."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for p in range(3):
+        for c in range(40):
+            s = 1_000 * c + 7 * p
+            rows.append((pid0 + p, 5 + p, c, s, s + 500 + int(rng.integers(0, 400))))
+    cyc = pl.DataFrame(
+        rows, schema=["process_id", "thread_id", "cycle", "start_ns", "end_ns"], orient="row"
+    ).with_columns(pl.lit(1).alias("depth"))
+    n = 3000
+    p = rng.integers(0, 3, n)
+    ops = pl.DataFrame(
+        {
+            "process_id": pid0 + p,
+            "launch_thread_id": 5 + p,
+            "launch_start_ns": rng.integers(0, 41_000, n),
+        }
+    )
+    assert ops["launch_start_ns"].null_count() == 0
+    _same(ops, cyc, pl.DataFrame(schema={"process_id": pl.Int64, "thread_id": pl.Int64,
+                                         "cycle": pl.Int64, "phase": pl.String,
+                                         "start_ns": pl.Int64, "end_ns": pl.Int64}))  # fmt: skip
+    got = launch.assign(ops, cyc)
+    assert not got["_other_thread"].any() and 0 < got.height < n  # some in no range
+    one = ops.filter(pl.col("process_id") == pid0)  # one thread: the lone-key path
+    _same(one, cyc.filter(pl.col("process_id") == pid0), pl.DataFrame())

@@ -30,7 +30,7 @@ def test_the_lexsort_order_where_it_applies(seed: int) -> None:
     op, device, start, end = _ops(seed)
     ds, de = np.diff(start), np.diff(end)
     assert ((ds == 0) & (de < 0)).any()  # ends falling at equal starts, across devices
-    got = ranges._by_device(op, device, start, end)
+    got = ranges._by_device(op, device, start, end, True)
     assert got is not None
     assert np.array_equal(got, np.lexsort([op, end, start, device]))
 
@@ -41,8 +41,8 @@ def test_none_where_a_device_is_out_of_order(seed: int) -> None:
     i = np.flatnonzero((device[1:] == device[:-1]) & (start[1:] > start[:-1]))[0]
     start = start.copy()
     start[[i, i + 1]] = start[[i + 1, i]]  # two ops of one device swapped
-    assert ranges._by_device(op, device, start, end) is None
-    assert ranges._by_device(op[::-1].copy(), device, start, end) is None  # op not rising
+    assert ranges._by_device(op, device, start, end, True) is None
+    assert ranges._by_device(op[::-1].copy(), device, start, end, False) is None  # op falls
 
 
 @pytest.mark.parametrize("sorted_in", [True, False])
@@ -66,5 +66,5 @@ def test_one_device_in_order_is_not_gathered(sorted_in: bool) -> None:
     order = np.lexsort([np.arange(n), end, start, np.full(n, 3)])
     want = ops[order].with_columns(tags["cycle"][order], tags["phase"][order])
     assert_frame_equal(ranges._tagged(ops, tags), want)
-    one = ranges._by_device(np.arange(n), np.full(n, 3), start, end)
+    one = ranges._by_device(np.arange(n), np.full(n, 3), start, end, True)
     assert (one is not None) == sorted_in

@@ -65,7 +65,9 @@ def _search(
         k -= 1  # -1: none started by then; it indexes the sentinels below
         ends = np.append(end[ivs], np.iinfo(np.int64).min)
         k[t > ends[k]] = -1  # ended before the launch
-        hit = np.append(ivs, -1)[k]
+        # the intervals' own rows, in order (one thread's ranges, started in order): k is the hit
+        mine = len(ivs) == len(start) and (len(ivs) < 2 or (np.diff(ivs) == 1).all())
+        hit = k if mine and (not len(ivs) or ivs[0] == 0) else np.append(ivs, -1)[k]
         if every:
             got = hit
         else:
@@ -79,7 +81,7 @@ def _by_key(
     """(op rows, interval rows) per distinct key of the intervals; None: too many keys."""
     if not len(key_ivs[0]):
         return []
-    distinct = np.unique(np.stack(key_ivs, axis=1), axis=0)
+    distinct = _distinct_rows(key_ivs)
     if len(distinct) > MAX_THREADS:
         return None
     if len(distinct) == 1 and all(
@@ -100,6 +102,17 @@ def _by_key(
             on_i &= col_i == v
         out.append((np.flatnonzero(on_o) if every else rows[on_o], np.flatnonzero(on_i)))
     return out
+
+
+def _distinct_rows(cols: list[np.ndarray]) -> np.ndarray:
+    """The distinct rows of the key columns, sorted ([k x columns]): of two non-negative
+    columns under 2^31 (process, thread ids), one packed int64 unique (~20x a row unique)."""
+    if len(cols) == 1:
+        return np.unique(cols[0])[:, None]
+    if len(cols) == 2 and all(c.min() >= 0 and c.max() < 1 << 31 for c in cols):
+        packed = np.unique((cols[0] << 31) | cols[1])
+        return np.stack([packed >> 31, packed & ((1 << 31) - 1)], axis=1)
+    return np.unique(np.stack(cols, axis=1), axis=0)
 
 
 def assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
@@ -123,18 +136,21 @@ def assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         return _assign_joined(ops, cyc)
     pid, tid, at = op_cols
     rp, rt, rs, re, rc = iv_cols
-    local = np.arange(len(rows))
+    local = rows if len(rows) == ops.height else np.arange(len(rows))  # (read, never written)
     own = _by_key([pid, tid], [rp, rt], local)
     if own is None:
         return _assign_joined(ops, cyc)
     same = _search(local, at, own, rs, re)
     # the rest, on any thread of the range's process (the latest-started of them all)
     rest = np.flatnonzero(same < 0)
-    by_process = _by_key([pid], [rp], rest)
-    if by_process is None:
-        return _assign_joined(ops, cyc)
-    other = _search(rest, at, by_process, rs, re)
-    hit = np.where(same >= 0, same, other)
+    if len(rest):
+        by_process = _by_key([pid], [rp], rest)
+        if by_process is None:
+            return _assign_joined(ops, cyc)
+        other = _search(rest, at, by_process, rs, re)
+        hit = np.where(same >= 0, same, other)
+    else:  # every op on its range's own thread
+        hit = same
     keep = np.flatnonzero(hit >= 0)
     if len(keep) < len(rows):
         sub = sub[keep]
