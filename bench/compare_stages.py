@@ -129,6 +129,11 @@ def main() -> None:
             sys.stdout = stdout
         print(json.dumps(got))
         return
+    from compare import compiled  # bench/compare.py, beside this script
+
+    import tracediff  # the package the children import (a PYTHONPATH one is compiled too)
+
+    compiled([Path(tracediff.__file__).parent])
     runs, walls = [], []
     for _ in range(args.repeat):
         t0 = time.perf_counter()

@@ -20,6 +20,7 @@ import os
 import pickle
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,9 @@ def replay(path: str) -> None:
     runs = []
     while nxt is not None and nxt[0] == "plan":
         _, files, scans, source, kw = nxt
-        runs.append(stage(f"plan_run ({len(files)} files)",
-                          lambda: rankunit.plan_run(files, scans, source, **kw)))  # fmt: skip
+        plan = partial(rankunit.plan_run, files, scans, source, **kw)
+        runs.append(stage(f"plan_run ({len(files)} files)", plan))
+        del plan
         del scans
         nxt = rec()
     while nxt is not None and nxt[0] == "tasks":
@@ -117,7 +119,7 @@ def replay(path: str) -> None:
                 nxt = rec()
             return out
 
-        stage(f"reduce_runs ({len(tasks)} run)", lambda: rankunit.reduce_runs(tasks, fed))
+        stage(f"reduce_runs ({len(tasks)} run)", partial(rankunit.reduce_runs, tasks, fed))
     print("| stage | RSS MiB before -> after | peak MiB |")
     print("|---|---|---:|")
     for name, a, b, peak in rows:
