@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-__all__ = ["group_ids", "group_sums"]
+__all__ = ["dense_codes", "group_ids", "group_sums"]
 
 
 _SPARSE = 256  # a key spread wider is renumbered densely first (cheap: one pass over its values)
@@ -77,6 +77,22 @@ def _dense(packed: np.ndarray, width: int) -> tuple[np.ndarray, int]:
     place = np.cumsum(seen, dtype=np.int64)
     place -= 1
     return place[packed], int(place[-1]) + 1
+
+
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Non-negative integers (a categorical's physical codes) as codes 0..k-1 in value order,
+    the first row of each code and k: `np.unique(values, return_index=True,
+    return_inverse=True)`, by a table over the values' range where it is at most `_bound` (the
+    process's category ids: 0.036 -> 0.006 CPU-s at 954 k ops, against np.unique's sort)."""
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    top = int(values.max()) + 1
+    if top > _bound(n):
+        _, first, codes = np.unique(values, return_index=True, return_inverse=True)
+        return codes.ravel().astype(np.int64), first, len(first)
+    codes, k = _dense(values, top)
+    return codes, _first_rows(codes, k), k
 
 
 def _first_rows(group: np.ndarray, k: int) -> np.ndarray:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
+from tracediff.engine import groupsum
 from tracediff.engine.groupsum import group_sums
 
 KINDS = pl.Enum(["kernel", "collective", "memcpy", "memset"])
@@ -104,3 +106,16 @@ def test_too_wide_or_null_values_left_to_polars() -> None:
 
 def _polars_one(df: pl.DataFrame) -> pl.DataFrame:
     return df.group_by("k").agg(pl.col("t").sum().alias("s"), pl.len().cast(pl.Int64).alias("n"))
+
+
+@pytest.mark.parametrize("spread", [40, 10**7])
+def test_dense_codes_are_numpys_unique(spread: int) -> None:
+    """The table (a range up to ~4 codes a row) and np.unique beyond it (a categorical's codes
+    far apart): the same codes, first rows and count as np.unique's; no value, no code."""
+    g = np.random.default_rng(spread)
+    values = g.integers(0, spread, 5_000).astype(np.uint32)
+    codes, first, k = groupsum.dense_codes(values)
+    uniq, at, inverse = np.unique(values, return_index=True, return_inverse=True)
+    assert k == len(uniq) and np.array_equal(first, at) and np.array_equal(codes, inverse)
+    none = groupsum.dense_codes(np.zeros(0, np.uint32))
+    assert none[2] == 0 and len(none[0]) == len(none[1]) == 0
