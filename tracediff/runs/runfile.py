@@ -66,6 +66,8 @@ kernels and memops ~8 times, and each read of a small table is mostly fixed cost
 validate, CRC): 3.3 % of the demo compare's instructions (callgrind, 8 runs of 5 k kernels).
 A kept table is ~3 MB at most (~20 k kernels); bigger tables are read column by column,
 uncached, as before, so a run set of big runs holds none of them."""
+RECORDS = "record_counts"
+"""The footer metadata key of `Run.record_counts` (taken out of `Run.metadata` when read)."""
 _OPS_TABLES = {"kernels", "memops"}
 """What `Run.release` lets go of a run's kept small tables: the GPU operations, read once into
 the engine's ops frame; the rest (ranges, collectives, devices) are read again by the cut."""
@@ -81,6 +83,11 @@ class Run:
     checksums: bool | None = None
     """True: read from a run file whose tables carry checksums (each verified when read); False:
     an older run file without them; None: not read from a run file."""
+    record_counts: dict[str, Any] | None = None
+    """What parse/sanity.py counted of these very tables when it checked them (per table of GPU
+    records), kept with the run: a run file carries them in its footer's metadata (`RECORDS`),
+    so reading it back does not decode its biggest columns again to count what was counted.
+    Not carried to a run made from other tables (a new `Run`)."""
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
         """A table without keeping it cached: for one-pass consumers of big tables (the engine's
@@ -125,7 +132,7 @@ class Reread(Run):
     def __init__(self, run: Run, read: Callable[[], Run]) -> None:
         self._read = read
         self._loaded = False
-        super().__init__({}, run.metadata, run.warnings, run.checksums)
+        super().__init__({}, run.metadata, run.warnings, run.checksums, run.record_counts)
 
     @property
     def tables(self) -> dict[str, pa.Table]:
@@ -210,7 +217,7 @@ def _write(run: Run, f: Any) -> None:
         {
             "format_version": schema.FORMAT_VERSION,
             "tables": offsets,
-            "metadata": run.metadata,
+            "metadata": _footer_metadata(run),
             "warnings": run.warnings,
         },
         option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
@@ -220,6 +227,13 @@ def _write(run: Run, f: Any) -> None:
     f.write(footer)
     f.write(_TAIL.pack(len(footer)))
     f.write(END_MAGIC)
+
+
+def _footer_metadata(run: Run) -> dict[str, Any]:
+    """The run's metadata and, where it was checked, its record counts (never a key of that
+    name that came in with metadata from elsewhere)."""
+    meta = {k: v for k, v in run.metadata.items() if k != RECORDS}
+    return meta | ({RECORDS: run.record_counts} if run.record_counts else {})
 
 
 def is_run_file(path: Path) -> bool:
@@ -388,11 +402,13 @@ def read_run(path: Path) -> Run:
         raise InputError(f"{src}: run file footer is corrupt", CORRUPT_HINT)
     metadata = dict(metadata)
     metadata.setdefault("run_file", src)
+    counts = metadata.pop(RECORDS, None)
     return Run(
         tables=tables,
         metadata=metadata,
         warnings=[str(w) for w in warnings],
         checksums=crcs is not None,
+        record_counts=counts if isinstance(counts, dict) else None,
     )
 
 

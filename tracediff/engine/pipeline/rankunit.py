@@ -101,7 +101,8 @@ def scan(item: str | tuple[str, bool]) -> Scanned:
     rng = rng.with_columns(pl.col(c).cast(pl.String) for c, t in rng.schema.items()
                            if isinstance(t, (pl.Categorical, pl.Enum)))  # fmt: skip
     facts = jn.facts_of(run)
-    out = Scanned(facts, sanity.counts_of(run), rng, run.read("kernels", ["start_ns"]).num_rows)
+    counts = sanity.counts(run)  # (load's check counted them: kept with the run)
+    out = Scanned(facts, counts, rng, counts["kernels"].height)
     if probe and rng.height:
         out.coverage, out.n_ops = covered(run, rng)
     out.worker = rankcache.worker() if kept else None
