@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.engine.groupsum import distinct_rows
+
 MAX_THREADS = 64
 """Threads (or processes) holding ranges beyond which the search is polars' as-of join: a
 pass over the ops per thread is cheap for the few threads that mark cycles."""
@@ -81,7 +83,7 @@ def _by_key(
     """(op rows, interval rows) per distinct key of the intervals; None: too many keys."""
     if not len(key_ivs[0]):
         return []
-    distinct = _distinct_rows(key_ivs)
+    distinct = distinct_rows(key_ivs)
     if len(distinct) > MAX_THREADS:
         return None
     if len(distinct) == 1 and all(
@@ -102,17 +104,6 @@ def _by_key(
             on_i &= col_i == v
         out.append((np.flatnonzero(on_o) if every else rows[on_o], np.flatnonzero(on_i)))
     return out
-
-
-def _distinct_rows(cols: list[np.ndarray]) -> np.ndarray:
-    """The distinct rows of the key columns, sorted ([k x columns]): of two non-negative
-    columns under 2^31 (process, thread ids), one packed int64 unique (~20x a row unique)."""
-    if len(cols) == 1:
-        return np.unique(cols[0])[:, None]
-    if len(cols) == 2 and all(c.min() >= 0 and c.max() < 1 << 31 for c in cols):
-        packed = np.unique((cols[0] << 31) | cols[1])
-        return np.stack([packed >> 31, packed & ((1 << 31) - 1)], axis=1)
-    return np.unique(np.stack(cols, axis=1), axis=0)
 
 
 def assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:

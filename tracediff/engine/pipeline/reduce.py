@@ -323,8 +323,8 @@ def _collectives(ops: pl.DataFrame, is_coll: pl.Expr) -> pl.DataFrame:
         new[1:] = (dev[1:] != dev[:-1]) | (cyc[1:] != cyc[:-1])
         starts = np.flatnonzero(new)
         # each (device, cycle) a single run: its runs' keys never repeat
-        keys = np.stack([dev[starts].astype(np.int64), cyc[starts]], axis=1)
-        if len(np.unique(keys, axis=0)) == len(starts):
+        keys = [dev[starts].astype(np.int64), cyc[starts].astype(np.int64)]
+        if len(groupsum.distinct_rows(keys)) == len(starts):
             first = np.repeat(starts, np.diff(np.append(starts, n)))
             k = pl.Series("k", np.arange(n, dtype=np.int64) - first)
             return coll.select("cycle", "device_id").with_columns(k).hstack(coll.select(cols))
