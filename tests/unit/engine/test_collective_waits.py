@@ -74,7 +74,7 @@ def _sorted(f: pl.DataFrame, *by: str) -> pl.DataFrame:
     return f.sort(*by).select(sorted(f.columns))
 
 
-def test_a_run_summed_whole_or_per_rank_file_is_its_rows_summed() -> None:
+def test_a_run_summed_whole_or_held_per_rank_file_is_its_rows_summed() -> None:
     for seed in range(5):
         coll = _coll(seed)
         cyc = _cyc(coll, seed)
@@ -89,8 +89,7 @@ def test_a_run_summed_whole_or_per_rank_file_is_its_rows_summed() -> None:
             pl.col("wait_ns").count().alias("nw"),
         )
         per_file = [coll.filter(pl.col("device_id") == d) for d in range(5)]
-        for frames in ([coll], per_file):
-            got = collsum.summed(frames, cyc)
+        for got in (collsum.summed(coll, cyc), _held(per_file, cyc)):
             key = ("cycle", "device_id", "k")
             assert _sorted(got.crit, *key).equals(_sorted(crit, *key))
             assert got.crit.select("cycle").n_unique() == 7  # one GPU's rows per cycle
@@ -119,7 +118,7 @@ def test_a_sparse_instance_index_gives_the_same_waits() -> None:
 
 
 def test_no_collective_rows_sum_to_nothing() -> None:
-    got = collsum.summed([_coll(0).clear()], pl.DataFrame())
+    got = collsum.summed(_coll(0).clear(), pl.DataFrame())
     assert got.crit.height == got.sums.height == got.inst.height == 0
 
 
@@ -154,7 +153,7 @@ def test_rows_held_narrow_file_by_file_sum_as_the_whole_rows() -> None:
         cyc = _cyc(coll, seed)
         per_file = [coll.filter(pl.col("device_id") == d) for d in range(5)]
         per_file.insert(2, coll.clear())
-        want, got = collsum.summed(per_file, cyc), _held(per_file, cyc)
+        want, got = collsum.summed(pl.concat(per_file), cyc), _held(per_file, cyc)
         assert got.crit.equals(want.crit) and got.crit.schema == want.crit.schema
         by = ("name", "bytes", "device_id")
         assert _sorted(got.sums, *by).equals(_sorted(want.sums, *by))

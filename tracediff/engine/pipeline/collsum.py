@@ -2,8 +2,9 @@
 
 Stage: engine (the end of the per-file stage: engine/pipeline/reduce.py for a run read whole,
 engine/pipeline/rankmerge.py for a run of rank files once its files are back). Input: the run's
-collective rows (`Reduced.coll`: the k-th collective of each device's cycle, in one frame or one
-per rank file) and its per-device cycles (`Reduced.cyc`); output: `Summed`.
+collective rows (`Reduced.coll`: the k-th collective of each device's cycle; `summed`: a run's
+in one frame, `Holding`: a rank file's at a time) and its per-device cycles (`Reduced.cyc`);
+output: `Summed`.
 
 The k-th collective of a cycle on every GPU is one instance; its last rank to start sets when
 the transfer can begin (each row's wait: `waits`). A run's cycles are its own (engine/runsets.py
@@ -86,33 +87,23 @@ def leading(cyc: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def summed(colls: list[pl.DataFrame], cyc: pl.DataFrame) -> Summed:
-    """`Summed` of one run's collective rows (`colls`: one frame, or one per rank file, each
-    with cycle, device_id, k, kind, contributor, phase, name, bytes, start_ns, duration_ns) and
-    its cycles. Each frame is read on its own after the instances are found: no frame of every
-    row is made."""
-    frames = [f for f in colls if f.height]
-    if not frames:
+def summed(coll: pl.DataFrame, cyc: pl.DataFrame) -> Summed:
+    """`Summed` of a run read whole: its collective rows (cycle, device_id, k, kind,
+    contributor, phase, name, bytes, start_ns, duration_ns) and its cycles (a run of rank files:
+    `Holding`)."""
+    if coll.height == 0:
         return Summed()
-    starts = pl.concat([f.select("cycle", "k", "start_ns") for f in frames], how="vertical_relaxed")
-    inst = starts.group_by("cycle", "k").agg(
+    inst = coll.group_by(INST).agg(
         pl.col("start_ns").max().alias("_last"), pl.len().alias("_ranks")
     )
-    del starts
-    lead = leading(cyc).select("cycle", "device_id") if cyc.height else None
-    crit, sums = [], []
-    for f in frames:
-        w = waits(f, inst)
-        sums.append(
-            w.group_by(GROUP).agg(
-                pl.col("duration_ns").sum().alias("t"),
-                pl.col("wait_ns").sum().alias("w"),
-                pl.col("wait_ns").count().alias("nw"),
-            )
-        )
-        if lead is not None:
-            crit.append(_on(w, lead))
-    return _summed(crit, sums, frames[0], inst)
+    w = waits(coll, inst)
+    sums = w.group_by(GROUP).agg(
+        pl.col("duration_ns").sum().alias("t"),
+        pl.col("wait_ns").sum().alias("w"),
+        pl.col("wait_ns").count().alias("nw"),
+    )
+    crit = [_on(w, leading(cyc).select("cycle", "device_id"))] if cyc.height else []
+    return _summed(crit, [sums], coll, inst)
 
 
 @dataclass

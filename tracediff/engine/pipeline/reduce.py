@@ -210,13 +210,13 @@ def reduce_file(task: FileTask) -> Reduced:
         out.error = (e.message, e.hint)
         return out
     del ops
-    return summed(reduce_cut(task, out, run, seg), [])
+    return summed(reduce_cut(task, out, run, seg))
 
 
-def summed(out: Reduced, colls: list[pl.DataFrame]) -> Reduced:
-    """`out`, a whole run, with its collective rows (`colls`, one frame per rank file; [] for
-    its own `coll`) summed as the join reads them (engine/pipeline/collsum.py)."""
-    got = collsum.summed(colls or [out.coll], out.cyc)
+def summed(out: Reduced) -> Reduced:
+    """`out`, a whole run, with its collective rows summed as the join reads them
+    (engine/pipeline/collsum.py)."""
+    got = collsum.summed(out.coll, out.cyc)
     out.coll, out.coll_sums, out.coll_inst = got.crit, got.sums, got.inst
     return out
 
