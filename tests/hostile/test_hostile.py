@@ -245,19 +245,28 @@ def test_input_not_a_regular_file(tmp_path: Path, kind: str) -> None:
 
 def _as_unprivileged() -> Callable[[list[str]], list[str]] | None:
     """chmod does not stop root: run the CLI as `nobody` through setpriv (which drops every
-    capability), or as ourselves when we are not root. None: neither is possible here."""
+    capability), or as ourselves when we are not root. None: neither is possible here (root
+    without setpriv, or a checkout `nobody` cannot reach: `mktemp -d` makes its folder 0700)."""
     if os.geteuid() != 0:
         return lambda argv: argv
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         return None
-    return lambda argv: [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*nobody, str(TRACEDIFF), "--version"], capture_output=True,
+                           timeout=TIMEOUT, cwd="/")  # fmt: skip
+    if probe.returncode != 0:
+        return None
+    return lambda argv: [*nobody, *argv]
 
 
 def test_input_without_read_permission() -> None:
     wrap = _as_unprivileged()
     if wrap is None:
-        pytest.skip("running as root without setpriv: cannot take read permission away from root")
+        pytest.skip(
+            "cannot run the CLI unprivileged here (root without setpriv, or a checkout `nobody` "
+            "cannot reach): read permission cannot be taken away from root"
+        )
     d = Path(tempfile.mkdtemp(prefix="tracediff-perm-"))
     try:
         d.chmod(0o755)
