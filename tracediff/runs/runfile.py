@@ -11,7 +11,8 @@ Layout (little endian):
             "footer": crc}}
     uint64 footer length, then b"TDRUNEND"
 
-The footer comes last so tables are streamed to disk one at a time; a file without the end magic
+Kernels and copies are stored in device-major order (by device, then start, then end; ties as
+they came: `DEVICE_MAJOR`), the order the engine aligns ops in. The footer comes last so tables are streamed to disk one at a time; a file without the end magic
 is truncated. Reading memory-maps the file: opening a run reads the footer only, and each table
 is materialised on first use.
 
@@ -38,11 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from tracediff.base import outputs
+from tracediff.base import devorder, outputs
 from tracediff.base.errors import InputError, OutputError
 from tracediff.runs import schema
 from tracediff.runs.runfooter import (
@@ -58,6 +60,13 @@ from tracediff.runs.runfooter import (
 MAGIC = b"TRACEDIFF-RUN\x00\x00\x00"
 END_MAGIC = b"TDRUNEND"
 _TAIL = struct.Struct("<Q")
+BATCH_ROWS = 1 << 24
+"""Rows of a table's IPC record batch at most: a table of fewer rows reads back as one chunk of
+each column, which numpy then reads without a copy (at 1 << 20, a 5 M-kernel run's columns
+came back in 5 chunks, each `to_numpy` of them a concatenation)."""
+DEVICE_MAJOR = ("kernels", "memops")
+"""Tables written in device-major order (device, start, end; ties in the order they came): the
+order the engine aligns ops in, so a run file's ops need no reorder (engine/cycle/ranges.py)."""
 SMALL_TABLE_BYTES = 512 << 10
 """A table whose stored (compressed) bytes are at most this is decoded whole on its first
 column read and kept (kernels and memops until `Run.release`, once the engine read its ops):
@@ -207,10 +216,12 @@ def _write(run: Run, f: Any) -> None:
         # an IPC file holds one dictionary per column: chunks with their own (a table built
         # from several parts) are remapped onto one
         table = schema.conform(name, run.table(name)).unify_dictionaries()
+        if name in DEVICE_MAJOR:
+            table = _device_major(table)
         start = f.tell()
         sink = CrcWriter(f)
         with ipc.new_file(sink, table.schema, options=options) as w:
-            w.write_table(table, max_chunksize=1 << 20)
+            w.write_table(table, max_chunksize=BATCH_ROWS)
         offsets[name] = [start, f.tell() - start]
         crcs[name] = sink.crc
     body = orjson.dumps(
@@ -227,6 +238,18 @@ def _write(run: Run, f: Any) -> None:
     f.write(footer)
     f.write(_TAIL.pack(len(footer)))
     f.write(END_MAGIC)
+
+
+def _device_major(table: pa.Table) -> pa.Table:
+    """`table`'s rows in device-major order (base/devorder.py; ties as they came), unless a row
+    lacks its device, start or end (then as they came)."""
+    cols = [table.column(c) for c in ("device_id", "start_ns", "end_ns")]
+    if table.num_rows < 2 or any(c.null_count for c in cols):
+        return table
+    order = devorder.device_major(*(c.to_numpy() for c in cols))
+    if order[0] == 0 and (np.diff(order) == 1).all():
+        return table
+    return table.take(order)
 
 
 def _footer_metadata(run: Run) -> dict[str, Any]:

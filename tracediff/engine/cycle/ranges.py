@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.base import devorder
 from tracediff.base.errors import AnalysisError
 from tracediff.engine.cycle.launch import assign, latest_started, tag_phase
 from tracediff.engine.cycle.segmentation import CycleRule, RangeKey, Segmentation, key_label
@@ -133,8 +134,9 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     order = _by_device(op, device, start, end, rising)
     if order is None:
         order = np.lexsort([op, end, start, device])
-    elif len(op) == ops.height and order[-1] == len(op) - 1 and (np.diff(order) == 1).all():
-        # every op, already in that order (one device, no copies appended): no gather
+    elif len(op) == ops.height and (order[-1] == len(op) - 1) and (np.diff(order) == 1).all():
+        # every op, already in that order (one device, or a run file's device-major kernels,
+        # runs/runfile.py): no gather
         return ops.with_columns(tags["cycle"], tags["phase"])
     return ops[op[order]].with_columns(tags["cycle"].gather(order), tags["phase"].gather(order))
 
@@ -142,24 +144,13 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
 def _by_device(
     op: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.ndarray, rising: bool
 ) -> np.ndarray | None:
-    """The (device, start, end, op) order of the tags by a stable sort by device alone (a radix
-    sort over a few device codes), where `op` rises and each device's ops then come in (start,
-    end) order (one file's ops, kernels read in start order, nothing appended): 0.06 CPU-s at
-    5 M ops against the four-key lexsort's ~0.5. None where they do not (the lexsort).
-    `rising`: whether `op` rises."""
+    """The (device, start, end, op) order of the tags (base/devorder.py `by_device`: a stable
+    sort by device alone), where `op` rises and each device's ops then come in (start, end)
+    order (one file's ops, kernels read in start order, nothing appended). None where they do
+    not (the lexsort). `rising`: whether `op` rises."""
     if len(op) < 2 or not rising:
         return None
-    lo, hi = int(device.min()), int(device.max())
-    if lo == hi:  # one device: the order they come in, if it is (start, end) order
-        order, s, e = np.arange(len(op)), start, end
-        apart = np.zeros(len(op) - 1, bool)
-    else:
-        codes = device - lo
-        order = np.argsort(codes.astype(np.int16) if hi - lo < 1 << 15 else codes, kind="stable")
-        d, s, e = device[order], start[order], end[order]
-        apart = d[1:] != d[:-1]  # a device's first op follows another device's last
-    ds, de = np.diff(s), np.diff(e)
-    return None if (~apart & ((ds < 0) | ((ds == 0) & (de < 0)))).any() else order
+    return devorder.by_device(device, start, end)
 
 
 def number(sel: pl.DataFrame) -> pl.DataFrame:
