@@ -213,11 +213,7 @@ def _write(run: Run, f: Any) -> None:
     crcs: dict[str, int] = {}
     options = ipc.IpcWriteOptions(compression="lz4")
     for name in schema.TABLES:
-        # an IPC file holds one dictionary per column: chunks with their own (a table built
-        # from several parts) are remapped onto one
-        table = schema.conform(name, run.table(name)).unify_dictionaries()
-        if name in DEVICE_MAJOR:
-            table = _device_major(table)
+        table = stored(name, run.table(name))
         start = f.tell()
         sink = CrcWriter(f)
         with ipc.new_file(sink, table.schema, options=options) as w:
@@ -238,6 +234,14 @@ def _write(run: Run, f: Any) -> None:
     f.write(footer)
     f.write(_TAIL.pack(len(footer)))
     f.write(END_MAGIC)
+
+
+def stored(name: str, table: pa.Table) -> pa.Table:
+    """Table `name` as a run file stores it, and reads it back: conformed to its schema, one
+    dictionary per column (an IPC file holds one: chunks with their own, a table built from
+    several parts, are remapped onto one), kernels and copies device-major."""
+    table = schema.conform(name, table).unify_dictionaries()
+    return _device_major(table) if name in DEVICE_MAJOR else table
 
 
 def _device_major(table: pa.Table) -> pa.Table:

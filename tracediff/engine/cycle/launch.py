@@ -43,10 +43,19 @@ def _np(frame: pl.DataFrame, cols: list[str]) -> list[np.ndarray] | None:
     return [frame[c].cast(pl.Int64).to_numpy() for c in cols]
 
 
+Rows = np.ndarray | slice
+"""A group's op rows: their indexes, or the slice of them where the group's ops are one run of
+rows (a run file's ops, device-major: each process's launches together)."""
+
+
+def _size(rows: Rows, n: int) -> int:
+    return len(range(n)[rows]) if isinstance(rows, slice) else len(rows)
+
+
 def _search(
     rows: np.ndarray,
     at: np.ndarray,
-    groups: list[tuple[np.ndarray, np.ndarray]],
+    groups: list[tuple[Rows, np.ndarray]],
     start: np.ndarray,
     end: np.ndarray,
 ) -> np.ndarray:
@@ -55,14 +64,15 @@ def _search(
     op rows of a group, its intervals' rows)."""
     got = np.full(len(at), -1, np.int64)
     for ops_in, ivs in groups:
-        if len(ops_in) == 0:
+        size = _size(ops_in, len(at))
+        if size == 0:
             continue
         starts = start[ivs]
         if len(starts) > 1 and (np.diff(starts) < 0).any():
             order = np.argsort(starts, kind="stable")
             ivs, starts = ivs[order], starts[order]
-        every = len(ops_in) == len(at)  # all of them: no copies
-        t = at if every else at[ops_in]
+        every = size == len(at)  # all of them: no copies
+        t = at if every else at[ops_in]  # (a slice's: a view)
         k = np.searchsorted(starts, t, side="right")
         k -= 1  # -1: none started by then; it indexes the sentinels below
         ends = np.append(end[ivs], np.iinfo(np.int64).min)
@@ -79,7 +89,7 @@ def _search(
 
 def _by_key(
     key_ops: list[np.ndarray], key_ivs: list[np.ndarray], rows: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray]] | None:
+) -> list[tuple[Rows, np.ndarray]] | None:
     """(op rows, interval rows) per distinct key of the intervals; None: too many keys."""
     if not len(key_ivs[0]):
         return []
@@ -95,15 +105,37 @@ def _by_key(
     # every row, no gather)
     every = len(rows) == len(key_ops[0])
     cols_o = key_ops if every else [c[rows] for c in key_ops]
-    out = []
+    runs = _runs(cols_o) if every else None
+    out: list[tuple[Rows, np.ndarray]] = []
     for key in distinct:
-        on_o = np.ones(len(rows), bool)
         on_i = np.ones(len(key_ivs[0]), bool)
-        for col_o, col_i, v in zip(cols_o, key_ivs, key.tolist(), strict=True):
-            on_o &= col_o == v
+        for col_i, v in zip(key_ivs, key.tolist(), strict=True):
             on_i &= col_i == v
+        if runs is not None:
+            out.append((runs.get(tuple(key.tolist()), slice(0, 0)), np.flatnonzero(on_i)))
+            continue
+        on_o = np.ones(len(rows), bool)
+        for col_o, v in zip(cols_o, key.tolist(), strict=True):
+            on_o &= col_o == v
         out.append((np.flatnonzero(on_o) if every else rows[on_o], np.flatnonzero(on_i)))
     return out
+
+
+def _runs(cols: list[np.ndarray]) -> dict[tuple[int, ...], slice] | None:
+    """Each key's rows as one slice, where each key's rows are one run (a run file's ops,
+    device-major: a process's launches together; 2 comparisons an op, not 2 a key); None where
+    a key comes back after another."""
+    n = len(cols[0])
+    change = np.zeros(max(n - 1, 0), bool)
+    for c in cols:
+        change |= c[1:] != c[:-1]
+    edges = [0, *(np.flatnonzero(change) + 1).tolist(), n]
+    if len(edges) - 1 > MAX_THREADS:
+        return None
+    keys = [tuple(int(c[i]) for c in cols) for i in edges[:-1]]
+    if len(set(keys)) < len(keys):
+        return None
+    return {k: slice(a, b) for k, a, b in zip(keys, edges[:-1], edges[1:], strict=True)}
 
 
 def assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
@@ -142,16 +174,19 @@ def assign(ops: pl.DataFrame, cyc: pl.DataFrame) -> pl.DataFrame:
         hit = np.where(same >= 0, same, other)
     else:  # every op on its range's own thread
         hit = same
-    keep = np.flatnonzero(hit >= 0)
-    if len(keep) < len(rows):
+    if (hit >= 0).all():  # every op launched in a cycle: no gathers
+        op, cycle, elsewhere = rows.astype(np.uint32), rc[hit], same < 0
+    else:
+        keep = np.flatnonzero(hit >= 0)
         sub = sub[keep]
+        op, cycle, elsewhere = rows[keep].astype(np.uint32), rc[hit[keep]], same[keep] < 0
     return sub.select(
-        pl.Series("_op", rows[keep].astype(np.uint32)),
+        pl.Series("_op", op),
         "process_id",
         "launch_thread_id",
         "launch_start_ns",
-        pl.Series("cycle", rc[hit[keep]]),
-        pl.Series("_other_thread", same[keep] < 0),
+        pl.Series("cycle", cycle),
+        pl.Series("_other_thread", elsewhere),
     )
 
 
