@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from tracediff.base.outputs import refuse_inputs
     from tracediff.parse import load
     from tracediff.parse.load import load_files
+    from tracediff.parse.ranks.gpus import used_devices
     from tracediff.runs.runfile import write_run
 
     out: Path = args.output
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             conn.close()
     if args.label:
         run_.metadata["label"] = args.label
+    used_devices(run_)  # kept with the record counts: a compare's GPU matching reads it back
     for w in run_.warnings:
         say(f"warning: {w}")
     write_run(run_, out, force=args.force)

@@ -124,17 +124,19 @@ def counts(run: Run) -> dict[str, Counts]:
     got = _stored(run.record_counts)
     if got is None:
         got = counts_of(run)
-        run.record_counts = {t: asdict(c) for t, c in got.items()}
+        run.record_counts = {t: asdict(c) for t, c in got.items()}  # (nothing else kept: recount)
     return got
 
 
 def _stored(got: Any) -> dict[str, Counts] | None:
-    """`Run.record_counts` as Counts: a table of GPU records each, every field an int."""
-    if not isinstance(got, dict) or set(got) != set(_WHAT):
+    """`Run.record_counts` as Counts: a table of GPU records each, every field an int (other
+    keys, such as parse/ranks/gpus.py's devices in use, are theirs to read)."""
+    if not isinstance(got, dict) or not set(_WHAT) <= set(got):
         return None
     names = [f.name for f in fields(Counts)]
     out = {}
-    for table, c in got.items():
+    for table in _WHAT:
+        c = got[table]
         if not isinstance(c, dict) or sorted(c) != sorted(names):
             return None
         if not all(type(c[n]) is int for n in names):
@@ -190,6 +192,9 @@ def check_counts(counts: dict[str, Counts], src: str) -> list[str]:
 def kernel_count(run: Any) -> int:
     """The run's kernel count (a run of rank files not read here says its own)."""
     if isinstance(run, Run):
+        kept = _stored(run.record_counts)  # counted when it was checked (`counts`)
+        if kept is not None:
+            return kept["kernels"].height
         # one column, not cached: a run set's every kernel table kept for a count was most of
         # the memory of a run-set compare
         return int(run.read("kernels", ["start_ns"]).num_rows)

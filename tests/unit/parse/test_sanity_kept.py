@@ -79,3 +79,34 @@ def test_counts_not_whole_are_counted_again(tmp_path: Path, kept: object) -> Non
     back = read_run(tmp_path / "r.arrow")
     assert sanity.counts(back) == want
     assert sanity._stored(back.record_counts) == want  # counted, then kept
+
+
+def test_kernel_count_and_devices_in_use_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run file written by `parse` (a 4-GPU report: four processes, the plan's way) keeps
+    the devices in use (parse/ranks/gpus.py `used_devices`) beside its counts; read back, both
+    it and the kernel count are what the tables give, and no table is read for them; kept rows
+    that are not whole are found again from the tables."""
+    from tests.support.gen_nsys import write_report
+    from tests.support.hostile import cli
+    from tracediff.parse.ranks import gpus
+
+    src, out = tmp_path / "r.sqlite", tmp_path / "r.arrow"
+    write_report(src, 4, 6, 20, seed=3)
+    assert cli("parse", src, "-o", out).returncode == 0
+    fresh = read_run(out)
+    want, n = gpus._used(fresh), fresh.table("kernels").num_rows
+    assert want.height == 4 and want["process_id"].n_unique() == 4
+    back = read_run(out)
+    assert back.record_counts is not None and gpus.KEPT in back.record_counts
+    reads: list[str] = []
+    read = back.read
+    monkeypatch.setattr(back, "read", lambda name, *a: reads.append(name) or read(name, *a))
+    assert gpus.used_devices(back).equals(want)
+    assert sanity.kernel_count(back) == n
+    assert reads == []
+    for bad in ([[0, "4000", None]], [[0, 1]], "x", [["0", 1, None]]):
+        back.record_counts[gpus.KEPT] = bad
+        assert gpus.used_devices(back).equals(want)
+    assert reads  # (found again: from the tables)

@@ -71,10 +71,44 @@ class Gpu:
 
 def used_devices(run: Run) -> pl.DataFrame:
     """device_id, process_id (the process with most ops on it), rank (the NCCL rank its
-    collectives carry, when one), one row per device with GPU work. Ops of one process (the
-    usual rank file) of a small run: by numpy, a table over the device ids (a demo run file's
-    3 -> 0.4 ms: the cost was polars' plan, its concat, group-by and list of ranks, not the
-    data); several processes, or more than `_SMALL` records: `_by_plan`, that plan."""
+    collectives carry, when one), one row per device with GPU work. Kept with the run's record
+    counts (`Run.record_counts[KEPT]`) once found, so a run file written from the run carries
+    them and reading it back does not decode its ops' device and process columns again (a
+    5 M-kernel run file: ~0.2 CPU-s)."""
+    kept = _kept(run.record_counts)
+    if kept is not None:
+        return kept
+    got = _used(run)
+    if isinstance(run.record_counts, dict):  # what the run's checked tables hold
+        run.record_counts[KEPT] = [list(row) for row in got.iter_rows()]
+    return got
+
+
+KEPT = "used_devices"
+"""The key of `used_devices`' rows in `Run.record_counts`: [device_id, process_id, rank]."""
+
+
+def _kept(counts: Any) -> pl.DataFrame | None:
+    """`used_devices` as kept in `counts`; None where not kept or not whole (found again)."""
+    rows = counts.get(KEPT) if isinstance(counts, dict) else None
+    if not isinstance(rows, list):
+        return None
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int):
+            return None
+        if not all(v is None or type(v) is int for v in row[1:]):
+            return None
+    return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
+
+
+_SCHEMA = {"device_id": pl.Int32, "process_id": pl.Int64, "rank": pl.Int32}
+
+
+def _used(run: Run) -> pl.DataFrame:
+    """`used_devices` from the run's tables. Ops of one process (the usual rank file) of a small
+    run: by numpy, a table over the device ids (a demo run file's 3 -> 0.4 ms: the cost was
+    polars' plan, its concat, group-by and list of ranks, not the data); several processes, or
+    more than `_SMALL` records: `_by_plan`, that plan."""
     tabs = {t: run.read(t, ["device_id", "process_id", *_RANK.get(t, [])]) for t in _USED}
     if sum(tab.num_rows for tab in tabs.values()) > _SMALL:
         return _by_plan(tabs)
@@ -91,9 +125,7 @@ def used_devices(run: Run) -> pl.DataFrame:
     dev, pid, rank = dev[on].astype(np.int64), pid[on], rank[on]
     known = pid[~np.isnan(pid)]
     if len(dev) == 0:
-        return pl.DataFrame(
-            schema={"device_id": pl.Int32, "process_id": pl.Int64, "rank": pl.Int32}
-        )
+        return pl.DataFrame(schema=_SCHEMA)
     base = int(dev.min())
     span = int(dev.max()) - base + 1
     if (len(known) and known.min() != known.max()) or span > _SPAN:
@@ -160,9 +192,7 @@ def _by_plan(tabs: dict[str, pa.Table]) -> pl.DataFrame:
         got = got.with_columns(pl.lit(None, pl.Int32).alias("rank"))
     out = got.select("device_id", "process_id", "rank").sort("device_id").collect()
     if out.height == 0:
-        return pl.DataFrame(
-            schema={"device_id": pl.Int32, "process_id": pl.Int64, "rank": pl.Int32}
-        )
+        return pl.DataFrame(schema=_SCHEMA)
     return out
 
 
