@@ -260,7 +260,10 @@ def run_nsys(
 # a line "End of file" alone (exit 1, no report: a fresh-clone suite with 4 pytest workers, so 4
 # nsys sessions at once on 2 cores, session 13; matched as the whole line, being so short)
 NSYS_TRANSIENT = ("Local Endpoint is not available", "Connection to Agent lost")
-NSYS_TRANSIENT_LINES = ("End of file",)
+NSYS_TRANSIENT_LINES = ("End of file", "Generated:")
+NSYS_SAID_WRITTEN = ("report.nsys-rep", "Generated:")
+"""nsys's progress line on its report ending in its "Generated:" (the report's path line never
+came, and no report is there: exit 0, a fresh-clone suite of session 20 under load)."""
 
 
 def nsys_lost(staging: Path, rc: int, interrupted: bool) -> str | None:
@@ -278,7 +281,9 @@ def nsys_lost(staging: Path, rc: int, interrupted: bool) -> str | None:
         (
             ln.strip()
             for ln in log
-            if any(t in ln for t in NSYS_TRANSIENT) or ln.strip() in NSYS_TRANSIENT_LINES
+            if any(t in ln for t in NSYS_TRANSIENT)
+            or ln.strip() in NSYS_TRANSIENT_LINES
+            or all(t in ln for t in NSYS_SAID_WRITTEN)
         ),
         None,
     )

@@ -16,7 +16,14 @@ from capture.runner import nsys_lost
         ("Local Endpoint is not available\n", "Local Endpoint is not available"),
         ("x\nConnection to Agent lost: 3\n", "Connection to Agent lost: 3"),
         ("profiling\nEnd of file\n", "End of file"),  # the whole line (session 13, 4 nsys at once)
+        # nsys said it wrote the report, and none is there (session 20, exit 0, under load)
+        (
+            "[1/1] [=====100%] report.nsys-repGenerated:\n",
+            "[1/1] [=====100%] report.nsys-repGenerated:",
+        ),
+        ("[1/1] [=====100%] report.nsys-rep\nGenerated:\n", "Generated:"),
         ("Traceback ...\nEOFError: End of file reached\n", None),  # a workload's own words
+        ("Generated: 128 tokens\n", None),
         ("Error: the application exited with 1\n", None),
     ],
 )
