@@ -1,5 +1,6 @@
 """parse/sanity.py's duplicate count against its definition (rows equal to an earlier row):
-starts in order without ties, with ties, out of order, and with null starts."""
+starts in order without ties, with ties, out of order, and with null starts; in start order
+and in a run file's device-major order."""
 
 from __future__ import annotations
 
@@ -35,6 +36,17 @@ def test_duplicates_counted_as_defined(seed: int) -> None:
     for starts in (distinct, tied, shuffled, np.array([5]), np.array([], np.int64)):
         keys = _keys(rng, len(starts), starts)
         assert _duplicates(keys) == _defined(keys)
+        # a run file's order: by device, start order within each (ties as they came)
+        major = keys.with_row_index("_r").sort("device_id", "start_ns", "_r").drop("_r")
+        assert _duplicates(major) == _defined(keys)
+    # start order across devices, a repeat apart from its first by another device's row
+    apart = pl.DataFrame({"device_id": [0, 1, 0], "stream_id": [7, 7, 7],
+                          "start_ns": [5, 5, 5], "end_ns": [9, 9, 9]})  # fmt: skip
+    assert _duplicates(apart) == _defined(apart) == 1
+    # device-major but one device's rows out of start order: hashed, still right
+    out = pl.DataFrame({"device_id": [0, 0, 0, 1, 1], "stream_id": [1, 1, 1, 1, 1],
+                        "start_ns": [5, 3, 5, 1, 1], "end_ns": [6, 4, 6, 2, 2]})  # fmt: skip
+    assert _duplicates(out) == _defined(out) == 2
     keys = _keys(rng, n, tied).with_columns(  # null starts: the hashed count
         pl.when(pl.int_range(pl.len()) % 7 == 0).then(None).otherwise("start_ns").alias("start_ns")
     )
