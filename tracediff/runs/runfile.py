@@ -66,7 +66,8 @@ each column, which numpy then reads without a copy (at 1 << 20, a 5 M-kernel run
 came back in 5 chunks, each `to_numpy` of them a concatenation)."""
 DEVICE_MAJOR = ("kernels", "memops")
 """Tables written in device-major order (device, start, end; ties in the order they came): the
-order the engine aligns ops in, so a run file's ops need no reorder (engine/cycle/ranges.py)."""
+order the engine aligns ops in, so a run file's kernels need no reorder (engine/cycle/ranges.py;
+copies, which the engine appends after the kernels, still do)."""
 SMALL_TABLE_BYTES = 512 << 10
 """A table whose stored (compressed) bytes are at most this is decoded whole on its first
 column read and kept (kernels and memops until `Run.release`, once the engine read its ops):
