@@ -140,7 +140,7 @@ def counts(run: Run) -> dict[str, Counts]:
     got = _stored(run.record_counts)
     if got is None:
         got = counts_of(run)
-        run.record_counts = {t: asdict(c) for t, c in got.items()}  # (nothing else kept: recount)
+        run.record_counts = {t: asdict(c) for t, c in got.items()}  # (anything else kept goes too)
     return got
 
 

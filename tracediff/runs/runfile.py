@@ -12,9 +12,10 @@ Layout (little endian):
     uint64 footer length, then b"TDRUNEND"
 
 Kernels and copies are stored in device-major order (by device, then start, then end; ties as
-they came: `DEVICE_MAJOR`), the order the engine aligns ops in. The footer comes last so tables are streamed to disk one at a time; a file without the end magic
-is truncated. Reading memory-maps the file: opening a run reads the footer only, and each table
-is materialised on first use.
+they came: `DEVICE_MAJOR`), the order the engine aligns ops in. The footer comes last so tables
+are streamed to disk one at a time; a file without the end magic is truncated. Reading
+memory-maps the file: opening a run reads the footer only, and each table is materialised on
+first use.
 
 Integrity (#17): a flipped bit in a memory-mapped Arrow buffer is not noticed by Arrow (it can
 segfault, or change a number silently), so every table's IPC bytes carry a CRC-32 and the footer

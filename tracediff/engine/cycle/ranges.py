@@ -134,7 +134,7 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     order = _by_device(op, device, start, end, rising)
     if order is None:
         order = np.lexsort([op, end, start, device])
-    elif len(op) == ops.height and (order[-1] == len(op) - 1) and (np.diff(order) == 1).all():
+    elif len(op) == ops.height and order[-1] == len(op) - 1 and (np.diff(order) == 1).all():
         # every op, already in that order (one device, or a run file's device-major kernels,
         # runs/runfile.py): no gather
         return ops.with_columns(tags["cycle"], tags["phase"])
