@@ -71,7 +71,7 @@ def _fresh_mib() -> float:
 METRICS = {"cpu": _cpu, "fresh": _fresh_mib}
 
 
-def child(argv: list[str], metric: str = "cpu") -> dict[str, float]:
+def child(argv: list[str], metric: str = "cpu", extra: tuple[str, ...] = ()) -> dict[str, float]:
     """Run `tracediff ARGV` here with the stages wrapped; {row: CPU seconds} (or, with `fresh`,
     MiB of huge pages faulted in)."""
     _cpu = METRICS[metric]  # noqa: N806  # the measure each row takes
@@ -92,14 +92,19 @@ def child(argv: list[str], metric: str = "cpu") -> dict[str, float]:
 
         return timed
 
-    for target in STAGES:
+    for target in [*STAGES, *extra]:
         mod_name, fn_name = target.split(":")
         # sys.modules first: `tracediff.parse.load` is also the name of a function
         mod = sys.modules.get(f"tracediff.{mod_name}") or importlib.import_module(
             f"tracediff.{mod_name}"
         )
-        fn = getattr(mod, fn_name)
+        owner_name, _, fn_name = fn_name.rpartition(".")  # Class.method: wrapped on its class
+        owner = getattr(mod, owner_name) if owner_name else mod
+        fn = getattr(owner, fn_name)
         timed = wrap(_row(target), fn)
+        if owner_name:
+            setattr(owner, fn_name, timed)
+            continue
         for other in list(sys.modules.values()):  # `from x import f` names too
             if getattr(other, "__name__", "").startswith("tracediff"):
                 for name, value in list(vars(other).items()):
@@ -119,13 +124,20 @@ def main() -> None:
         default="cpu",
         help="cpu: process CPU seconds; fresh: MiB of huge pages faulted in (quiet machine only)",
     )
+    ap.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="one more function to wrap (module under tracediff/, e.g. parse.nsys.tables:launch_join)",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("argv", nargs="+", help="the tracediff arguments, after --")
     args = ap.parse_args()
     if args.child:
         with open("/dev/null", "w") as null:
             stdout, sys.stdout = sys.stdout, null
-            got = child(args.argv, args.metric)
+            got = child(args.argv, args.metric, tuple(args.stage))
             sys.stdout = stdout
         print(json.dumps(got))
         return
@@ -138,7 +150,16 @@ def main() -> None:
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, __file__, "--child", "--metric", args.metric, "--", *args.argv],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--metric",
+                args.metric,
+                *(f"--stage={t}" for t in args.stage),
+                "--",
+                *args.argv,
+            ],  # fmt: skip
             capture_output=True,
             text=True,
             check=True,
@@ -148,7 +169,7 @@ def main() -> None:
     print(f"{args.repeat} fresh processes, wall {statistics.median(walls):.2f} s (median)")
     unit = "CPU s" if args.metric == "cpu" else "fresh MiB"
     print(f"| stage (inclusive) | {unit}, median | range |\n|---|---:|---|")
-    for row in ["imports", *(_row(t) for t in STAGES), "process"]:
+    for row in ["imports", *(_row(t) for t in [*STAGES, *args.stage]), "process"]:
         vals = [r[row] for r in runs if row in r]
         if not vals:  # not called by this compare
             continue

@@ -71,3 +71,54 @@ def test_weights_are_numpys_counts_over_n(pvals: np.ndarray, n: int) -> None:
     want = theirs.multinomial(n, pvals, size=30).astype(np.float64) / n
     assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
     assert mine.random() == theirs.random()
+
+
+def _numpys_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    cb = rng.multinomial(nb, np.full(nb, 1 / nb), size=n_boot).astype(np.float64) / nb
+    ch = rng.multinomial(nh, np.full(nh, 1 / nh), size=n_boot).astype(np.float64) / nh
+    return cb, ch
+
+
+def _drawn_by(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """(thread name, cycles) of each side's draws from here on."""
+    import threading
+
+    seen: list[tuple[str, int]] = []
+    side = resample._side
+
+    def spy(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
+        seen.append((threading.current_thread().name, n))
+        return side(rng, n, n_boot)
+
+    monkeypatch.setattr(resample, "_side", spy)
+    monkeypatch.setattr(resample, "_ahead", {})  # nothing another test drew ahead
+    resample.weights.cache_clear()
+    return seen
+
+
+@pytest.mark.parametrize("ahead", ["none", "base", "both", "wrong base", "wrong head"])
+def test_weights_drawn_ahead_are_the_same_numbers(
+    ahead: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever was drawn ahead (base's weights, both sides', or a guess of other cycle counts),
+    `weights` gives numpy's draws for its counts, base's first; a right guess is drawn on the
+    bootstrap thread, and not again."""
+    nb, nh, n_boot, seed = 301, 257, 50, 5
+    seen = _drawn_by(monkeypatch)
+    guess = {"none": None, "base": (nb, None), "both": (nb, nh), "wrong base": (nb + 1, nh),
+             "wrong head": (nb, nh + 1)}[ahead]  # fmt: skip
+    if guess is not None:
+        resample.draw_ahead(guess[0], n_boot, nh=guess[1], seed=seed)
+    cb, ch = resample.weights(nb, nh, n_boot, seed)
+    want_b, want_h = _numpys_weights(nb, nh, n_boot, seed)
+    assert cb.tobytes() == want_b.tobytes() and ch.tobytes() == want_h.tobytes()
+    assert not cb.flags.writeable and not ch.flags.writeable
+    mine = [n for who, n in seen if who != "tracediff-bootstrap"]
+    if ahead in ("base", "wrong head"):
+        assert mine == [nh]  # base's taken from the thread, head's drawn here
+    elif ahead == "both":
+        assert mine == [] and sorted(n for _, n in seen) == [nh, nb]
+    else:
+        assert mine == [nb, nh]
+    assert resample.weights(nb, nh, n_boot, seed) == (cb, ch)  # drawn once
