@@ -34,7 +34,6 @@ from tracediff.engine.pipeline.join import join
 from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.statistics import attribute as at
-from tracediff.engine.statistics import resample
 from tracediff.runs.runfile import Run
 
 if TYPE_CHECKING:
@@ -80,8 +79,6 @@ def compare(
     say("collecting GPU operations")
     if first is None or one:
         first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
-        if single and not first.no_ops:
-            _draw_ahead(first, n_boot)
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too
@@ -150,23 +147,11 @@ def compare(
     )
 
 
-def reduce_first(run: Run, cycle: str | None, n_boot: int = 1000) -> Reduced | None:
+def reduce_first(run: Run, cycle: str | None) -> Reduced | None:
     """Base's first run through the per-file stage in this process as `compare(keep_ops=False)`
-    starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run).
-    Its bootstrap weights are drawn ahead meanwhile (`_draw_ahead`), while head is read."""
+    starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run)."""
     got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle))
-    if got.no_ops:
-        return None
-    _draw_ahead(got, n_boot)
-    return got
-
-
-def _draw_ahead(first: Reduced, n_boot: int) -> None:
-    """Base's bootstrap weights drawn on a thread of their own from here (statistics/resample.py),
-    for as many cycles as its first run has GPU spans in: the count the join's verdict will
-    resample where base is that one run and keeps its cut (else the guess goes unused)."""
-    if first.cyc.height:
-        resample.draw_ahead(first.cyc["cycle"].n_unique(), n_boot)
+    return None if got.no_ops else got
 
 
 def _cut_or_whole(

@@ -26,7 +26,7 @@ from tracediff.engine.cycle.segmentation import Segmentation
 from tracediff.engine.env import env_diffs
 from tracediff.engine.pipeline.reduce import Reduced
 from tracediff.engine.result import Comparison, EventsSlice, ReplayInputs
-from tracediff.engine.statistics import attribute, resample
+from tracediff.engine.statistics import attribute
 from tracediff.engine.statistics import stats as st
 from tracediff.engine.statistics import verdict as vd
 from tracediff.runs import schema
@@ -246,9 +246,7 @@ def join(
     say("attributing")
     cyc = cycles_of(b, h)
     t = cycle_times(cyc)
-    if runs.runs_base == 1 and runs.runs_head == 1:  # the statistics resample these cycles
-        resample.draw_ahead(len(t.base_cycles), n_boot, nh=len(t.head_cycles))
-    # what needs no resampling first, while head's weights are drawn (statistics/resample.py)
+    v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     # each run's collective rows, summed where it was reduced (engine/pipeline/collsum.py)
     coll, sums = _both(b, h, "coll"), _both(b, h, "coll_sums")
     coll, skew_warnings, clocks = sk.guard_split(coll, sums, b.infos, h.infos)  # across hosts
@@ -258,7 +256,6 @@ def join(
         [p.pairs.with_columns(pl.lit(p.side).alias("side")) for p in parts_b + parts_h]
     ).unique()
     renamed = al.renames(pairs)
-    v = vd.verdict(t.base_ms, t.head_ms, n_boot, runs, (t.base_cycles, t.head_cycles))
     attribution = tb.attribution(long, t.base_cycles, t.head_cycles, n_boot, renamed, runs)
     if fallback:  # whole-run totals of runs not checked to do the same work: nothing is judged
         # (run sets would otherwise call the totals' difference significant across runs)
