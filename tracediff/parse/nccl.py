@@ -105,6 +105,13 @@ def _rows_where(
     return test(pl.Series(col).cast(pl.String)).fill_null(False)
 
 
+KERNEL_COLUMNS = [
+    "device_id", "process_id", "stream_id", "launch_thread_id", "start_ns", "end_ns",
+    "duration_ns", "name", "correlation_id",
+]  # fmt: skip
+"""The kernel columns `collectives_from` reads (a reader may hand it just these)."""
+
+
 def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = None) -> pa.Table:
     """Collectives: every NCCL kernel (source=kernel) plus NCCL-domain NVTX ranges (source=nvtx).
 
@@ -116,9 +123,7 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
     parts: list[pl.DataFrame] = []
     if kernels.num_rows:
         mask = _comm_rows(kernels.column("name"))
-        cols = ["device_id", "process_id", "stream_id", "launch_thread_id", "start_ns", "end_ns",
-                "duration_ns", "name", "correlation_id"]  # fmt: skip
-        k = pl.from_arrow(kernels.select(cols).filter(mask.to_arrow()))
+        k = pl.from_arrow(kernels.select(KERNEL_COLUMNS).filter(mask.to_arrow()))
         assert isinstance(k, pl.DataFrame)
     else:
         k = pl.DataFrame()

@@ -48,6 +48,7 @@ import pyarrow.ipc as ipc
 from tracediff.base import devorder, outputs
 from tracediff.base.errors import InputError, OutputError
 from tracediff.runs import schema
+from tracediff.runs.deferred import Deferred
 from tracediff.runs.runfooter import (
     CHECKSUM_KEY,
     CORRUPT_HINT,
@@ -111,6 +112,8 @@ class Run:
                 if name in self.tables
                 else schema.empty(name)
             )
+        elif isinstance(self.tables, Deferred) and name in self.tables:
+            t = self.tables.read(name, columns)  # a Partial table's made columns, where enough
         else:
             t = self.table(name)
         return t if columns is None else t.select(columns)

@@ -253,16 +253,19 @@ def test_adbc_type_inference_failure_falls_back(tmp_path: Path) -> None:
     assert nvtx.filter(pl.col("name").cast(pl.String) == "verify").height == n_named > 0
 
 
-def test_wrong_type_values_are_an_error_not_a_null(tmp_path: Path) -> None:
+@pytest.mark.parametrize("column", ["start", "gridX"])
+def test_wrong_type_values_are_an_error_not_a_null(tmp_path: Path, column: str) -> None:
+    """A kernel column read at once (start) fails the read; a launch dimension, read when first
+    asked for (a compare never does), fails there."""
     path = _copy(DATA / "nsys" / "nsys-ai" / "mock.sqlite", tmp_path)
     con = sqlite3.connect(path)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 'many' WHERE rowid = 1")
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET {column} = 'many' WHERE rowid = 1")
     con.commit()
     con.close()
     with pytest.raises(
         InputError, match="CUPTI_ACTIVITY_KIND_KERNEL holds values of the wrong type"
     ):
-        read_nsys_sqlite(path)
+        read_nsys_sqlite(path).table("kernels")
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.3, 0.7, 0.999])
@@ -481,3 +484,40 @@ def test_threads_sharing_the_source_connection_each_get_their_own_answer(tmp_pat
         t.join()
     src.close()
     assert wrong == []
+
+
+LATER = ["graph_node_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+         "registers_per_thread", "static_shared_memory_bytes", "dynamic_shared_memory_bytes"]  # fmt: skip
+LATER_SQL = ("graphNodeId, gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, "
+             "staticSharedMemory, dynamicSharedMemory")  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.parent.name + "/" + p.stem)
+def test_launch_dimensions_wait_until_read_and_are_the_files(path: Path) -> None:
+    """A SQLite export's kernels leave their launch dimensions and graph node ids undecoded
+    through the read, its checks and what a compare reads (runs/deferred.py's Partial); asked
+    for, they are the file's, row for row (kernels in start order, ties in file order)."""
+    run = load(path)
+    lean = ["device_id", "stream_id", "start_ns", "end_ns", "name", "launch_start_ns"]
+    assert run.read("kernels", lean).num_rows == run.read("kernels", ["start_ns"]).num_rows
+    assert "kernels" in run.tables._later  # type: ignore[attr-defined]  # nothing built it
+    got = run.table("kernels").select(LATER).to_pylist()
+    want = _sql(path, f"SELECT {LATER_SQL} FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid")
+    assert [tuple(r.values()) for r in got] == want
+    assert "kernels" not in run.tables._later  # type: ignore[attr-defined]
+
+
+def test_an_export_changed_or_gone_before_its_launch_dimensions_are_read(tmp_path: Path) -> None:
+    """The undecoded columns are read from the file again: one whose kernel table changed
+    meanwhile, or that is gone, is a one-line error naming it, never another file's rows."""
+    f = tmp_path / "run.sqlite"
+    shutil.copy(DATA / "h200" / "g_good.sqlite", f)
+    run = load(f)
+    shutil.copy(DATA / "h200" / "e_bad.sqlite", f)  # 4410 kernels where there were 1764
+    with pytest.raises(InputError, match="kernel table changed while tracediff read it"):
+        run.table("kernels")
+    shutil.copy(DATA / "h200" / "g_good.sqlite", f)
+    gone = load(f)
+    f.unlink()
+    with pytest.raises(InputError, match=r"run\.sqlite: cannot read"):
+        gone.table("kernels")

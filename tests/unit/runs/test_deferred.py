@@ -5,8 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pyarrow as pa
+import pytest
 
-from tracediff.runs.deferred import Deferred
+from tracediff.runs.deferred import Deferred, Partial
 
 
 def _tables() -> tuple[Deferred, list[str]]:
@@ -63,3 +64,43 @@ def test_pickled_as_a_plain_dict_of_every_table() -> None:
     assert type(got) is dict
     assert list(got) == ["a", "b", "c", "d"]
     assert got["d"].equals(pa.table({"x": [4]}))
+
+
+def _partial() -> tuple[Deferred, list[int]]:
+    made_later: list[int] = []
+
+    def rest() -> pa.Table:
+        made_later.append(1)
+        return pa.table({"b": [10, 20, 30]})
+
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("c", pa.string())])
+    made = pa.table({"c": ["x", "y", "z"], "a": [1, 2, 3]})
+    return Deferred({"t": Partial(made, rest, schema), "u": pa.table({"x": [1]})}), made_later
+
+
+def test_a_partial_table_answers_from_its_made_columns_without_the_rest() -> None:
+    d, made_later = _partial()
+    assert d.read("t", ["a", "c"]).to_pydict() == {"a": [1, 2, 3], "c": ["x", "y", "z"]}
+    assert d.read("u", ["x"]).to_pydict() == {"x": [1]}
+    assert made_later == []
+    assert d.read("t", ["b"]).to_pydict() == {"b": [10, 20, 30]}  # a later column: all built
+    assert made_later == [1]
+    t = d["t"]
+    assert t.column_names == ["a", "b", "c"] and t.num_rows == 3  # the schema's order
+    assert d.read("t", None) is t and made_later == [1]  # built once
+
+
+def test_a_partial_table_is_whole_for_every_other_reader() -> None:
+    d, made_later = _partial()
+    assert d["t"].to_pydict() == {"a": [1, 2, 3], "b": [10, 20, 30], "c": ["x", "y", "z"]}
+    d2, _ = _partial()
+    assert pickle.loads(pickle.dumps(d2))["t"].column_names == ["a", "b", "c"]
+
+
+def test_rest_of_other_rows_is_refused() -> None:
+    made = pa.table({"a": [1, 2]})
+    p = Partial(
+        made, lambda: pa.table({"b": [1]}), pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    )
+    with pytest.raises(ValueError, match="1 rows made later for 2"):
+        p()

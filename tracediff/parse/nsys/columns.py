@@ -100,10 +100,14 @@ _PL_TYPES = {
 }
 
 
-def finish(table: str, df: pl.DataFrame, dicts: dict[str, pa.Array]) -> pa.Table:
-    """Assemble `table` in schema order with exact types, so schema.conform has nothing to cast."""
+def finish(
+    table: str, df: pl.DataFrame, dicts: dict[str, pa.Array], only: list[str] | None = None
+) -> pa.Table:
+    """Assemble `table` in schema order with exact types, so schema.conform has nothing to cast.
+    `only`: just these of its columns (the rest of a `Partial` table: runs/deferred.py)."""
+    fields = [f for f in schema.TABLES[table] if only is None or f.name in only]
     cols = []
-    for f in schema.TABLES[table]:
+    for f in fields:
         if f.name in dicts:
             a = dicts[f.name]
         elif f.name in df.columns:
@@ -117,7 +121,9 @@ def finish(table: str, df: pl.DataFrame, dicts: dict[str, pa.Array]) -> pa.Table
         if isinstance(a, pa.ChunkedArray):
             a = a.combine_chunks()
         cols.append(a if a.type == f.type else a.cast(f.type))
-    return pa.Table.from_arrays(cols, schema=schema.TABLES[table])
+    return pa.Table.from_arrays(
+        cols, schema=schema.TABLES[table] if only is None else pa.schema(fields)
+    )
 
 
 def pid_of(col: str) -> pl.Expr:

@@ -12,6 +12,7 @@ runs per event. Missing optional tables give empty tables plus a warning.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from tracediff.parse.nsys.schema import (
     I64,
     KERNEL,
     KERNEL_COLS,
+    KERNEL_LATER,
     KNOWN_SCHEMA_MAJOR,
     MEM_KINDS,
     MEMCPY,
@@ -99,6 +101,11 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     ]  # fmt: skip
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
+    # a SQLite export's kernel columns a compare never reads wait till asked for (`_later`;
+    # the launch stacks of CUDA graph nodes ask at once, where there are function-trace ranges)
+    wait = isinstance(source, SqliteSource)
+    if wait:
+        kern_read = Read(KERNEL, {c: t for c, t in KERNEL_COLS.items() if c not in KERNEL_LATER})
     with ThreadPoolExecutor(1) as pool:
         # SQLite pages: the kernel table, the biggest read, decodes in the background (GIL
         # released) while the other tables are read and built here. Other sources read once.
@@ -132,7 +139,8 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         if kern_job is not None:
             (kern,) = kern_job.result()
     seen = pl.concat([f["deviceId"].drop_nulls().unique() for f in (kern, cp, ms)])
-    tables["kernels"] = kernels_table(kern, keys, strings, api_names)
+    later = _later(path, kern.height) if wait else None
+    tables["kernels"] = kernels_table(kern, keys, strings, api_names, later)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
     run_tables = add_stacks(
@@ -141,9 +149,12 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         warnings,
         str(path),
     )
-    run_tables["collectives"] = nccl.collectives_from(
-        run_tables["kernels"], run_tables["nvtx_ranges"]
+    kernels = (  # the columns it reads: a Partial kernel table's later ones stay unread
+        run_tables.read("kernels", nccl.KERNEL_COLUMNS)
+        if isinstance(run_tables, Deferred)
+        else run_tables["kernels"]
     )
+    run_tables["collectives"] = nccl.collectives_from(kernels, run_tables["nvtx_ranges"])
     warnings += _unread(kern, strings.missing + api_names.missing, run_tables, payload, path)
     md = dict(zip(meta["name"].to_list(), meta["value"].to_list(), strict=True))
     version = md.get("EXPORT_SCHEMA_VERSION")
@@ -263,6 +274,29 @@ TABLES_READ = (
     "ENUM_CUDA_MEM_KIND", PAYLOAD_ENTRIES, GPU, KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX,
     events.CUDA_EVENT, SYSTEM_ENV, graph_nodes.NODE_EVENTS, graph_nodes.GRAPH_EVENTS,
 )  # fmt: skip
+
+
+def _later(path: Path, rows: int) -> Callable[[], pl.DataFrame]:
+    """What reads the `KERNEL_LATER` columns of the SQLite export at `path` (and `start`, their
+    order) when they are first needed: the file read again by a source of its own, which must
+    find the `rows` kernels it held (else InputError)."""
+
+    def read() -> pl.DataFrame:
+        cols = {c: KERNEL_COLS[c] for c in ("start", *KERNEL_LATER)}
+        again = SqliteSource(path)  # gone: InputError, "cannot read"
+        try:
+            (got,) = again.read([Read(KERNEL, cols)])
+        finally:
+            again.close()
+        if got.height != rows:
+            raise InputError(
+                f"{path}: its kernel table changed while tracediff read it "
+                f"({got.height} kernels, {rows} before)",
+                "run the command again once the export is finished",
+            )
+        return got
+
+    return read
 
 
 def _overlap(source: Source) -> bool:

@@ -53,6 +53,12 @@ KERNEL_COLS = ints(
     c: pl.Int32() for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
                             "registersPerThread", "staticSharedMemory", "dynamicSharedMemory")
 }  # fmt: skip
+KERNEL_LATER = (
+    "graphNodeId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+    "staticSharedMemory", "dynamicSharedMemory",
+)  # fmt: skip
+"""Kernel columns a report's `compare` never reads: from a SQLite export they are decoded when
+first needed (reader.py; runs/deferred.py's `Partial`)."""
 RUNTIME_COLS = ints(
     "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"
 )

@@ -7,6 +7,8 @@ output: Arrow tables of `tracediff.runs.schema`. Vectorised: joins, sorted searc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -21,6 +23,8 @@ from tracediff.parse.nsys.columns import (
     tid_of,
 )
 from tracediff.parse.nsys.schema import COPY_KINDS, GPU, SYNC_KINDS, TID_BITS
+from tracediff.runs import schema as run_schema
+from tracediff.runs.deferred import Partial
 
 _ON = ["globalPid", "correlationId"]
 
@@ -168,7 +172,8 @@ def _is_sorted(a: np.ndarray) -> bool:
     return bool((a[1:] >= a[:-1]).all())
 
 
-def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
+def _common(df: pl.DataFrame, graph: bool = True) -> list[pl.Expr | str]:
+    """The columns kernels and copies share (`graph`: with the graph node id)."""
     return [
         pl.col("deviceId").alias("device_id"),
         pid_of("globalPid").alias("process_id"),
@@ -177,23 +182,34 @@ def _common(df: pl.DataFrame) -> list[pl.Expr | str]:
         pl.col("end").alias("end_ns"),
         (pl.col("end") - pl.col("start")).alias("duration_ns"),
         pl.col("correlationId").alias("correlation_id"),
-        pl.col("graphNodeId").alias("graph_node_id"),
+        *([pl.col("graphNodeId").alias("graph_node_id")] if graph else []),
         "launch_thread_id", "launch_start_ns", "launch_end_ns",
     ]  # fmt: skip
 
 
-def kernels_table(
-    df: pl.DataFrame, keys: LaunchIndex, strings: Strings, api_names: Strings
-) -> pa.Table:
-    df = launch_join(by_start(df), keys)
-    out = df.select(
-        *_common(df),
+def _later_columns() -> list[pl.Expr]:
+    """The run-file columns of `schema.KERNEL_LATER`: graph node ids, launch dimensions."""
+    return [
+        pl.col("graphNodeId").alias("graph_node_id"),
         *[pl.col(f"{g}{a.upper()}").alias(f"{g}_{a}") for g in ("grid", "block") for a in "xyz"],
         pl.col("registersPerThread").alias("registers_per_thread"),
         pl.col("staticSharedMemory").alias("static_shared_memory_bytes"),
         pl.col("dynamicSharedMemory").alias("dynamic_shared_memory_bytes"),
-    )  # fmt: skip
-    return finish("kernels", out, {
+    ]  # fmt: skip
+
+
+def kernels_table(
+    df: pl.DataFrame,
+    keys: LaunchIndex,
+    strings: Strings,
+    api_names: Strings,
+    later: Callable[[], pl.DataFrame] | None = None,
+) -> pa.Table | Partial:
+    """The kernels table. `later`: `df` lacks `schema.KERNEL_LATER`'s columns, and this reads
+    them (with `start`) when first needed: the table is then a `Partial` of the others."""
+    df = launch_join(by_start(df), keys)
+    out = df.select(*_common(df, graph=False), *([] if later else _later_columns()))
+    dicts = {
         "name": strings.lookup(df["demangledName"]),
         "short_name": strings.lookup(
             df["shortName"].fill_null(df["demangledName"])
@@ -201,7 +217,20 @@ def kernels_table(
             else df["shortName"]
         ),
         "launch_api": api_names.lookup(df["_launch_name"]),
-    })  # fmt: skip
+    }
+    if later is None:
+        return finish("kernels", out, dicts)
+    later_names = {e.meta.output_name() for e in _later_columns()}
+    made = finish("kernels", out, dicts, only=[
+        f.name for f in run_schema.TABLES["kernels"] if f.name not in later_names
+    ])  # fmt: skip
+
+    def rest() -> pa.Table:
+        got = by_start(later())  # the rows in the order of `df`'s (the same starts, sorted)
+        cols = got.select(_later_columns())
+        return finish("kernels", cols, {}, only=cols.columns)
+
+    return Partial(made, rest, run_schema.TABLES["kernels"])
 
 
 def memops_table(
