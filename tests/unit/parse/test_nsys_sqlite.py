@@ -496,7 +496,8 @@ LATER_SQL = ("graphNodeId, gridX, gridY, gridZ, blockX, blockY, blockZ, register
 def test_launch_dimensions_wait_until_read_and_are_the_files(path: Path) -> None:
     """A SQLite export's kernels leave their launch dimensions and graph node ids undecoded
     through the read, its checks and what a compare reads (runs/deferred.py's Partial); asked
-    for, they are the file's, row for row (kernels in start order, ties in file order)."""
+    for, they are the file's, row for row (kernels in start order, ties in file order); so are
+    the API calls' return values and kinds, read when the api_calls table is built."""
     run = load(path)
     lean = ["device_id", "stream_id", "start_ns", "end_ns", "name", "launch_start_ns"]
     assert run.read("kernels", lean).num_rows == run.read("kernels", ["start_ns"]).num_rows
@@ -505,6 +506,17 @@ def test_launch_dimensions_wait_until_read_and_are_the_files(path: Path) -> None
     want = _sql(path, f"SELECT {LATER_SQL} FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid")
     assert [tuple(r.values()) for r in got] == want
     assert "kernels" not in run.tables._later  # type: ignore[attr-defined]
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in _tables(path):
+        return
+    # the API calls' return values and kinds, likewise read when their table is built
+    api = run.table("api_calls")
+    want_api = _sql(
+        path,
+        "SELECT returnValue, CASE eventClass WHEN 1 THEN 'driver' ELSE 'runtime' END "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start, rowid",
+    )
+    got_api = zip(api.column("return_value").to_pylist(), api.column("api_kind").to_pylist())
+    assert list(got_api) == want_api
 
 
 def test_an_export_changed_or_gone_before_its_launch_dimensions_are_read(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from tracediff.parse.nsys import events, graph_nodes
 from tracediff.parse.nsys.columns import Strings
 from tracediff.parse.nsys.nvtx import nvtx_table
 from tracediff.parse.nsys.schema import (
+    API_LATER,
     COPY_KINDS,
     ENUM_COLS,
     GPU,
@@ -101,11 +102,14 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     ]  # fmt: skip
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
-    # a SQLite export's kernel columns a compare never reads wait till asked for (`_later`;
-    # the launch stacks of CUDA graph nodes ask at once, where there are function-trace ranges)
+    # a SQLite export's kernel and API columns a compare never reads wait till asked for
+    # (`_later`; the launch stacks of CUDA graph nodes ask at once, where there are
+    # function-trace ranges)
     wait = isinstance(source, SqliteSource)
     if wait:
         kern_read = Read(KERNEL, {c: t for c, t in KERNEL_COLS.items() if c not in KERNEL_LATER})
+        assert reads[7].table == RUNTIME
+        reads[7] = Read(RUNTIME, {c: t for c, t in RUNTIME_COLS.items() if c not in API_LATER})
     with ThreadPoolExecutor(1) as pool:
         # SQLite pages: the kernel table, the biggest read, decodes in the background (GIL
         # released) while the other tables are read and built here. Other sources read once.
@@ -116,6 +120,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         (meta, strs, start, ecopy, emem, payload, gpu, api, cp, ms, sync, nvtx,
          cuda_ev, sysenv, nodes) = got  # fmt: skip
         strings = Strings(strs)
+        api_later = _later(path, RUNTIME, API_LATER, api.height, "API call") if wait else None
         # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
         clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
         api_names = strings.with_values(clean)
@@ -129,7 +134,9 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         tables: dict[str, pa.Table | Build] = {
             "memops": memops_table(cp, ms, keys, api_names, copy_kinds, mem_kinds),
             # built on first use (runs/deferred.py): a report-only compare reads none of these
-            "api_calls": lambda: api_calls_table(api, api_names),
+            "api_calls": lambda: api_calls_table(
+                pl.concat([api, api_later()], how="horizontal") if api_later else api, api_names
+            ),
             "nvtx_ranges": nvtx_table(nvtx, strings, payload, warnings, str(path)),
             "syncs": lambda: syncs_table(sync),
             "cuda_events": lambda: events.cuda_events_table(
@@ -139,7 +146,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         if kern_job is not None:
             (kern,) = kern_job.result()
     seen = pl.concat([f["deviceId"].drop_nulls().unique() for f in (kern, cp, ms)])
-    later = _later(path, kern.height) if wait else None
+    later = _later(path, KERNEL, ("start", *KERNEL_LATER), kern.height, "kernel") if wait else None
     tables["kernels"] = kernels_table(kern, keys, strings, api_names, later)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
@@ -276,27 +283,31 @@ TABLES_READ = (
 )  # fmt: skip
 
 
-def _later(path: Path, rows: int) -> Callable[[], pl.DataFrame]:
-    """What reads the `KERNEL_LATER` columns of the SQLite export at `path` (and `start`, their
-    order) when they are first needed: the file read again by a source of its own, which must
-    find the `rows` kernels it held (else InputError)."""
+def _later(
+    path: Path, table: str, cols: tuple[str, ...], rows: int, what: str
+) -> Callable[[], pl.DataFrame]:
+    """What reads `cols` of `table` of the SQLite export at `path` (in file order) when they are
+    first needed: the file read again by a source of its own, which must find the `rows` rows it
+    held (else InputError)."""
 
     def read() -> pl.DataFrame:
-        cols = {c: KERNEL_COLS[c] for c in ("start", *KERNEL_LATER)}
         again = SqliteSource(path)  # gone: InputError, "cannot read"
         try:
-            (got,) = again.read([Read(KERNEL, cols)])
+            (got,) = again.read([Read(table, {c: _COLS[table][c] for c in cols})])
         finally:
             again.close()
         if got.height != rows:
             raise InputError(
-                f"{path}: its kernel table changed while tracediff read it "
-                f"({got.height} kernels, {rows} before)",
+                f"{path}: its {what} table changed while tracediff read it "
+                f"({got.height} rows, {rows} before)",
                 "run the command again once the export is finished",
             )
         return got
 
     return read
+
+
+_COLS = {KERNEL: KERNEL_COLS, RUNTIME: RUNTIME_COLS}
 
 
 def _overlap(source: Source) -> bool:

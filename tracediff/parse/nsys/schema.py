@@ -62,6 +62,9 @@ first needed (reader.py; runs/deferred.py's `Partial`)."""
 RUNTIME_COLS = ints(
     "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"
 )
+API_LATER = ("eventClass", "returnValue")
+"""CUDA API columns only the `api_calls` table reads (which a report's `compare` never builds):
+from a SQLite export they are decoded when it is built (reader.py)."""
 _MEM_COLS = ints(
     "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "graphNodeId"
 )
