@@ -130,8 +130,12 @@ def contributions(long: pl.DataFrame, coll: pl.DataFrame, cyc: pl.DataFrame) -> 
     key = ["side", "cycle", "kind", "name", "phase", "device_id"]
     on = ["side", "cycle", "device_id"]
 
+    every = crit.height == cyc.height  # one GPU a cycle: every row is on its critical GPU
+
     def critical(f: pl.DataFrame) -> pl.DataFrame:
-        return f.with_columns(pl.col("device_id").cast(pl.Int32)).join(crit, on=on, how="semi")
+        f = f.with_columns(pl.col("device_id").cast(pl.Int32))
+        # (the files' rows are of their cycles' GPUs: all kept, not copied by a join)
+        return f if every else f.join(crit, on=on, how="semi")
 
     parts = [critical(long).select(*key, "value_ns", "count")] if long.height else []
     if coll.height:
