@@ -515,7 +515,9 @@ def test_launch_dimensions_wait_until_read_and_are_the_files(path: Path) -> None
         "SELECT returnValue, CASE eventClass WHEN 1 THEN 'driver' ELSE 'runtime' END "
         "FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start, rowid",
     )
-    got_api = zip(api.column("return_value").to_pylist(), api.column("api_kind").to_pylist())
+    got_api = zip(
+        api.column("return_value").to_pylist(), api.column("api_kind").to_pylist(), strict=True
+    )
     assert list(got_api) == want_api
 
 
