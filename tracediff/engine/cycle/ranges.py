@@ -141,14 +141,18 @@ def _tagged(ops: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     if order is None:
         order = np.lexsort([op, end, start, device])
     elif len(op) == ops.height and order[-1] == len(op) - 1 and (np.diff(order) == 1).all():
-        # every op, already in that order (one device, or a run file's device-major kernels,
-        # runs/runfile.py): no gather
-        return ops.with_columns(tags["cycle"], tags["phase"])
-    if "stream_id" not in ops.columns:  # a lean frame: what only the cut read stays behind
-        ops = ops.drop(_CUT_ONLY, strict=False)
+        # every op, already in that order (one device, a run file's device-major kernels,
+        # runs/runfile.py, or ops put in order before the cut, engine/ops.py): no gather
+        return _lean(ops).with_columns(tags["cycle"], tags["phase"])
+    ops = _lean(ops)
     # a uint32 index, polars' own: an int64 one is converted and bounds-checked first
     at = pl.Series("_at", op[order].astype(np.uint32, copy=False))
     return ops[at].with_columns(tags["cycle"].gather(order), tags["phase"].gather(order))
+
+
+def _lean(ops: pl.DataFrame) -> pl.DataFrame:
+    """A lean frame (no stream ids) without what only the cut read (`_CUT_ONLY`)."""
+    return ops if "stream_id" in ops.columns else ops.drop(_CUT_ONLY, strict=False)
 
 
 def _by_device(

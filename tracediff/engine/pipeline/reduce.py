@@ -32,7 +32,7 @@ from tracediff.engine.cycle import correspond
 from tracediff.engine.cycle import find as cycles
 from tracediff.engine.cycle.period import RuleMismatch
 from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
-from tracediff.engine.ops import gpu_ops_counted
+from tracediff.engine.ops import gpu_ops_counted, in_device_order
 from tracediff.engine.pipeline import collsum
 from tracediff.engine.statistics import attribute as at
 from tracediff.runs.runfile import Run
@@ -195,6 +195,7 @@ def reduce_file(task: FileTask) -> Reduced:
     run = open_source(task.source)
     # ops not kept and no slice asked for: nothing reads their stream, graph node or grid/block
     ops, dropped = gpu_ops_counted(run, lean=not task.keep_ops and task.only is None)
+    ops = in_device_order(ops)
     run.release()  # the run file's pages of the kernel table: read, no longer needed
     info = Run(tables={}, metadata=dict(run.metadata), warnings=list(run.warnings))
     out = Reduced(task.side, task.index, info, dropped=dropped)
