@@ -535,3 +535,27 @@ def test_an_export_changed_or_gone_before_its_launch_dimensions_are_read(tmp_pat
     f.unlink()
     with pytest.raises(InputError, match=r"run\.sqlite: cannot read"):
         gone.table("kernels")
+
+
+def test_an_export_read_under_another_name_is_read_whole(tmp_path: Path) -> None:
+    """An export read for another file (nsys's export of a report, in a temporary folder gone
+    once read) cannot be read again: its kernels and API calls are read whole at once."""
+    from tracediff.parse.nsys.reader import read_nsys
+
+    f = tmp_path / "export.sqlite"
+    shutil.copy(DATA / "h200" / "g_good.sqlite", f)
+    src = SqliteSource(f)
+    try:
+        run = read_nsys(src, tmp_path / "report.nsys-rep", "nsys-rep")
+    finally:
+        src.close()
+    f.unlink()
+    assert "kernels" not in run.tables._later  # type: ignore[attr-defined]
+    want = _sql(DATA / "h200" / "g_good.sqlite", "SELECT gridX FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    assert sorted(run.table("kernels").column("grid_x").to_pylist()) == sorted(r[0] for r in want)
+    assert (
+        run.table("api_calls").num_rows
+        == _sql(
+            DATA / "h200" / "g_good.sqlite", "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        )[0][0]
+    )

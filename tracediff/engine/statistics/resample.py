@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracediff.base import blocks
+
 try:
     from tracediff.engine.statistics import multinomial
 except ImportError:  # not built (no C compiler): numpy's draws, the same numbers
@@ -29,7 +31,8 @@ def multinomial_rows(
     # draws or refuses itself
     plain = p.ndim == 1 and len(p) and bool(np.all(p >= 0)) and float(p[:-1].sum()) <= 1 - 1e-9
     if multinomial is not None and isinstance(n, int) and n >= 0 and plain and rows > 0:
-        out = np.zeros((rows, len(p)), np.int64 if per is None else np.float64)
+        # pages a freed block held, where there is one (base/blocks.py): ~44 MB a side
+        out = blocks.zeroed((rows, len(p)), np.int64 if per is None else np.float64)
         with bits.lock:
             saved = bits.state
             done = multinomial.draws(bits.capsule, n, p, out, float(per or 0))

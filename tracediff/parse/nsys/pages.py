@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from tracediff.base import blocks
+
 try:
     from tracediff.parse.nsys import _sqlite_pages as _native
 except ImportError:  # pragma: no cover - built by `pip install` wherever a compiler exists
@@ -136,7 +138,7 @@ def _arena(shapes: list[tuple[int, type]]) -> list[np.ndarray]:
     ~1,000 4 KiB page faults (~10 us apiece on this VM)."""
     sizes = [n * np.dtype(t).itemsize for n, t in shapes]
     offsets = np.concatenate([[0], np.cumsum([-(-b // 64) * 64 for b in sizes])]).tolist()
-    block = np.empty(int(offsets[-1]) + 64, np.uint8)
+    block = blocks.take(int(offsets[-1]) + 64)  # a freed block's pages again (base/blocks.py)
     first = -block.ctypes.data % 64
     return [
         block[first + a : first + a + b].view(t)

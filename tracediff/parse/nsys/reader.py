@@ -103,9 +103,10 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     kern_read = reads.pop(7)
     assert kern_read.table == KERNEL
     # a SQLite export's kernel and API columns a compare never reads wait till asked for
-    # (`_later`; the launch stacks of CUDA graph nodes ask at once, where there are
-    # function-trace ranges)
-    wait = isinstance(source, SqliteSource)
+    # (`_later`, which reads `path` again: not for an export nsys made of a report, in a
+    # temporary folder gone after this; the launch stacks of CUDA graph nodes ask at once,
+    # where there are function-trace ranges)
+    wait = isinstance(source, SqliteSource) and source.src == str(path)
     if wait:
         kern_read = Read(KERNEL, {c: t for c, t in KERNEL_COLS.items() if c not in KERNEL_LATER})
         assert reads[7].table == RUNTIME
@@ -145,7 +146,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         }
         if kern_job is not None:
             (kern,) = kern_job.result()
-    seen = pl.concat([f["deviceId"].drop_nulls().unique() for f in (kern, cp, ms)])
+    seen = pl.concat([f["deviceId"].drop_nulls().unique().cast(pl.Int64) for f in (kern, cp, ms)])
     later = _later(path, KERNEL, ("start", *KERNEL_LATER), kern.height, "kernel") if wait else None
     tables["kernels"] = kernels_table(kern, keys, strings, api_names, later)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))

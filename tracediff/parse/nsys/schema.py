@@ -47,11 +47,12 @@ def ints(*names: str) -> dict[str, pl.DataType]:
 
 
 KERNEL_COLS = ints(
-    "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
-    "shortName", "graphNodeId",
-) | {  # int32 as in the run file (and in nsys's Parquet): no cast there and back
-    c: pl.Int32() for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-                            "registersPerThread", "staticSharedMemory", "dynamicSharedMemory")
+    "start", "end", "streamId", "correlationId", "globalPid", "graphNodeId",
+) | {  # int32 as in the run file (and in nsys's Parquet): no cast there and back; the name ids
+    # as the name columns' dictionary indices are (columns.Strings.lookup)
+    c: pl.Int32() for c in ("deviceId", "demangledName", "shortName", "gridX", "gridY", "gridZ",
+                            "blockX", "blockY", "blockZ", "registersPerThread",
+                            "staticSharedMemory", "dynamicSharedMemory")
 }  # fmt: skip
 KERNEL_LATER = (
     "graphNodeId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
@@ -59,9 +60,10 @@ KERNEL_LATER = (
 )  # fmt: skip
 """Kernel columns a report's `compare` never reads: from a SQLite export they are decoded when
 first needed (reader.py; runs/deferred.py's `Partial`)."""
-RUNTIME_COLS = ints(
-    "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue"
-)
+RUNTIME_COLS = ints("start", "end", "eventClass", "globalTid", "correlationId") | {
+    "nameId": pl.Int32(),  # a dictionary index, as the launches' `launch_api` (Strings.lookup)
+    "returnValue": I64,
+}
 API_LATER = ("eventClass", "returnValue")
 """CUDA API columns only the `api_calls` table reads (which a report's `compare` never builds):
 from a SQLite export they are decoded when it is built (reader.py)."""
