@@ -13,8 +13,10 @@ their own mapping and unmaps it when the array dies, so the second side's decode
 sizes as the first's) and the weights (made after both) fault in fresh pages again. Here a
 block's mapping outlives its array: `take` hands out a uint8 array over a mapping from the pool
 (the smallest that fits) or a new one; when the last view of that array dies, the mapping goes
-back to the pool (at most `KEEP` bytes of them; past that, unmapped as before). A block from the
-pool holds what its last user wrote: callers write every byte they read (`zeroed` clears).
+back to the pool (at most `KEEP` bytes of them; past that, unmapped as before). Where no freed
+block is big enough, the largest of at least half the size is grown (mremap keeps its pages).
+A block from the pool holds what its last user wrote: callers write every byte they read
+(`zeroed` clears).
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ def _give_back(block: mmap.mmap) -> None:
             _free.append(block)
 
 
+def _advise(block: mmap.mmap) -> None:
+    if hasattr(mmap, "MADV_HUGEPAGE"):  # huge pages, as numpy advises its own big arrays
+        try:
+            block.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+
+
 def take(nbytes: int) -> np.ndarray:
     """A uint8 array of `nbytes` (contents left as the last user wrote them), over a pooled
     mapping where the request is big (module doc), else a plain numpy array."""
@@ -52,17 +62,21 @@ def take(nbytes: int) -> np.ndarray:
         return np.empty(nbytes, np.uint8)
     with _lock:
         fits = [b for b in _free if len(b) >= nbytes]
-        block = min(fits, key=len) if fits else None
+        # none fits: the largest of at least half the size, grown (its pages kept, mremap)
+        near = [b for b in _free if len(b) >= nbytes // 2]
+        block = min(fits, key=len) if fits else max(near, key=len) if near else None
         if block is not None:
             _free.remove(block)
+    if block is not None and len(block) < nbytes:
+        try:
+            block.resize(nbytes)
+            _advise(block)
+        except (BufferError, OSError, SystemError, ValueError):  # still exported, or refused
+            block = None
     if block is None:
         # private: a shared anonymous mapping is shmem, which gets no huge pages
         block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_HUGEPAGE"):  # as numpy advises its own big arrays
-            try:
-                block.madvise(mmap.MADV_HUGEPAGE)
-            except OSError:
-                pass
+        _advise(block)
     arr = np.frombuffer(block, np.uint8, count=nbytes)
     # every view of `arr` keeps `arr` alive (numpy views point at it): when it dies, none is left
     weakref.finalize(arr, _give_back, block)

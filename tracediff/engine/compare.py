@@ -34,7 +34,7 @@ from tracediff.engine.pipeline.join import join
 from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.statistics import attribute as at
-from tracediff.runs.runfile import Run
+from tracediff.runs.runfile import Reread, Run, let_go
 
 if TYPE_CHECKING:
     from tracediff.engine.pipeline.rankrun import RankRun
@@ -111,6 +111,9 @@ def compare(
         done = [redone[p.index] if p.side == "base" else p for p in done]
     for p in done:
         p.seg_warnings += [w for w in notes[(p.side, p.index)] if w not in p.seg_warnings]
+    if not one:  # every per-file stage is done: the runs read here need not be held
+        for s in (*bases, *heads):
+            _let_go(s)
     parts_b = [p for p in done if p.side == "base"]
     parts_h = [p for p in done if p.side == "head"]
     ops = _kept_ops(parts_b, parts_h) if one else None
@@ -208,6 +211,21 @@ def _ranked(source: object) -> bool:
     from tracediff.engine.pipeline.rankrun import RankRun
 
     return isinstance(source, RankRun)
+
+
+def _let_go(source: Source) -> None:
+    """A run parsed from a report in this process, reduced: its tables let go, read again from
+    the report only if something asks for them (runs/runfile.let_go; the TUI's events of a run
+    set). A run file's tables are memory-mapped pages: kept, as are runs read from elsewhere."""
+    from tracediff.parse import load
+
+    if not isinstance(source, Run) or isinstance(source, Reread):
+        return
+    where = source.metadata.get("source")
+    if source.metadata.get("run_file") or not where or not Path(where).is_file():
+        return
+    path = Path(where)
+    let_go(source, lambda: load(path))
 
 
 def _open(source: Source) -> Run:

@@ -95,6 +95,10 @@ class Deferred(dict[str, pa.Table]):
         table = self[name]
         return table if columns is None else table.select(columns)
 
+    def names(self) -> list[str]:
+        """The tables' names in their first order, building none."""
+        return list(self._order)
+
     def get(self, name: str, default: Any = None) -> Any:
         return self[name] if name in self else default
 

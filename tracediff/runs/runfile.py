@@ -30,10 +30,12 @@ checksums existed still read; for them a change inside a value cannot be detecte
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import os
 import struct
 import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -162,6 +164,25 @@ class Reread(Run):
     def reread(self) -> bool:
         """Whether the tables were read again."""
         return self._loaded
+
+
+def let_go(run: Run, read: Callable[[], Run]) -> None:
+    """`run`'s tables dropped in place (whoever holds the run keeps holding it, not them): a
+    table asked for later is read again, every table at once, by `read` (engine/compare.py: a
+    report's run once its per-file stage is done, so that its ~0.2 GB a side at 0.9 M kernels is
+    not held through the join)."""
+    tables = run.tables
+    names = tables.names() if isinstance(tables, Deferred) else list(tables)
+    again: list[Run] = []
+    lock = threading.Lock()
+
+    def table(name: str) -> pa.Table:
+        with lock:
+            if not again:
+                again.append(read())
+        return again[0].table(name)
+
+    run.tables = Deferred({name: functools.partial(table, name) for name in names})
 
 
 def write_run(

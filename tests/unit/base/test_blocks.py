@@ -67,3 +67,18 @@ def test_small_requests_and_a_full_pool_are_plain(monkeypatch: pytest.MonkeyPatc
     del a
     gc.collect()
     assert blocks._free == []
+
+
+def test_a_freed_block_a_little_too_small_is_grown_with_its_pages() -> None:
+    a = blocks.take(BIG)
+    a[:8] = 5
+    del a
+    gc.collect()
+    b = blocks.take(BIG + (BIG // 4))
+    assert len(b) == BIG + BIG // 4 and (b[:8] == 5).all()  # grown in place: the same pages
+    b[-1] = 1  # the grown tail is there to write
+    del b
+    gc.collect()
+    assert len(blocks._free) == 1
+    c = blocks.take(3 * BIG)  # more than twice the freed one: a new block
+    assert not c[:8].any() and len(blocks._free) == 1

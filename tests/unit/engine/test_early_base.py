@@ -86,3 +86,20 @@ def test_the_early_base_carries_its_final_label(tmp_path: Path, labelled: bool) 
     )
     assert sides.first.info.label == sides.bases[0].label
     assert sides.first.info.label == ("a/run.json" if labelled else "k.json")
+
+
+def test_heads_report_is_let_go_once_reduced_and_read_again_if_asked() -> None:
+    """Once every per-file stage is done, a report's run holds no table through the join
+    (runs/runfile.py `let_go`); a table asked for afterwards is the report's, read again. With
+    its ops kept (the TUI, what-if), the run keeps its tables."""
+    from tracediff.parse import load
+    from tracediff.runs.deferred import Deferred
+
+    sides = load_sides(K_GOOD, K_BAD, "auto", lambda _: None)
+    head = sides.heads[0]
+    compare(sides.bases, sides.heads, n_boot=50, keep_ops=False, first=sides.first)
+    assert isinstance(head.tables, Deferred) and dict.__len__(head.tables) == 0
+    assert head.table("kernels").equals(load(K_BAD).table("kernels"))
+    kept = load_sides(K_GOOD, K_BAD, "auto", lambda _: None)
+    compare(kept.bases, kept.heads, n_boot=50, keep_ops=True)
+    assert dict.__len__(kept.heads[0].tables) > 0

@@ -104,3 +104,22 @@ def test_rest_of_other_rows_is_refused() -> None:
     )
     with pytest.raises(ValueError, match="1 rows made later for 2"):
         p()
+
+
+def test_let_go_drops_the_tables_and_reads_them_again_once_when_asked() -> None:
+    from tracediff.runs.runfile import Run, let_go
+
+    made = {"kernels": pa.table({"x": [1, 2]}), "memops": pa.table({"y": [3]})}
+    run = Run(tables=Deferred({**made, "later": lambda: pa.table({"z": [4]})}), metadata={})
+    reads: list[int] = []
+
+    def read() -> Run:
+        reads.append(1)
+        return Run(tables=dict(made, later=pa.table({"z": [4]})), metadata={})
+
+    let_go(run, read)
+    assert isinstance(run.tables, Deferred) and run.tables.names() == ["kernels", "memops", "later"]
+    assert reads == [] and not dict.__len__(run.tables)  # nothing held, nothing read yet
+    assert run.table("kernels").equals(made["kernels"]) and reads == [1]
+    assert run.table("memops").equals(made["memops"]) and run.table("later")["z"].to_pylist() == [4]
+    assert reads == [1]  # one read for every table
