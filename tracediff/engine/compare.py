@@ -12,6 +12,7 @@ plus the tables, not of all its runs. Runs without GPU operations go to engine/h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -103,17 +104,11 @@ def compare(
              for p in done}  # fmt: skip
     done, fallback = _cut_or_whole(done, bases, heads, one, run_ex, say)
     done, tpl = _final_templates(done, bases, heads, run_ex, say)
-    carry = al.carried([p.slot_changes for p in done if p.side == "head"])
-    if carry:  # head renamed an op in every cycle: base's ops in its slot take head's name
-        again = [replace(_task_of(p, bases, heads, tpl, carry), keep_ops=one)
-                 for p in done if p.side == "base"]  # fmt: skip
-        redone = {p.index: p for p in run_ex.map(again, say)}
-        done = [redone[p.index] if p.side == "base" else p for p in done]
+    done, carry = _carried(done, bases, heads, tpl, one, run_ex, say)
     for p in done:
         p.seg_warnings += [w for w in notes[(p.side, p.index)] if w not in p.seg_warnings]
     if not one:  # every per-file stage is done: the runs read here need not be held
-        for s in (*bases, *heads):
-            _let_go(s)
+        _let_go([*bases, *heads])
     parts_b = [p for p in done if p.side == "base"]
     parts_h = [p for p in done if p.side == "head"]
     ops = _kept_ops(parts_b, parts_h) if one else None
@@ -213,19 +208,40 @@ def _ranked(source: object) -> bool:
     return isinstance(source, RankRun)
 
 
-def _let_go(source: Source) -> None:
-    """A run parsed from a report in this process, reduced: its tables let go, read again from
+def _carried(
+    done: list[Reduced],
+    bases: list[Source],
+    heads: list[Source],
+    tpl: dict[int, al.DeviceTemplate],
+    one: bool,
+    run_ex: ex.Executor,
+    say: Callable[[str], None],
+) -> tuple[list[Reduced], dict[tuple[int, int], str]]:
+    """Where head renamed an op in every cycle, base's runs again, base's ops in its slot
+    taking head's name; and what was carried (align.carried)."""
+    carry = al.carried([p.slot_changes for p in done if p.side == "head"])
+    if not carry:
+        return done, carry
+    again = [replace(_task_of(p, bases, heads, tpl, carry), keep_ops=one)
+             for p in done if p.side == "base"]  # fmt: skip
+    redone = {p.index: p for p in run_ex.map(again, say)}
+    return [redone[p.index] if p.side == "base" else p for p in done], carry
+
+
+def _let_go(sources: list[Source]) -> None:
+    """Runs parsed from reports in this process, reduced: their tables let go, read again from
     the report only if something asks for them (runs/runfile.let_go; the TUI's events of a run
     set). A run file's tables are memory-mapped pages: kept, as are runs read from elsewhere."""
     from tracediff.parse import load
 
-    if not isinstance(source, Run) or isinstance(source, Reread):
-        return
-    where = source.metadata.get("source")
-    if source.metadata.get("run_file") or not where or not Path(where).is_file():
-        return
-    path = Path(where)
-    let_go(source, lambda: load(path))
+    for source in sources:
+        if not isinstance(source, Run) or isinstance(source, Reread):
+            continue
+        where = source.metadata.get("source")
+        if source.metadata.get("run_file") or not where or not Path(where).is_file():
+            continue
+        path = Path(where)
+        let_go(source, functools.partial(load, path))
 
 
 def _open(source: Source) -> Run:
