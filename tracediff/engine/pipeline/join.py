@@ -157,7 +157,10 @@ def contributions(long: pl.DataFrame, coll: pl.DataFrame, cyc: pl.DataFrame) -> 
             ),
         ]
     parts.append(attribute.overlap(cyc, key))
-    text = [pl.col(c).cast(pl.String) for c in ("side", "kind", "name", "phase")]
+    # categorical: a few hundred names, not a string a row (400 k rows at x500); the statistics
+    # turn the distinct keys into text (statistics/stats.py)
+    text = [pl.col(c).cast(pl.Categorical) for c in ("kind", "name", "phase")]
+    text.append(pl.col("side").cast(pl.String))
     return pl.concat(
         [p.select(*key, "value_ns", "count").with_columns(text) for p in parts],
         how="vertical_relaxed",

@@ -289,7 +289,8 @@ def _reduce(out: Reduced, ops: pl.DataFrame, cyc: pl.DataFrame) -> None:
         .alias("name"),
         pl.lit("gap").alias("kind"),
     )
-    text = [pl.col(c).cast(pl.String) for c in ("kind", "name", "phase")]
+    # categorical (one mapping a process: rank files' are too, rankunit.py): no string a row
+    text = [pl.col(c).cast(pl.Categorical) for c in ("kind", "name", "phase")]
     cols = ["cycle", "kind", "name", "phase", "device_id", "value_ns", "count"]
     long = pl.concat(
         [p.select(cols).with_columns(text) for p in (plain, gaps)], how="vertical_relaxed"

@@ -80,6 +80,7 @@ def per_cycle_stats(
     side's sum of `count` (`_cb`, `_ch`; null where the side has no row of the key)."""
     pivot = _pivot(long, keys, cycles_b, cycles_h, counts)
     if pivot is None:  # codes that do not fit, cycles listed twice: polars' joins
+        long = _as_text(long, keys)
         key_order = (
             long.select(keys)
             .unique()
@@ -133,7 +134,8 @@ def _pivot(
     if got is None:
         return None
     group, first, k, _ = got
-    order = long.select(keys)[first].with_row_index("_g").sort(keys)  # `unique().sort(keys)`'s
+    # `unique().sort(keys)`'s order, of the text (a categorical sorts by its codes otherwise)
+    order = _as_text(long.select(keys)[first], keys).with_row_index("_g").sort(keys)
     rank = np.empty(k, np.int64)
     rank[order["_g"].to_numpy()] = np.arange(k)
     row_k = rank[group]
@@ -158,6 +160,14 @@ def _pivot(
             absent = np.flatnonzero(np.bincount(keyed, minlength=k) == 0)
             sums.append(pl.Series(col, total.astype(np.int64)).scatter(absent, None))
     return key_order.with_columns(sums), mats[0], mats[1]
+
+
+def _as_text(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """`frame` with its categorical `keys` as text: the keys' order and what they are joined to
+    (the contributions' names come categorical from the files, engine/pipeline/join.py)."""
+    schema = frame.schema
+    cats = [k for k in keys if isinstance(schema[k], (pl.Categorical, pl.Enum))]
+    return frame.with_columns(pl.col(cats).cast(pl.String)) if cats else frame
 
 
 def _columns(listed: np.ndarray, cycle: np.ndarray) -> np.ndarray | None:
