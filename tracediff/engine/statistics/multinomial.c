@@ -34,6 +34,8 @@ typedef struct {
     uint64_t (*next_raw)(void *st);
 } bitgen_t;
 
+#define SMALL 16 /* counts below this take their weight from a table (`draws`) */
+
 /* a category's draw: binomial(n, p) by inversion, with p <= 0.5 (q = 1 - p, log_q = log(q);
  * the caller takes n - X where it flipped the category's probability). The set-up numpy makes
  * per draw: P(X = 0) = exp(n log q), and the bound past which the search starts again,
@@ -105,6 +107,9 @@ static PyObject *draws(PyObject *self, PyObject *args) {
         cache[3 * j + 1] = 1.0 - pp;
         cache[3 * j + 2] = log(1.0 - pp);
     }
+    /* the weights of the counts a draw gives almost always: the same division, made once */
+    double small[SMALL];
+    for (int i = 0; i < SMALL; i++) small[i] = per > 0 ? (double)i / per : 0.0;
     Py_ssize_t row = 0;
     Py_BEGIN_ALLOW_THREADS;
     for (; row < rows; row++) {
@@ -125,7 +130,7 @@ static PyObject *draws(PyObject *self, PyObject *args) {
                 if (!(p <= 0.5)) x = dn - x;
             }
             if (per > 0)
-                w[j] = (double)x / per;
+                w[j] = x < SMALL ? small[x] : (double)x / per;
             else
                 m[j] = x;
             dn -= x;
