@@ -35,7 +35,6 @@ import mmap
 import os
 import struct
 import tempfile
-import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -173,16 +172,8 @@ def let_go(run: Run, read: Callable[[], Run]) -> None:
     not held through the join)."""
     tables = run.tables
     names = tables.names() if isinstance(tables, Deferred) else list(tables)
-    again: list[Run] = []
-    lock = threading.Lock()
-
-    def table(name: str) -> pa.Table:
-        with lock:
-            if not again:
-                again.append(read())
-        return again[0].table(name)
-
-    run.tables = Deferred({name: functools.partial(table, name) for name in names})
+    again = Reread(run, read)  # reads once, on its first table (Deferred builds one at a time)
+    run.tables = Deferred({name: functools.partial(again.table, name) for name in names})
 
 
 def write_run(

@@ -108,9 +108,9 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     # where there are function-trace ranges)
     wait = isinstance(source, SqliteSource) and source.src == str(path)
     if wait:
-        kern_read = Read(KERNEL, {c: t for c, t in KERNEL_COLS.items() if c not in KERNEL_LATER})
+        kern_read = Read(KERNEL, _of(KERNEL_COLS, KERNEL_LATER, keep=False))
         assert reads[7].table == RUNTIME
-        reads[7] = Read(RUNTIME, {c: t for c, t in RUNTIME_COLS.items() if c not in API_LATER})
+        reads[7] = Read(RUNTIME, _of(RUNTIME_COLS, API_LATER, keep=False))
     with ThreadPoolExecutor(1) as pool:
         # SQLite pages: the kernel table, the biggest read, decodes in the background (GIL
         # released) while the other tables are read and built here. Other sources read once.
@@ -121,7 +121,11 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         (meta, strs, start, ecopy, emem, payload, gpu, api, cp, ms, sync, nvtx,
          cuda_ev, sysenv, nodes) = got  # fmt: skip
         strings = Strings(strs)
-        api_later = _later(path, RUNTIME, API_LATER, api.height, "API call") if wait else None
+        api_later = (
+            _later(path, Read(RUNTIME, _of(RUNTIME_COLS, API_LATER)), api.height, "API call")
+            if wait
+            else None
+        )
         # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
         clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
         api_names = strings.with_values(clean)
@@ -147,7 +151,13 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
         if kern_job is not None:
             (kern,) = kern_job.result()
     seen = pl.concat([f["deviceId"].drop_nulls().unique().cast(pl.Int64) for f in (kern, cp, ms)])
-    later = _later(path, KERNEL, ("start", *KERNEL_LATER), kern.height, "kernel") if wait else None
+    later = (
+        _later(
+            path, Read(KERNEL, _of(KERNEL_COLS, ("start", *KERNEL_LATER))), kern.height, "kernel"
+        )
+        if wait
+        else None
+    )
     tables["kernels"] = kernels_table(kern, keys, strings, api_names, later)
     tables["devices"] = devices_table(gpu, seen, GPU in have, warnings, str(path))
     order = ("kernels", "memops", "api_calls", "nvtx_ranges", "devices", "syncs", "cuda_events")
@@ -284,17 +294,15 @@ TABLES_READ = (
 )  # fmt: skip
 
 
-def _later(
-    path: Path, table: str, cols: tuple[str, ...], rows: int, what: str
-) -> Callable[[], pl.DataFrame]:
-    """What reads `cols` of `table` of the SQLite export at `path` (in file order) when they are
-    first needed: the file read again by a source of its own, which must find the `rows` rows it
-    held (else InputError)."""
+def _later(path: Path, wanted: Read, rows: int, what: str) -> Callable[[], pl.DataFrame]:
+    """What makes the `wanted` read of the SQLite export at `path` (rows in file order) when its
+    columns are first needed: the file read again by a source of its own, which must find the
+    `rows` rows it held (else InputError)."""
 
     def read() -> pl.DataFrame:
         again = SqliteSource(path)  # gone: InputError, "cannot read"
         try:
-            (got,) = again.read([Read(table, {c: _COLS[table][c] for c in cols})])
+            (got,) = again.read([wanted])
         finally:
             again.close()
         if got.height != rows:
@@ -308,7 +316,11 @@ def _later(
     return read
 
 
-_COLS = {KERNEL: KERNEL_COLS, RUNTIME: RUNTIME_COLS}
+def _of(
+    cols: dict[str, pl.DataType], names: tuple[str, ...], keep: bool = True
+) -> dict[str, pl.DataType]:
+    """`cols` (a read's columns and types) of `names` only, or (`keep` False) without them."""
+    return {c: t for c, t in cols.items() if (c in names) == keep}
 
 
 def _overlap(source: Source) -> bool:
