@@ -110,3 +110,27 @@ def test_capture_and_its_errors_need_no_data_libraries(tmp_path) -> None:  # typ
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("tracediff: error: ") and len(lines) <= 3, proc.stderr
+
+
+_MODULES_AFTER = r"""
+import sys
+from tracediff.cli import main
+code = main(sys.argv[1:])
+print(code, *sorted(m for m in sys.modules if m.startswith("tracediff.commands.")))
+"""
+
+
+def test_a_command_builds_and_imports_only_its_own_parser() -> None:
+    """Start-up is part of every command's time: `tracediff compare` imports no other
+    subcommand's module (cli.build_parser builds the options of the one asked for, ~15 ms)."""
+    data = "tests/data/h200"
+    argv = ["compare", f"{data}/g_good.sqlite", f"{data}/g_bad.sqlite", "--format", "json"]
+    r = subprocess.run(
+        [sys.executable, "-c", _MODULES_AFTER, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    code, *loaded = r.stdout.strip().splitlines()[-1].split()
+    assert code == "0", r.stderr
+    assert "tracediff.commands.compare" in loaded
+    others = ("bisect", "capture", "export", "whatif", "parse", "info")
+    assert [m for m in loaded if m.split(".")[2] in others] == [], loaded
