@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tracediff.base.sortedsearch import search_sorted
 from tracediff.engine.groupsum import distinct_rows
 
 MAX_THREADS = 64
@@ -73,7 +74,7 @@ def _search(
             ivs, starts = ivs[order], starts[order]
         every = size == len(at)  # all of them: no copies
         t = at if every else at[ops_in]  # (a slice's: a view)
-        k = np.searchsorted(starts, t, side="right")
+        k = search_sorted(starts, t, side="right")  # (launches in order: one pass)
         k -= 1  # -1: none started by then; it indexes the sentinels below
         ends = np.append(end[ivs], np.iinfo(np.int64).min)
         k[t > ends[k]] = -1  # ended before the launch
