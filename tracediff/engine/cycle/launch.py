@@ -9,7 +9,8 @@ A range launched an op when the op's launch call started inside it: of the range
 thread, the one that started last at or before the launch, if it has not ended by then (the
 ranges of one thread cut at one name do not overlap). Found by a binary search of each op's
 launch start in the start-sorted ranges of its thread (numpy's `searchsorted`, the ops in any
-order: no sort of a million launches, no join), one pass per thread that holds ranges. Where
+order: no sort of a million launches, no join; launches in order, the usual case, turned round:
+base/sortedsearch.py), one pass per thread that holds ranges. Where
 that does not fit (null keys, more threads than `MAX_THREADS`), the same as a polars as-of join.
 """
 
