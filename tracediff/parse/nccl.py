@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.runs import schema
+from tracediff.runs.arrowcols import series
 
 # Kernels that are communication (HTA's rule, plus RCCL/custom all-reduce names).
 COMM_PATTERN = r"^(nccl|rccl|ncclDevKernel|ncclKernel|ncclSym)|cross_device_reduce"
@@ -96,13 +97,10 @@ def _rows_where(
     """Row mask of a string column (null: False); on a dictionary column `test` runs once per
     distinct value, not per row."""
     if pa.types.is_dictionary(col.type):
-        import pyarrow.compute as pc  # late: its import builds ~290 wrappers
-
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        hit = test(pl.Series(arr.dictionary.cast(pa.string()))).to_arrow()
-        mask = pc.take(hit, arr.indices)
-        return pl.Series(mask).fill_null(False)
-    return test(pl.Series(col).cast(pl.String)).fill_null(False)
+        hit = test(series(arr.dictionary).cast(pl.String))
+        return hit.gather(series(arr.indices)).fill_null(False)  # a null index: null, False
+    return test(series(col).cast(pl.String)).fill_null(False)
 
 
 KERNEL_COLUMNS = [
@@ -123,8 +121,7 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
     parts: list[pl.DataFrame] = []
     if kernels.num_rows:
         mask = _comm_rows(kernels.column("name"))
-        k = pl.from_arrow(kernels.select(KERNEL_COLUMNS).filter(mask.to_arrow()))
-        assert isinstance(k, pl.DataFrame)
+        k = pl.DataFrame(kernels.select(KERNEL_COLUMNS)).filter(mask)
     else:
         k = pl.DataFrame()
     if k.height:
@@ -138,15 +135,13 @@ def collectives_from(kernels: pa.Table, nvtx: pa.Table, api: pa.Table | None = N
             dec,
             k.select("correlation_id"),
         ], how="horizontal"))  # fmt: skip
+    n = pl.DataFrame(nvtx)
     if nvtx.num_rows:  # NCCL-domain ranges that are collectives, tested per distinct value
-        keep = (
+        n = n.filter(
             _rows_where(nvtx.column("domain"), lambda s: s == "NCCL")
             & _rows_where(nvtx.column("range_kind"), lambda s: s != "mark")
             & _rows_where(nvtx.column("name"), lambda s: s.str.contains(_NVTX_COLL))
         )
-        nvtx = nvtx.filter(keep.to_arrow())
-    n = pl.from_arrow(nvtx)
-    assert isinstance(n, pl.DataFrame)
     if n.height:
         parts.append(n.select(
             pl.lit("nvtx").alias("source"), "device_id", "process_id",

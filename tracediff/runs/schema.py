@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from tracediff.base.errors import InputError
+from tracediff.runs import arrowcols
 
 FORMAT_VERSION = 2
 """Version of the run-file layout and these schemas. Bump on any incompatible change.
@@ -408,6 +409,21 @@ def empty(table: str) -> pa.Table:
     return TABLES[table].empty_table()
 
 
+def _as(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
+    """`col` cast to `to`, chunk by chunk as Arrow casts; strings to dictionary-encoded or
+    narrow strings without pyarrow.compute (runs/arrowcols.py: what the reader casts)."""
+    text = (pa.string(), pa.large_string())
+    if to == arrowcols.DICT_STRING and col.type in text:
+        return pa.chunked_array(
+            [arrowcols.encoded(arrowcols.series(c)) for c in col.chunks], type=to
+        )
+    if to == pa.string() and col.type == pa.large_string():
+        return pa.chunked_array([arrowcols.narrow(c) for c in col.chunks], type=to)
+    if pa.types.is_dictionary(to) and pa.types.is_dictionary(col.type):
+        return col.cast(to.value_type).cast(to)
+    return col.cast(to)
+
+
 def conform(table: str, data: pa.Table) -> pa.Table:
     """Return `data` with exactly the columns, order and types of schema `table`.
 
@@ -422,10 +438,7 @@ def conform(table: str, data: pa.Table) -> pa.Table:
         if field.name in data.column_names:
             col = data.column(field.name)
             if col.type != field.type:
-                if pa.types.is_dictionary(field.type) and pa.types.is_dictionary(col.type):
-                    col = col.cast(field.type.value_type).cast(field.type)
-                else:
-                    col = col.cast(field.type)
+                col = _as(col, field.type)
             cols.append(col)
         else:
             cols.append(pa.nulls(data.num_rows, field.type))

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from tracediff.parse.nsys.schema import TID_BITS
 from tracediff.runs import schema
+from tracediff.runs.arrowcols import encoded, narrow, series
 
 
 class Strings:
@@ -21,7 +22,7 @@ class Strings:
     def __init__(self, df: pl.DataFrame, values: pa.Array | None = None) -> None:
         df = df.filter(pl.col("id").is_not_null()).unique("id", keep="first").sort("id")
         self.ids = df["id"].to_numpy()
-        self.values = values if values is not None else df["value"].to_arrow().cast(pa.string())
+        self.values = values if values is not None else narrow(df["value"].to_arrow())
         n = len(self.ids)
         self.dense = n == 0 or (self.ids[0] == 0 and self.ids[-1] == n - 1)
         self.missing = 0  # ids referenced by events but absent from StringIds
@@ -73,9 +74,7 @@ class Strings:
             self._positions(ids)
 
     def strings(self, ids: pl.Series) -> pl.Series:
-        s = pl.from_arrow(self.lookup(ids).cast(pa.string()))
-        assert isinstance(s, pl.Series)
-        return s
+        return series(self.lookup(ids)).cast(pl.String)
 
 
 def label_column(codes: pl.Series, labels: dict[int, str]) -> pa.DictionaryArray:
@@ -113,14 +112,16 @@ def finish(
         elif f.name in df.columns:
             s = df[f.name]
             if pa.types.is_dictionary(f.type):
-                a = s.cast(pl.String).to_arrow().cast(pa.string()).dictionary_encode()
+                a = encoded(s)
             else:
                 a = s.cast(_PL_TYPES[f.type]).to_arrow()
         else:
             a = pa.nulls(df.height, f.type)
         if isinstance(a, pa.ChunkedArray):
             a = a.combine_chunks()
-        cols.append(a if a.type == f.type else a.cast(f.type))
+        cols.append(
+            a if a.type == f.type else narrow(a) if f.type == pa.string() else a.cast(f.type)
+        )
     return pa.Table.from_arrays(
         cols, schema=schema.TABLES[table] if only is None else pa.schema(fields)
     )

@@ -71,6 +71,7 @@ from tracediff.parse.nsys.tables import (
     short_copy_kinds,
     syncs_table,
 )
+from tracediff.runs.arrowcols import narrow, series
 from tracediff.runs.deferred import Build, Deferred
 from tracediff.runs.runfile import Run
 
@@ -127,7 +128,7 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
             else None
         )
         # cudaLaunchKernel_v7000 -> cudaLaunchKernel, on the string table (not per call)
-        clean = pl.Series(strings.values).str.replace(r"_v\d+$", "").to_arrow().cast(pa.string())
+        clean = narrow(series(strings.values).str.replace(r"_v\d+$", "").to_arrow())
         api_names = strings.with_values(clean)
         keys = launch_keys(api)
         copy_kinds = short_copy_kinds(
@@ -232,7 +233,7 @@ def _unread(
         warnings.append(
             f"{path}: {missing_names} name ids are not in {STRINGS}; those names are null"
         )
-    nvtx_coll = pl.Series(tables["collectives"].column("source").cast(pa.string())).eq("nvtx").sum()
+    nvtx_coll = series(tables["collectives"].column("source")).cast(pl.String).eq("nvtx").sum()
     if nvtx_coll and payload.filter(pl.col("name") == "Message size [bytes]").height:
         warnings.append(
             f"{path}: NCCL NVTX payloads (message sizes) are not decoded; "

@@ -1,0 +1,50 @@
+"""runs/arrowcols.py: the readers' string conversions equal what Arrow's compute functions give."""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from tracediff.runs import arrowcols as ac
+
+CASES = [
+    ["b", None, "a", "b", "c", None],
+    [],
+    [None, None],
+    ["only"] * 5,
+    ["é", "", "ü" * 40, "", None, "é"],
+]
+
+
+@pytest.mark.parametrize("values", CASES)
+def test_encoded_is_arrows_dictionary_encode(values: list[str | None]) -> None:
+    got = ac.encoded(pl.Series(values, dtype=pl.String))
+    want = pa.array(values, pa.string()).dictionary_encode()
+    assert got.type == ac.DICT_STRING
+    assert got.indices.equals(want.indices) and got.dictionary.equals(want.dictionary)
+    assert got.to_pylist() == values
+
+
+@pytest.mark.parametrize("values", CASES)
+def test_narrow_is_arrows_cast_to_string(values: list[str | None]) -> None:
+    wide = pa.array(values, pa.large_string())
+    for arr in (wide, wide.slice(1), wide.slice(0, max(len(values) - 1, 0))):
+        got = ac.narrow(arr)
+        assert got.type == pa.string()
+        assert got.equals(pc.cast(arr, pa.string()))
+
+
+def test_narrow_leaves_strings_and_casts_other_types() -> None:
+    s = pa.array(["x"], pa.string())
+    assert ac.narrow(s) is s
+    assert ac.narrow(pa.nulls(2)).equals(pa.nulls(2, pa.string()))
+
+
+def test_series_reads_dictionaries_as_categorical_and_chunks_whole() -> None:
+    d = pa.array(["b", None, "a"]).dictionary_encode()
+    assert ac.series(d).dtype == pl.Categorical
+    assert ac.series(d).cast(pl.String).to_list() == ["b", None, "a"]
+    chunked = pa.chunked_array([pa.array([1, 2]), pa.array([3])])
+    assert ac.series(chunked).to_list() == [1, 2, 3]
