@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -175,19 +176,25 @@ def read_nsys(source: Source, path: Path, source_format: str) -> Run:
     )
     run_tables["collectives"] = nccl.collectives_from(kernels, run_tables["nvtx_ranges"])
     warnings += _unread(kern, strings.missing + api_names.missing, run_tables, payload, path)
+    metadata = _metadata(meta, start, sysenv, path, source_format)
+    warnings += _newer_schema(metadata["nsys_schema_version"], path)
+    return Run(tables=run_tables, metadata=metadata, warnings=warnings)
+
+
+def _metadata(
+    meta: pl.DataFrame, start: pl.DataFrame, sysenv: pl.DataFrame, path: Path, source_format: str
+) -> dict[str, Any]:
+    """The run's metadata: the export's META_DATA_EXPORT names, its session start, the host."""
     md = dict(zip(meta["name"].to_list(), meta["value"].to_list(), strict=True))
-    version = md.get("EXPORT_SCHEMA_VERSION")
-    warnings += _newer_schema(version, path)
-    metadata = {
+    return {
         "source": str(path),
         "source_format": source_format,
         "nsys_version": md.get("EXPORT_PRODUCT_VERSION"),
-        "nsys_schema_version": version,
+        "nsys_schema_version": md.get("EXPORT_SCHEMA_VERSION"),
         "time_origin_utc_ns": start["utcEpochNs"][0] if start.height else None,
         "time_base": "nsys session start",
         **identity(sysenv),
     }
-    return Run(tables=run_tables, metadata=metadata, warnings=warnings)
 
 
 def _checked(have: set[str], path: Path) -> list[str]:
