@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracediff.base.sortedsearch import RATIO, search_sorted
+from tracediff.base.sortedsearch import FEW, RATIO, search_sorted
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -21,9 +21,20 @@ def test_the_same_numbers_as_numpy(side: str, seed: int) -> None:
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("seed", range(4))
+def test_values_in_any_order_among_a_few_are_counted_to_numpys_numbers(
+    side: str, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    a = np.sort(rng.choice(np.arange(-5, 40) * (1 << 40), int(rng.integers(1, FEW + 1))))
+    v = rng.choice(np.r_[a, a + 1, a - 1, -(1 << 62), 1 << 62], 3000)  # equal, between, outside
+    assert np.array_equal(search_sorted(a, v, side), np.searchsorted(a, v, side=side))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
 def test_values_out_of_order_or_too_few_are_searched_by_numpy(side: str) -> None:
-    a = np.array([3, 5, 5, 9])
-    v = np.arange(100)[::-1].copy()  # falling: the counts would be wrong, numpy answers
+    a = np.arange(FEW + 1) * 3
+    v = np.arange(1000)[::-1].copy()  # falling, among more than a few: numpy answers
     assert np.array_equal(search_sorted(a, v, side), np.searchsorted(a, v, side=side))
     short = np.array([5, 6])
     assert np.array_equal(search_sorted(a, short, side), np.searchsorted(a, short, side=side))

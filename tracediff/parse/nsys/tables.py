@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tracediff.base.sortedsearch import search_sorted
 from tracediff.parse.nsys.columns import (
     Strings,
     by_start,
@@ -94,7 +95,7 @@ class LaunchIndex:
             ok &= p.to_numpy() == self.pids[0]
             return np.where(ok, cn, -1), np.zeros(len(cn), np.uint8)
         pn = p.fill_null(-1).to_numpy()
-        rank = np.minimum(np.searchsorted(self.pids, pn), len(self.pids) - 1)
+        rank = np.minimum(search_sorted(self.pids, pn), len(self.pids) - 1)
         ok &= self.pids[rank] == pn
         if p.null_count():
             ok &= p.is_not_null().to_numpy()
