@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,8 +21,13 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("arrow", [False, True])
 @pytest.mark.parametrize("values", CASES)
-def test_encoded_is_arrows_dictionary_encode(values: list[str | None]) -> None:
+def test_encoded_is_arrows_dictionary_encode(
+    values: list[str | None], arrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (this module imports pyarrow.compute: Arrow would encode all; each way is tested)
+    monkeypatch.setattr(ac, "arrow_pays", lambda rows: arrow)
     got = ac.encoded(pl.Series(values, dtype=pl.String))
     want = pa.array(values, pa.string()).dictionary_encode()
     assert got.type == ac.DICT_STRING
@@ -48,3 +56,14 @@ def test_series_reads_dictionaries_as_categorical_and_chunks_whole() -> None:
     assert ac.series(d).cast(pl.String).to_list() == ["b", None, "a"]
     chunked = pa.chunked_array([pa.array([1, 2]), pa.array([3])])
     assert ac.series(chunked).to_list() == [1, 2, 3]
+
+
+def test_arrow_encodes_long_columns_or_once_its_compute_module_is_loaded() -> None:
+    assert ac.arrow_pays(ac.LONG)  # (loaded here anyway: this module imports it)
+    code = (
+        "import sys; from tracediff.runs import arrowcols as ac; "
+        "print(ac.arrow_pays(ac.LONG - 1), ac.arrow_pays(ac.LONG)); "
+        "import pyarrow.compute; print(ac.arrow_pays(1))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr
