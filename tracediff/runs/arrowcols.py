@@ -57,12 +57,14 @@ def narrow(values: pa.Array) -> pa.Array:
     )
 
 
-def encoded(values: pl.Series) -> pa.DictionaryArray:
-    """Strings as `dictionary<int32, string>`, the values in the order they first occur and a
-    null a null index: what Arrow's `dictionary_encode` gives (and gives here, where it pays)."""
-    text = values.cast(pl.String)
-    if arrow_pays(len(text)):
-        return narrow(text.to_arrow()).dictionary_encode()
+def encoded(values: pl.Series | pa.Array) -> pa.DictionaryArray:
+    """Strings (polars', or an Arrow string array) as `dictionary<int32, string>`, the values in
+    the order they first occur and a null a null index: what Arrow's `dictionary_encode` gives
+    (and gives here, where it pays)."""
+    if arrow_pays(len(values)):
+        arrow = values if isinstance(values, pa.Array) else values.cast(pl.String).to_arrow()
+        return narrow(arrow).dictionary_encode()
+    text = (series(values) if isinstance(values, pa.Array) else values).cast(pl.String)
     distinct = text.drop_nulls().unique(maintain_order=True)
     codes = pl.DataFrame(
         {"v": distinct, "i": pl.int_range(len(distinct), dtype=pl.Int32, eager=True)}

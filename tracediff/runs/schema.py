@@ -413,10 +413,8 @@ def _as(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
     """`col` cast to `to`, chunk by chunk as Arrow casts; strings to dictionary-encoded or
     narrow strings without pyarrow.compute (runs/arrowcols.py: what the reader casts)."""
     text = (pa.string(), pa.large_string())
-    if to == arrowcols.DICT_STRING and col.type in text and not arrowcols.arrow_pays(len(col)):
-        return pa.chunked_array(
-            [arrowcols.encoded(arrowcols.series(c)) for c in col.chunks], type=to
-        )
+    if to == arrowcols.DICT_STRING and col.type in text:
+        return pa.chunked_array([arrowcols.encoded(c) for c in col.chunks], type=to)
     if to == pa.string() and col.type == pa.large_string():
         return pa.chunked_array([arrowcols.narrow(c) for c in col.chunks], type=to)
     if pa.types.is_dictionary(to) and pa.types.is_dictionary(col.type):

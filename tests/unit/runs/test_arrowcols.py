@@ -21,14 +21,20 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("given", ["polars", "string", "large_string"])
 @pytest.mark.parametrize("arrow", [False, True])
 @pytest.mark.parametrize("values", CASES)
 def test_encoded_is_arrows_dictionary_encode(
-    values: list[str | None], arrow: bool, monkeypatch: pytest.MonkeyPatch
+    values: list[str | None], arrow: bool, given: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (this module imports pyarrow.compute: Arrow would encode all; each way is tested)
     monkeypatch.setattr(ac, "arrow_pays", lambda rows: arrow)
-    got = ac.encoded(pl.Series(values, dtype=pl.String))
+    source = (
+        pl.Series(values, dtype=pl.String)
+        if given == "polars"
+        else pa.array(values, getattr(pa, given)())
+    )
+    got = ac.encoded(source)
     want = pa.array(values, pa.string()).dictionary_encode()
     assert got.type == ac.DICT_STRING
     assert got.indices.equals(want.indices) and got.dictionary.equals(want.dictionary)
