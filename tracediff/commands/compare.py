@@ -212,7 +212,11 @@ def _compare(args: argparse.Namespace, executor: Any, use_tui: bool) -> int:
         ranks_on,
         allow_missing_ranks=args.allow_missing_ranks,
         # base reduced before head is read, its events let go (on a cluster: on its workers)
-        reduce_base=None if keep_ops or executor else partial(reduce_first, cycle=args.cycle),
+        reduce_base=(
+            None
+            if keep_ops or executor
+            else partial(reduce_first, cycle=args.cycle, n_boot=args.bootstrap)
+        ),
     )
     bases, heads = sides.bases, sides.heads
     if args.whatif and (len(bases) > 1 or len(heads) > 1):

@@ -35,6 +35,7 @@ from tracediff.engine.pipeline.join import join
 from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.statistics import attribute as at
+from tracediff.engine.statistics.resample import draw_ahead, tell_head
 from tracediff.runs.runfile import Reread, Run, let_go
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def compare(
     say("collecting GPU operations")
     if first is None or one:
         first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
+        _draw_ahead(first, n_boot, len(bases))  # (reduce_first's `first`: drawn ahead there)
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too
@@ -91,7 +93,7 @@ def compare(
     _refused(first)
     rule = first.rule
     templates = {d: t[0] for d, t in first.tops.items()}
-    rest = [FileTask(s, i, r, rule, templates=templates, keep_ops=one)
+    rest = [FileTask(s, i, r, rule, templates=templates, keep_ops=one, cycles_ahead=single)
             for s, runs in (("base", bases), ("head", heads)) for i, r in enumerate(runs)
             if s == "head" or i]  # fmt: skip
     done = [first, *run_ex.map(rest, say)]
@@ -103,6 +105,8 @@ def compare(
     notes = {(p.side, p.index): [w for w in p.seg_warnings if w.startswith(NO_OWN_RANGES)]
              for p in done}  # fmt: skip
     done, fallback = _cut_or_whole(done, bases, heads, one, run_ex, say)
+    # the bootstrap's counts drawn ahead (reduce_first): head's cycles, as the join will count them
+    tell_head(None if fallback else sum(_cycles(p) for p in done if p.side == "head"))
     done, tpl = _final_templates(done, bases, heads, run_ex, say)
     done, carry = _carried(done, bases, heads, tpl, one, run_ex, say)
     for p in done:
@@ -145,11 +149,31 @@ def compare(
     )
 
 
-def reduce_first(run: Run, cycle: str | None) -> Reduced | None:
+def reduce_first(run: Run, cycle: str | None, n_boot: int = 1000) -> Reduced | None:
     """Base's first run through the per-file stage in this process as `compare(keep_ops=False)`
-    starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run)."""
+    starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run).
+    Base being one run, the bootstrap over its cycles will be drawn: it starts here, on a thread
+    (statistics/resample.py `Ahead`), while head is read."""
     got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle))
-    return None if got.no_ops else got
+    if got.no_ops:
+        return None
+    _draw_ahead(got, n_boot, 1)
+    return got
+
+
+def _draw_ahead(first: Reduced, n_boot: int, runs: int) -> None:
+    """Base's first of `runs` runs, reduced: where it is base's one run, the bootstrap over its
+    cycles (one run a side, or head a run set: never across runs, engine/runsets.py) drawn from
+    now on, on a thread."""
+    nb = _cycles(first)
+    if runs == 1 and not (first.no_ops or first.error or first.mismatch) and nb >= 2 and n_boot:
+        draw_ahead(nb, n_boot, 0)
+
+
+def _cycles(p: Reduced) -> int:
+    """The cycles of a reduced run the statistics count (engine/pipeline/join.py `cycle_times`:
+    those its cycle table holds)."""
+    return p.cyc["cycle"].n_unique() if "cycle" in p.cyc.columns else 0
 
 
 def _cut_or_whole(

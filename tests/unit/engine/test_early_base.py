@@ -103,3 +103,35 @@ def test_heads_report_is_let_go_once_reduced_and_read_again_if_asked() -> None:
     kept = load_sides(K_GOOD, K_BAD, "auto", lambda _: None)
     compare(kept.bases, kept.heads, n_boot=50, keep_ops=True)
     assert dict.__len__(kept.heads[0].tables) > 0
+
+
+def test_the_bootstrap_drawn_while_head_is_read_is_the_one_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Base reduced early starts the bootstrap's draws on a thread (statistics/resample.py
+    `Ahead`), told head's cycles once head is cut: the compare takes them, and answers as it
+    does drawing them itself."""
+    from tracediff.engine.statistics import attribute as at
+
+    taken: list[bool] = []
+    take = at.take_ahead
+
+    def spy(*key: int) -> object:
+        got = take(*key)
+        taken.append(got is not None)
+        return got
+
+    def answer() -> dict:  # type: ignore[type-arg]
+        at._resample_weights.cache_clear()
+        sides = load_sides(
+            K_GOOD, K_BAD, "auto", lambda _m: None,
+            reduce_base=partial(reduce_first, cycle=None, n_boot=50),
+        )  # fmt: skip
+        got = compare(sides.bases, sides.heads, n_boot=50, keep_ops=False, first=sides.first)
+        return orjson.loads(render(sides.onto(got), "json", 10))  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(at, "take_ahead", spy)
+    ahead = answer()
+    assert taken == [True]
+    monkeypatch.setattr(at, "take_ahead", lambda *_key: None)  # drawn in place
+    assert answer() == ahead

@@ -71,3 +71,64 @@ def test_weights_are_numpys_counts_over_n(pvals: np.ndarray, n: int) -> None:
     want = theirs.multinomial(n, pvals, size=30).astype(np.float64) / n
     assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
     assert mine.random() == theirs.random()
+
+
+@pytest.mark.parametrize("n", [2, 17, 6000])
+def test_counts_drawn_ahead_make_the_weights_drawn_in_place(n: int) -> None:
+    """`uniform_counts` (uint8) then `as_weights`: the bytes `multinomial_rows(per=n)` gives, and
+    the generator left where it leaves it."""
+    rows = 30
+    mine, theirs = np.random.default_rng(5), np.random.default_rng(5)
+    counts = resample.uniform_counts(mine, n, rows)
+    assert counts is not None and counts.dtype == np.uint8 and counts.shape == (rows, n)
+    want = resample.multinomial_rows(theirs, n, np.full(n, 1.0 / n), rows, per=n)
+    assert resample.as_weights(counts, n).tobytes() == want.tobytes()
+    assert mine.bit_generator.state == theirs.bit_generator.state
+
+
+def test_a_count_over_255_stops_the_uint8_rows() -> None:
+    """A count a byte cannot hold is not drawn as uint8: the rows stop there (the caller draws
+    from the seed again)."""
+    assert resample.multinomial is not None
+    out = np.zeros((4, 2), np.uint8)
+    bits = np.random.default_rng(0).bit_generator
+    assert resample.multinomial.draws(bits.capsule, 1000, np.array([0.999, 0.001]), out, -1.0) == 0
+    assert resample.multinomial.draws(bits.capsule, 200, np.array([0.999, 0.001]), out, -1.0) == 4
+    assert (out.sum(axis=1) == 200).all()
+
+
+def _in_place(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    cb = resample.multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot, per=nb)
+    return cb, resample.multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot, per=nh)
+
+
+def test_weights_drawn_ahead_are_the_bootstraps_and_only_for_their_counts() -> None:
+    """`Ahead`: base's counts on a thread, head's once told; the weights are those drawn in
+    place, bit for bit, for the cycles, resamples and seed they were drawn for, else None."""
+    ahead = resample.Ahead(300, 100, 3)
+    ahead.head(450)
+    got = ahead.weights(300, 450, 100, 3)
+    assert got is not None
+    for g, w in zip(got, _in_place(300, 450, 100, 3), strict=True):
+        assert g.tobytes() == w.tobytes()
+    for key in [(300, 451, 100, 3), (301, 450, 100, 3), (300, 450, 99, 3), (300, 450, 100, 4)]:
+        assert ahead.weights(*key) is None
+    dropped = resample.Ahead(300, 100, 3)
+    dropped.head(None)  # no bootstrap will ask: head's are not drawn
+    assert dropped.weights(300, 450, 100, 3) is None
+
+
+def test_the_draws_ahead_are_taken_once_and_by_their_counts_only() -> None:
+    """The compare's one slot: what is taken is gone; a take for other counts drops them; a
+    new draw replaces one never taken."""
+    resample.draw_ahead(40, 20, 0)
+    resample.tell_head(50)
+    assert resample.take_ahead(40, 51, 20, 0) is None  # other counts: dropped
+    assert resample.take_ahead(40, 50, 20, 0) is None
+    resample.draw_ahead(40, 20, 0)
+    resample.draw_ahead(41, 20, 0)  # the first never taken: replaced
+    resample.tell_head(50)
+    got = resample.take_ahead(41, 50, 20, 0)
+    assert got is not None and got[0].tobytes() == _in_place(41, 50, 20, 0)[0].tobytes()
+    assert resample.take_ahead(41, 50, 20, 0) is None

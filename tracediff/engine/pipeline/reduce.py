@@ -35,6 +35,7 @@ from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 from tracediff.engine.ops import gpu_ops_counted, in_device_order
 from tracediff.engine.pipeline import collsum
 from tracediff.engine.statistics import attribute as at
+from tracediff.engine.statistics.resample import tell_head
 from tracediff.runs.runfile import Run
 
 TOP_SEQUENCES = 3
@@ -103,6 +104,9 @@ class FileTask:
     # (device, first cycle, end cycle): return only that device's aligned ops of those cycles of
     # the file, nothing reduced (the TUI's events of the GPUs and cycles it shows: eventslices.py)
     only: tuple[int, int, int] | None = None
+    # head's one run, beside base's one: its cycles, once cut, are those the bootstrap resamples
+    # (told to the draws started ahead: engine/statistics/resample.py `tell_head`)
+    cycles_ahead: bool = False
 
     @property
     def name(self) -> str:
@@ -211,6 +215,8 @@ def reduce_file(task: FileTask) -> Reduced:
         out.error = (e.message, e.hint)
         return out
     del ops
+    if task.cycles_ahead:
+        tell_head(seg.ops["cycle"].n_unique() if "cycle" in seg.ops.columns else 0)
     return summed(reduce_cut(task, out, run, seg))
 
 

@@ -70,7 +70,10 @@ static int64_t inversion(bitgen_t *bg, int64_t n, double p, double q, double log
 /* draws(capsule, n, pvals float64 [d], out int64 [rows x d], zeroed[, per]) -> rows drawn;
  * fewer than rows: the next row needs a draw this module does not make (the caller restores the
  * state). With per > 0, out is float64 and holds each count / per (the bootstrap's weights:
- * the same division numpy makes of the counts cast to float64, with no int64 copy made) */
+ * the same division numpy makes of the counts cast to float64, with no int64 copy made). With
+ * per < 0, out is uint8 and holds the counts, an eighth of the bytes (drawn ahead and held
+ * while the rest of a compare runs: resample.py's `Ahead`); a count over 255 stops the rows
+ * there, as a draw this module does not make does */
 static PyObject *draws(PyObject *self, PyObject *args) {
     PyObject *capsule;
     long long n_total;
@@ -83,14 +86,16 @@ static PyObject *draws(PyObject *self, PyObject *args) {
     bitgen_t *bg = PyCapsule_GetPointer(capsule, "BitGenerator");
     Py_ssize_t d = pv.len / (Py_ssize_t)sizeof(double);
     if (bg == NULL) goto done;
-    if (d < 1 || pv.len % (Py_ssize_t)sizeof(double) || out.len % (d * (Py_ssize_t)sizeof(int64_t))) {
-        PyErr_SetString(PyExc_ValueError, "draws: pvals float64 [d], out int64 [rows x d]");
+    Py_ssize_t item = per < 0 ? 1 : (Py_ssize_t)sizeof(int64_t); /* uint8, or int64 / float64 */
+    if (d < 1 || pv.len % (Py_ssize_t)sizeof(double) || out.len % (d * item)) {
+        PyErr_SetString(PyExc_ValueError, "draws: pvals float64 [d], out [rows x d]");
         goto done;
     }
-    Py_ssize_t rows = out.len / (d * (Py_ssize_t)sizeof(int64_t));
+    Py_ssize_t rows = out.len / (d * item);
     const double *pix = pv.buf;
     int64_t *mnix = out.buf;
-    double *wts = out.buf; /* per > 0: the same buffer as float64 */
+    double *wts = out.buf;    /* per > 0: the same buffer as float64 */
+    uint8_t *small8 = out.buf; /* per < 0: as uint8 */
     pj = malloc(sizeof(double) * (size_t)d);
     cache = malloc(sizeof(double) * 3 * (size_t)d);
     if (!pj || !cache) {
@@ -115,6 +120,7 @@ static PyObject *draws(PyObject *self, PyObject *args) {
     for (; row < rows; row++) {
         int64_t *m = mnix + row * d;
         double *w = wts + row * d;
+        uint8_t *c8 = small8 + row * d;
         int64_t dn = n_total;
         int stop = 0;
         for (Py_ssize_t j = 0; j + 1 < d; j++) {
@@ -131,6 +137,11 @@ static PyObject *draws(PyObject *self, PyObject *args) {
             }
             if (per > 0)
                 w[j] = x < SMALL ? small[x] : (double)x / per;
+            else if (per < 0 && x > 255) {
+                stop = 1;
+                break;
+            } else if (per < 0)
+                c8[j] = (uint8_t)x;
             else
                 m[j] = x;
             dn -= x;
@@ -140,6 +151,10 @@ static PyObject *draws(PyObject *self, PyObject *args) {
         if (dn > 0) {
             if (per > 0)
                 w[d - 1] = (double)dn / per;
+            else if (per < 0 && dn > 255)
+                break;
+            else if (per < 0)
+                c8[d - 1] = (uint8_t)dn;
             else
                 m[d - 1] = dn;
         }

@@ -10,4 +10,5 @@ def draws(
     """Rows of multinomial(n, pvals) draws from the bit generator in `capsule` into `out` (int64
     [rows x len(pvals)], zeroed), as numpy's Generator.multinomial draws them; returns the rows
     drawn (fewer: the next row needs a draw this module does not make). With `per` > 0, `out`
-    is float64 and takes each count / per. Hold the bit generator's lock around the call."""
+    is float64 and takes each count / per; with `per` < 0, `out` is uint8 and a count over 255
+    stops the rows there. Hold the bit generator's lock around the call."""
