@@ -230,7 +230,8 @@ def _resample_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndar
     """The bootstrap's resampling weights (each row: how often each cycle was drawn / n). The same
     for every call with the same cycle counts (GPU attribution, host phases, the total), so drawn
     once: 1000 x 6,000 binomial draws a side cost more than the statistics themselves (drawn
-    natively, the same numbers as numpy's: engine/statistics/resample.py)."""
+    natively, the same numbers as numpy's: engine/statistics/resample.py; a compare of one run a
+    side has drawn them on a thread meanwhile, `resample.Ahead`)."""
     ahead = take_ahead(nb, nh, n_boot, seed)  # drawn during the compare (resample.Ahead)
     if ahead is not None:
         cb, ch = ahead
