@@ -199,8 +199,11 @@ def test_ctrl_c_keeps_finished_runs_and_the_same_command_resumes(
         ("run-02", "ok"),
         ("run-03", "ok"),
     ]
-    # the interrupted attempt of run-02 is counted on the slot that replaced it (4 ran, 3 kept)
-    assert [x.get("failed_attempts", 0) for x in index["runs"]] == [0, 1, 0]
+    # the interrupted attempt of run-02 is counted on the slot that replaced it (4 ran, 3 kept),
+    # and so is an nsys attempt capture retried in it (nsys's own failure, seen under load: a
+    # suite of session 23 counted 2 here)
+    lost = (err + r.stderr).count("retrying once: nsys produced no report")
+    assert [x.get("failed_attempts", 0) for x in index["runs"]] == [0, 1 + lost, 0], err
     assert all(ranges(p, "cycle").height == 3 for p in sides.list_runs(out))
 
 
