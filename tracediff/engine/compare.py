@@ -35,7 +35,7 @@ from tracediff.engine.pipeline.join import join
 from tracediff.engine.pipeline.reduce import FileTask, Reduced
 from tracediff.engine.result import Comparison, ReplayInputs
 from tracediff.engine.statistics import attribute as at
-from tracediff.engine.statistics.resample import draw_ahead, tell_head
+from tracediff.engine.statistics.resample import tell_head
 from tracediff.runs.runfile import Reread, Run, let_go
 
 if TYPE_CHECKING:
@@ -80,8 +80,9 @@ def compare(
     one = keep_ops and single and not any(_ranked(s) for s in bases + heads)
     say("collecting GPU operations")
     if first is None or one:
-        first = run_ex.run_one(FileTask("base", 0, bases[0], None, cycle, keep_ops=one), say)
-        _draw_ahead(first, n_boot, len(bases))  # (reduce_first's `first`: drawn ahead there)
+        ahead = n_boot if len(bases) == 1 else 0  # base's cycles: the bootstrap's
+        task = FileTask("base", 0, bases[0], None, cycle, keep_ops=one, bootstrap=ahead)
+        first = run_ex.run_one(task, say)
     if first.no_ops:
         return _host_or_refuse(bases, heads, cycle, n_boot, labels)
     # what the tracer check reads (metadata) a run of rank files not read here has too
@@ -93,7 +94,7 @@ def compare(
     _refused(first)
     rule = first.rule
     templates = {d: t[0] for d, t in first.tops.items()}
-    rest = [FileTask(s, i, r, rule, templates=templates, keep_ops=one, cycles_ahead=single)
+    rest = [FileTask(s, i, r, rule, templates=templates, keep_ops=one, bootstrap=n_boot * single)
             for s, runs in (("base", bases), ("head", heads)) for i, r in enumerate(runs)
             if s == "head" or i]  # fmt: skip
     done = [first, *run_ex.map(rest, say)]
@@ -105,8 +106,7 @@ def compare(
     notes = {(p.side, p.index): [w for w in p.seg_warnings if w.startswith(NO_OWN_RANGES)]
              for p in done}  # fmt: skip
     done, fallback = _cut_or_whole(done, bases, heads, one, run_ex, say)
-    # the bootstrap's counts drawn ahead (reduce_first): head's cycles, as the join will count them
-    tell_head(None if fallback else sum(_cycles(p) for p in done if p.side == "head"))
+    tell_head(None if fallback else _cycles(done, "head"))  # (where head's run did not: a run set)
     done, tpl = _final_templates(done, bases, heads, run_ex, say)
     done, carry = _carried(done, bases, heads, tpl, one, run_ex, say)
     for p in done:
@@ -152,28 +152,16 @@ def compare(
 def reduce_first(run: Run, cycle: str | None, n_boot: int = 1000) -> Reduced | None:
     """Base's first run through the per-file stage in this process as `compare(keep_ops=False)`
     starts it (its `first`); None where it has no GPU operations (engine/hostonly.py reads the run).
-    Base being one run, the bootstrap over its cycles will be drawn: it starts here, on a thread
-    (statistics/resample.py `Ahead`), while head is read."""
-    got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle))
-    if got.no_ops:
-        return None
-    _draw_ahead(got, n_boot, 1)
-    return got
+    Base being one run, the bootstrap over its cycles will be drawn: the draws start once it is
+    cut, on a thread (statistics/resample.py `Ahead`), and go on while head is read."""
+    got = ex.InProcess().run_one(FileTask("base", 0, run, None, cycle, bootstrap=n_boot))
+    return None if got.no_ops else got
 
 
-def _draw_ahead(first: Reduced, n_boot: int, runs: int) -> None:
-    """Base's first of `runs` runs, reduced: where it is base's one run, the bootstrap over its
-    cycles (one run a side, or head a run set: never across runs, engine/runsets.py) drawn from
-    now on, on a thread."""
-    nb = _cycles(first)
-    if runs == 1 and not (first.no_ops or first.error or first.mismatch) and nb >= 2 and n_boot:
-        draw_ahead(nb, n_boot, 0)
-
-
-def _cycles(p: Reduced) -> int:
-    """The cycles of a reduced run the statistics count (engine/pipeline/join.py `cycle_times`:
-    those its cycle table holds)."""
-    return p.cyc["cycle"].n_unique() if "cycle" in p.cyc.columns else 0
+def _cycles(done: list[Reduced], side: str) -> int:
+    """The cycles of a side's reduced runs the bootstrap resamples (engine/pipeline/join.py
+    `cycle_times`: those their cycle tables hold), for its draws ahead (FileTask.bootstrap)."""
+    return sum(p.cyc["cycle"].n_unique() for p in done if p.side == side and "cycle" in p.cyc)
 
 
 def _cut_or_whole(

@@ -135,3 +135,33 @@ def test_the_bootstrap_drawn_while_head_is_read_is_the_one_used(
     assert taken == [True]
     monkeypatch.setattr(at, "take_ahead", lambda *_key: None)  # drawn in place
     assert answer() == ahead
+
+
+def test_a_head_run_set_tells_its_runs_cycles_to_the_draws_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Base one run, head a run set: the bootstrap is over base's cycles and all of head's runs'
+    (never across runs with one base run): drawn ahead for those, the answer drawn in place."""
+    from tracediff.engine.statistics import attribute as at
+
+    samples = DATA.parent.parent / "samples" / "runs"
+    base, heads = samples / "good" / "run-01" / "run.arrow", sorted((samples / "bad").glob("run-*"))
+    taken: list[tuple[int, ...]] = []
+    take = at.take_ahead
+
+    def spy(*key: int) -> object:
+        got = take(*key)
+        if got is not None:
+            taken.append(key)
+        return got
+
+    def answer() -> dict:  # type: ignore[type-arg]
+        at._resample_weights.cache_clear()
+        got = compare(base, [h / "run.arrow" for h in heads], n_boot=100, keep_ops=False)
+        return orjson.loads(render(got, "json", 10))  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(at, "take_ahead", spy)
+    ahead = answer()
+    assert len(heads) >= 2 and taken == [(20, 20 * len(heads), 100, 0)]
+    monkeypatch.setattr(at, "take_ahead", lambda *_key: None)
+    assert answer() == ahead

@@ -35,7 +35,7 @@ from tracediff.engine.cycle.segmentation import CycleRule, Segmentation
 from tracediff.engine.ops import gpu_ops_counted, in_device_order
 from tracediff.engine.pipeline import collsum
 from tracediff.engine.statistics import attribute as at
-from tracediff.engine.statistics.resample import tell_head
+from tracediff.engine.statistics.resample import draw_ahead, tell_head
 from tracediff.runs.runfile import Run
 
 TOP_SEQUENCES = 3
@@ -104,9 +104,10 @@ class FileTask:
     # (device, first cycle, end cycle): return only that device's aligned ops of those cycles of
     # the file, nothing reduced (the TUI's events of the GPUs and cycles it shows: eventslices.py)
     only: tuple[int, int, int] | None = None
-    # head's one run, beside base's one: its cycles, once cut, are those the bootstrap resamples
-    # (told to the draws started ahead: engine/statistics/resample.py `tell_head`)
-    cycles_ahead: bool = False
+    # a side's one run (base's; head's beside base's one): its cycles, once cut, are those the
+    # bootstrap of `bootstrap` resamples draws over, on a thread from then on (base's start the
+    # draws, head's tell its cycles: engine/statistics/resample.py `Ahead`); 0: not
+    bootstrap: int = 0
 
     @property
     def name(self) -> str:
@@ -215,9 +216,18 @@ def reduce_file(task: FileTask) -> Reduced:
         out.error = (e.message, e.hint)
         return out
     del ops
-    if task.cycles_ahead:
-        tell_head(seg.ops["cycle"].n_unique() if "cycle" in seg.ops.columns else 0)
+    if task.bootstrap:
+        _ahead(task, seg)
     return summed(reduce_cut(task, out, run, seg))
+
+
+def _ahead(task: FileTask, seg: Segmentation) -> None:
+    """The cycles of a side's one run, as cut, to the bootstrap's draws (FileTask.bootstrap)."""
+    n = seg.ops["cycle"].n_unique() if "cycle" in seg.ops.columns else 0
+    if task.side == "head":
+        tell_head(n)
+    elif n >= 2:
+        draw_ahead(n, task.bootstrap, 0)
 
 
 def summed(out: Reduced) -> Reduced:
