@@ -23,25 +23,27 @@ from tracediff.base import settings
 from tracediff.base.errors import TracediffError
 
 # Set before anything imports polars or pyarrow: their allocators (polars' jemalloc, and
-# pyarrow's bundled jemalloc instead of its default mimalloc) back big buffers with transparent
-# huge pages when asked before they load. A trace tool gathers and sorts columns of millions of
-# rows; with 4 KiB pages that is a page fault per 4 KiB (~10 us each on the development VM) and
-# a TLB miss per random access. Two 5 M-kernel runs compared: 2.0 M -> 0.2 M page faults, 28 ->
-# 14 user CPU-s; parsing 1 M kernels from SQLite, pyarrow's pool as well: 0.51-0.55 -> 0.43 s
-# (bench/README.md). Big buffers come from the ordinary arenas (oversize_threshold:0), which
-# reuse freed pages instead of zeroing fresh ones, and from one arena for every thread
-# (narenas:1): a buffer one of polars' threads frees is reused by another's next one, where an
-# arena a thread (jemalloc's default) faulted in head's gathers afresh beside base's freed ones
-# (x500 .sqlite compare: ~600 -> ~540 MiB of fresh huge pages, CPU -5 %, peak -30 MB; gen8's
-# 5 M kernels on 8 GPUs no slower, farm-bench --vs, session 21). A user's own setting wins; the
-# names set here are listed in TRACEDIFF_SET_ALLOC so a captured workload does not inherit them.
-# OpenBLAS on one thread, for the same reason (set before numpy loads it): its only work here is
+# pyarrow's bundled jemalloc instead of its default mimalloc). Big buffers come from the ordinary
+# arenas (oversize_threshold:0), which reuse freed pages instead of zeroing fresh ones, and from
+# one arena for every thread (narenas:1): a buffer one of polars' threads frees is reused by
+# another's next one, where an arena a thread (jemalloc's default) faulted in head's gathers
+# afresh beside base's freed ones (x500 .sqlite compare: CPU -5 %, peak -30 MB, session 21).
+# Not on transparent huge pages (thp:always until session 24): a 2 MiB page needs a free 2 MiB
+# block, and a VM that hands free memory back to its host (virtio free page reporting, as on
+# the development VM, which reports free blocks of 128 KiB and up) has given those
+# back, so each one is backed afresh (~2 ms a MiB), where 4 KiB pages come first from the
+# small free pieces it kept. farm-bench --vs, 3 s apart (bench/README.md, session 24): x500
+# .sqlite compare CPU 2.51 -> 2.14 s (sys 0.91 -> 0.53), its parse 1.70 -> 1.12 s, its run files
+# 1.81 -> 1.72 s; the 5 M-kernel 8-GPU run files alike (CPU 1.01x, wall 1.02x, peak -37 MiB).
+# A user's own setting wins; the names set here are listed in TRACEDIFF_SET_ALLOC so a captured
+# workload does not inherit them.
+# OpenBLAS on one thread (set before numpy loads it): its only work here is
 # the bootstraps' products ([contributors x cycles] by [cycles x 1000] resamples, ~0.04 CPU-s
 # on one thread at 6,000 cycles); with a pool of one thread per core, its idle threads spin
 # between products and take the cores from polars' pool: 0.7 CPU-s more of a x500 compare,
 # 1.5-3.9 s of wall for 0.04 s of work at load 5 (bench/README.md, session 15). A product's
 # last bits move with the thread count; the reports settle them (report/numbers.py).
-_JEMALLOC = "thp:always,oversize_threshold:0,narenas:1"
+_JEMALLOC = "oversize_threshold:0,narenas:1"
 ALLOCATOR_ENV = {
     "_RJEM_MALLOC_CONF": _JEMALLOC,
     "JE_ARROW_MALLOC_CONF": _JEMALLOC,

@@ -185,7 +185,7 @@ def test_workload_failure_keeps_report_and_records_exit_code(
 def test_workload_does_not_inherit_tracediffs_allocator_setting(
     repo: Path, nsys: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_setting: str | None
 ) -> None:
-    """The CLI sets allocator options (jemalloc huge pages for polars and pyarrow) for itself;
+    """The CLI sets allocator options (jemalloc arenas for polars and pyarrow) for itself;
     the profiled workload must run as the user would run it: without them, or with the user's
     own values."""
     from tracediff.cli import ALLOCATOR_ENV
