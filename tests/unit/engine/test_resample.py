@@ -97,12 +97,6 @@ def test_a_count_over_255_stops_the_uint8_rows() -> None:
     assert (out.sum(axis=1) == 200).all()
 
 
-def _in_place(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    cb = resample.multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot, per=nb)
-    return cb, resample.multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot, per=nh)
-
-
 def test_weights_drawn_ahead_are_the_bootstraps_and_only_for_their_counts() -> None:
     """`Ahead`: base's counts on a thread, head's once told; the weights are those drawn in
     place, bit for bit, for the cycles, resamples and seed they were drawn for, else None."""
@@ -110,7 +104,7 @@ def test_weights_drawn_ahead_are_the_bootstraps_and_only_for_their_counts() -> N
     ahead.head(450)
     got = ahead.weights(300, 450, 100, 3)
     assert got is not None
-    for g, w in zip(got, _in_place(300, 450, 100, 3), strict=True):
+    for g, w in zip(got, resample.drawn_weights(300, 450, 100, 3), strict=True):
         assert g.tobytes() == w.tobytes()
     for key in [(300, 451, 100, 3), (301, 450, 100, 3), (300, 450, 99, 3), (300, 450, 100, 4)]:
         assert ahead.weights(*key) is None
@@ -130,5 +124,7 @@ def test_the_draws_ahead_are_taken_once_and_by_their_counts_only() -> None:
     resample.draw_ahead(41, 20, 0)  # the first never taken: replaced
     resample.tell_head(50)
     got = resample.take_ahead(41, 50, 20, 0)
-    assert got is not None and got[0].tobytes() == _in_place(41, 50, 20, 0)[0].tobytes()
+    assert (
+        got is not None and got[0].tobytes() == resample.drawn_weights(41, 50, 20, 0)[0].tobytes()
+    )
     assert resample.take_ahead(41, 50, 20, 0) is None

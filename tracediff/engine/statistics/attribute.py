@@ -24,7 +24,7 @@ import polars as pl
 from tracediff.base.segscan import seg_cummax
 from tracediff.engine.cycle import align as al
 from tracediff.engine.result import GAP_CAUSES as GAP_CAUSES  # the gap contributors' names
-from tracediff.engine.statistics.resample import multinomial_rows, take_ahead
+from tracediff.engine.statistics.resample import drawn_weights, take_ahead
 
 _CAUSE = pl.Enum(list(GAP_CAUSES))
 
@@ -233,12 +233,7 @@ def _resample_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndar
     natively, the same numbers as numpy's: engine/statistics/resample.py; a compare of one run a
     side has drawn them on a thread meanwhile, `resample.Ahead`)."""
     ahead = take_ahead(nb, nh, n_boot, seed)  # drawn during the compare (resample.Ahead)
-    if ahead is not None:
-        cb, ch = ahead
-    else:
-        rng = np.random.default_rng(seed)
-        cb = multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot, per=nb)
-        ch = multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot, per=nh)
+    cb, ch = ahead if ahead is not None else drawn_weights(nb, nh, n_boot, seed)
     cb.flags.writeable = ch.flags.writeable = False
     return cb, ch
 

@@ -48,6 +48,14 @@ def multinomial_rows(
     return counts if per is None else counts.astype(np.float64) / per
 
 
+def drawn_weights(nb: int, nh: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's weights drawn here: `n_boot` rows over base's `nb` cycles, then over head's
+    `nh`, from one generator of `seed` (the order `Ahead` draws its counts in)."""
+    rng = np.random.default_rng(seed)
+    cb = multinomial_rows(rng, nb, np.full(nb, 1.0 / nb), n_boot, per=nb)
+    return cb, multinomial_rows(rng, nh, np.full(nh, 1.0 / nh), n_boot, per=nh)
+
+
 def uniform_counts(rng: np.random.Generator, n: int, rows: int) -> np.ndarray | None:
     """`rng.multinomial(n, np.full(n, 1 / n), size=rows)` as uint8 [rows x n] (the bootstrap's
     resampling counts, drawn as `multinomial_rows` draws them, in an eighth of int64's bytes);
@@ -75,8 +83,8 @@ class Ahead:
     resamples, from `seed`), drawn on a thread of the lowest priority while the compare goes
     on: base's as soon as its cycles are known (head is then read and reduced beside it; the
     draws release the GIL), head's once `head` tells its cycles. `weights` gives both sides'
-    weights where its counts match what the bootstrap asks for, else None (then drawn there as
-    before: the same numbers either way).
+    weights where its counts match what the bootstrap asks for, else None (then drawn there,
+    `drawn_weights`: the same numbers either way).
 
     Why: 2 x 1000 resamples of 6,000 cycles are ~0.33 CPU-s of one core at the end of a x500
     compare, while the other core mostly waits through head's read. Held as uint8 counts
